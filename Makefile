@@ -1,0 +1,33 @@
+# dphist developer commands.  `make demo` and `make test` work on a fresh machine with only python3 (>= 3.11).
+PYTHON ?= python3
+VENV   := .venv
+PY     := $(VENV)/bin/python
+STAMP  := $(VENV)/.installed
+
+.PHONY: install demo test test-fast bench clean
+
+install: $(STAMP)
+
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet -e '.[test]'
+	touch $(STAMP)
+
+demo: install
+	$(VENV)/bin/dphist release sample_data/census.csv --schema sample_data/census.schema.yaml \
+		--epsilon 1 --columns age,sex --out demo_release --overwrite
+	@echo "--- demo_release/age_sex.csv (first rows) ---"
+	@head -n 6 demo_release/age_sex.csv
+
+test: install
+	$(PY) -m pytest -q
+
+test-fast: install
+	$(PY) -m pytest -q -m "not slow"
+
+bench: install
+	$(PY) bench/run.py
+
+clean:
+	rm -rf $(VENV) demo_release release .pytest_cache .hypothesis build *.egg-info

@@ -1,0 +1,113 @@
+"""Exact privacy budgets: parsing, splitting among tables, checking what was spent, and the report.
+
+Budgets are ``fractions.Fraction`` built from the decimal strings the user wrote, so parts add up exactly.
+Tables computed from the same records compose sequentially (their epsilons add); the cells of one table are
+disjoint, so a measurement of all of them costs its epsilon once (parallel composition).
+"""
+
+from __future__ import annotations
+
+import math
+from decimal import Decimal, InvalidOperation
+from fractions import Fraction
+from typing import Any
+
+from .algorithms import Measurement
+from .errors import UsageError
+
+__all__ = ["parse_epsilon", "parse_share", "split_budget", "format_fraction", "check_spent", "step_report"]
+
+PRIVACY_UNIT = "one record (row)"
+NEIGHBOURING = "add/remove one record"
+SAMPLER = "exact discrete Laplace (binary-expansion sampler) on OS CSPRNG bits (os.urandom)"
+TEST_SAMPLER = "exact discrete Laplace on a SEEDED PCG64 stream (test mode: NOT private)"
+
+
+def _exact(value: Any, what: str) -> Fraction:
+    if isinstance(value, bool):
+        raise UsageError(f"{what} must be a number, got {value!r}")
+    if isinstance(value, Fraction):
+        return value
+    if isinstance(value, float):
+        if not math.isfinite(value):
+            raise UsageError(f"{what} must be a finite number, got {value!r}")
+        value = repr(value)  # the shortest decimal that round-trips: what the user typed
+    text = str(value).strip()
+    try:
+        return Fraction(Decimal(text)) if "/" not in text else Fraction(text)
+    except (InvalidOperation, ValueError, ZeroDivisionError):
+        raise UsageError(f"{what} must be a number such as 0.5, got '{text}'") from None
+
+
+def parse_epsilon(value: Any, what: str = "epsilon") -> Fraction:
+    """The exact positive epsilon written as ``value`` (decimal string, int, float or Fraction)."""
+    if isinstance(value, str) and value.strip().lower() in {"nan", "inf", "+inf", "-inf", "infinity", "-infinity"}:
+        raise UsageError(f"{what} must be a finite positive number, got '{value.strip()}'")
+    eps = _exact(value, what)
+    if eps <= 0:
+        raise UsageError(f"{what} must be greater than 0, got {format_fraction(eps)}")
+    return eps
+
+
+def parse_share(value: Any, table: str) -> Fraction:
+    """A table's budget share: a positive number (only the ratios between shares matter)."""
+    if isinstance(value, str) and value.strip().lower() in {"nan", "inf", "+inf", "-inf"}:
+        raise UsageError(f"table '{table}': share must be a positive number")
+    share = _exact(value, f"table '{table}': share")
+    if share <= 0:
+        raise UsageError(f"table '{table}': share must be greater than 0")
+    return share
+
+
+def split_budget(total: Fraction, shares: list[Fraction]) -> list[Fraction]:
+    """Split ``total`` in proportion to ``shares``; the parts add up to ``total`` exactly."""
+    whole = sum(shares, Fraction(0))
+    parts = [total * s / whole for s in shares]
+    assert sum(parts, Fraction(0)) == total
+    return parts
+
+
+def format_fraction(value: Fraction) -> str:
+    """An exact decimal string when one exists (``0.25``), otherwise ``p/q`` (``1/3``)."""
+    value = Fraction(value)
+    d = value.denominator
+    twos = fives = 0
+    while d % 2 == 0:
+        d //= 2
+        twos += 1
+    while d % 5 == 0:
+        d //= 5
+        fives += 1
+    if d != 1:
+        return f"{value.numerator}/{value.denominator}"
+    digits = max(twos, fives)
+    scaled = value * 10**digits
+    text = str(abs(scaled.numerator))
+    sign = "-" if value < 0 else ""
+    if digits == 0:
+        return sign + text
+    text = text.rjust(digits + 1, "0")
+    return f"{sign}{text[:-digits]}.{text[-digits:]}"
+
+
+def check_spent(measurements: list[Measurement], budget: Fraction, table: str) -> Fraction:
+    """The epsilon the measurements spend; raises if it exceeds ``budget`` (a bug, never a user error)."""
+    spent = sum((m.epsilon for m in measurements), Fraction(0))
+    if spent > budget:
+        raise AssertionError(f"table '{table}': algorithm spent {spent} of a budget of {budget}")
+    return spent
+
+
+def step_report(m: Measurement) -> dict:
+    """One measurement as the report shows it."""
+    return {
+        "what": m.what,
+        "mechanism": m.mechanism,
+        "sensitivity": m.sensitivity,
+        "scale": format_fraction(m.scale),
+        "epsilon": format_fraction(m.epsilon),
+        "delta": format_fraction(m.delta),
+        "noisy_values": m.queries,
+        "expected_cell_sd": None if m.cell_sd is None else round(m.cell_sd, 4),
+        "composition": "parallel over disjoint cells" if m.queries > 1 else "single query",
+    }

@@ -1,0 +1,245 @@
+"""The Python API: ``dphist.release(...)`` runs the whole pipeline and returns the tables and the report.
+
+    source ─► schema ─► count ─► algorithm ─► post-process ─► tables + report
+
+The CLI is a thin layer over this module.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from fractions import Fraction
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from . import __version__
+from .accountant import (NEIGHBOURING, PRIVACY_UNIT, SAMPLER, TEST_SAMPLER, check_spent, format_fraction,
+                         parse_epsilon, split_budget, step_report)
+from .algorithms import Estimate, get_algorithm
+from .counting import TableShape, count_tables
+from .errors import UsageError
+from .inference import nonnegative_integer_table
+from .io.sources import open_source
+from .io.writers import write_release
+from .job import TableRequest, check_table_names, parse_tables, table_name_for
+from .noise import BitSource, SeededBits, SystemBits
+from .schema import MAX_CELLS, MAX_DIMENSIONS, Schema, load_schema, parse_schema
+
+__all__ = ["Release", "release", "DEFAULT_ALGORITHM"]
+
+DEFAULT_ALGORITHM = "identity"
+POST_PROCESSING = ("non-negativity by Euclidean projection onto non-negative tables with the noisy total "
+                   "(clamped at 0 and rounded), then largest-remainder integer rounding that keeps the total")
+NOT_PRIVATE = "TEST MODE: noise was drawn from a seeded generator; this release is NOT differentially private"
+
+
+@dataclass
+class Release:
+    """A finished release: ``tables`` maps table name to a tidy DataFrame; ``report`` is the accountant report."""
+
+    tables: dict[str, pd.DataFrame]
+    report: dict
+    #: Facts for the operator only (input file size): kept out of the published report, since they depend on
+    #: the data without noise.
+    operator: dict = field(default_factory=dict)
+
+    @property
+    def test_mode(self) -> bool:
+        return bool(self.report.get("test_mode"))
+
+    def write(self, out: str | os.PathLike = "release", format: str = "csv", overwrite: bool = False) -> list[Path]:
+        """Write ``<table>.<format>`` files and ``report.json`` into ``out`` atomically; returns the paths."""
+        return write_release(out, self.tables, self.report, format, overwrite)
+
+    def summary(self) -> str:
+        """A short human-readable account of what was released and spent."""
+        r = self.report
+        lines = []
+        if r.get("test_mode"):
+            lines.append(f"*** {NOT_PRIVATE} ***")
+        inp = r["input"]
+        size = self.operator.get("size_bytes")
+        where = f"{inp['name']}" + (f" ({_human_bytes(size)}, {inp['format']})" if size is not None else "")
+        lines.append(f"dphist {r['dphist_version']}: released {len(r['tables'])} table(s) from {where}")
+        lines.append(f"privacy: epsilon {r['epsilon_spent']} spent of {r['epsilon_requested']} requested, "
+                     f"delta {r['delta_spent']}; unit {r['privacy_unit']}, neighbours differ by {r['neighbouring']}")
+        width = max(len(t["name"]) for t in r["tables"])
+        for t in r["tables"]:
+            sds = [s["expected_cell_sd"] for s in t["steps"] if s["expected_cell_sd"] is not None]
+            sd = f", noise sd per cell {sds[0]:.3g}" if sds else ""
+            lines.append(f"  {t['name']:<{width}}  {t['algorithm']:<10} epsilon {t['epsilon']:<8} "
+                         f"{t['cells']} cells{sd}")
+        return "\n".join(lines)
+
+
+def release(
+    source: Any,
+    epsilon: Any,
+    schema: Any = None,
+    columns: list[str] | str | None = None,
+    tables: list[dict] | list[TableRequest] | None = None,
+    algorithm: str | None = None,
+    seed: int | None = None,
+    raw: bool = False,
+) -> Release:
+    """Release differentially private tables of ``source``.
+
+    Parameters
+    ----------
+    source : path (CSV/Parquet file, directory or glob) or pandas DataFrame.
+    epsilon : total privacy budget, a positive number; a decimal string keeps it exact (``"0.5"``).
+    schema : path to a YAML/JSON schema, a parsed schema mapping, or a ``Schema``.  Required: domains are public
+        and are never read from the data.
+    columns : one table over these columns (``["age", "sex"]`` or ``"age,sex"``).
+    tables : several tables, each ``{"name", "columns", "algorithm", "share"}``; epsilon is split by share.
+        With neither ``columns`` nor ``tables``, one 1-D table per schema column, epsilon split equally.
+    algorithm : default algorithm for tables that do not name one (``identity``).
+    seed : test mode.  Deterministic noise; the release is marked NOT differentially private.
+    raw : skip post-processing; ``count`` is then the unbiased noisy estimate.
+
+    The total epsilon spent is exactly ``epsilon`` (sequential composition over tables), under add/remove of
+    one record.  Raises UsageError for bad arguments (before reading data) and DataError for unreadable data.
+    """
+    total_epsilon = parse_epsilon(epsilon)
+    if schema is None:
+        raise UsageError("a schema is required: draft one with 'dphist schema INPUT -o schema.yaml', review it, "
+                         "and pass it with --schema")
+    schema = schema if isinstance(schema, Schema) else (
+        parse_schema(schema) if isinstance(schema, dict) else load_schema(schema))
+    requests = _table_requests(schema, columns, tables)
+    default_algorithm = algorithm or DEFAULT_ALGORITHM
+    algorithms = [get_algorithm(t.algorithm or default_algorithm) for t in requests]
+    shapes = [_table_shape(schema, t) for t in requests]
+    budgets = split_budget(total_epsilon, [Fraction(t.share) for t in requests])
+    if seed is not None and (isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0):
+        raise UsageError("seed must be a non-negative integer")
+    bits: BitSource = SystemBits() if seed is None else SeededBits(int(seed))
+
+    src = open_source(source)
+    needed = {c.name: c for shape in shapes for c in shape.columns}
+    src.check_columns(needed)
+    counts = count_tables(src.batches(needed), shapes)  # the only step that reads rows
+
+    frames, table_reports = {}, []
+    spent = Fraction(0)
+    for request, algo, shape, budget, table_counts in zip(requests, algorithms, shapes, budgets, counts):
+        estimate = algo.run(table_counts, budget, bits)
+        spent += check_spent(estimate.measurements, budget, request.name)
+        frames[request.name] = _tidy_table(shape, estimate, raw)
+        table_reports.append({
+            "name": request.name,
+            "columns": list(request.columns),
+            "algorithm": algo.name,
+            "epsilon": format_fraction(budget),
+            "delta": "0",
+            "cells": shape.n_cells,
+            "shape": list(shape.shape),
+            "domain": {c.name: c.describe() for c in shape.columns},
+            "steps": [step_report(m) for m in estimate.measurements],
+            "post_processing": "none (--raw)" if raw else POST_PROCESSING,
+        })
+    assert spent <= total_epsilon
+    report = {
+        "dphist_version": __version__,
+        "input": {k: v for k, v in src.describe().items() if k in ("name", "format")},
+        "privacy_unit": PRIVACY_UNIT,
+        "neighbouring": NEIGHBOURING,
+        "definition": "pure epsilon-differential privacy",
+        "epsilon_requested": format_fraction(total_epsilon),
+        "epsilon_spent": format_fraction(spent),
+        "delta_requested": "0",
+        "delta_spent": "0",
+        "composition": "sequential over tables (epsilons add); parallel over the disjoint cells of a table",
+        "noise": TEST_SAMPLER if seed is not None else SAMPLER,
+        "test_mode": seed is not None,
+        "tables": table_reports,
+        "notes": [
+            "Bin edges, categories and table shapes come from the declared schema, which is public.",
+            "Values outside a column's domain were clamped or dropped as the schema says; how many is not published.",
+            "ci_lower/ci_upper: 95% interval for the true count of each cell, from noisy_count and the noise "
+            "distribution alone (cut at 0).",
+        ],
+    }
+    if seed is not None:
+        report["warning"] = NOT_PRIVATE
+    return Release(frames, report, operator=src.describe())
+
+
+# --------------------------------------------------------------------------------------------------------------
+
+
+def _table_requests(schema: Schema, columns, tables) -> list[TableRequest]:
+    if columns is not None and tables is not None:
+        raise UsageError("give either columns or tables, not both")
+    if tables is not None:
+        if tables and all(isinstance(t, TableRequest) for t in tables):
+            check_table_names(list(tables))
+            return list(tables)
+        return parse_tables(list(tables), "tables")
+    if columns is not None:
+        cols = [c.strip() for c in columns.split(",")] if isinstance(columns, str) else [str(c) for c in columns]
+        if not cols or not all(cols):
+            raise UsageError("columns must be a non-empty, comma-separated list of column names")
+        requests = [TableRequest(table_name_for(cols), tuple(cols))]
+    else:
+        requests = [TableRequest(name, (name,)) for name in schema.columns]
+    check_table_names(requests)
+    return requests
+
+
+def _table_shape(schema: Schema, request: TableRequest) -> TableShape:
+    if len(request.columns) > MAX_DIMENSIONS:
+        raise UsageError(f"table '{request.name}': at most {MAX_DIMENSIONS} columns per table in this version")
+    shape = TableShape(request.name, tuple(schema[c] for c in request.columns))
+    if shape.n_cells > MAX_CELLS:
+        raise UsageError(f"table '{request.name}': {shape.n_cells} cells is more than the limit of {MAX_CELLS}; "
+                         "use coarser bins")
+    return shape
+
+
+def _tidy_table(shape: TableShape, estimate: Estimate, raw: bool) -> pd.DataFrame:
+    """One row per cell in C order: dimension labels, count, noisy_count, ci_lower, ci_upper."""
+    dims = shape.shape
+    n = shape.n_cells
+    flat_index = np.arange(n)
+    data: dict[str, Any] = {}
+    stride = n
+    for column, size in zip(shape.columns, dims):
+        stride //= size
+        position = (flat_index // stride) % size
+        for label, values in column.labels().items():
+            data[label] = pd.array(np.asarray(values, dtype=object)[position].tolist())
+    noisy = estimate.values.ravel()
+    if raw:
+        count = _integral_or_float(noisy)
+    else:
+        count = nonnegative_integer_table(estimate.values, estimate.total).ravel()
+    data["count"] = count
+    data["noisy_count"] = _integral_or_float(noisy)
+    half = None
+    if estimate.halfwidth is not None:
+        half = estimate.halfwidth.ravel().astype(np.float64)
+    elif estimate.variance is not None:
+        half = 1.959963984540054 * np.sqrt(estimate.variance.ravel())
+    if half is not None:
+        data["ci_lower"] = _integral_or_float(np.maximum(noisy - half, 0.0))
+        data["ci_upper"] = _integral_or_float(np.maximum(noisy + half, 0.0))
+    return pd.DataFrame(data)
+
+
+def _integral_or_float(values: np.ndarray) -> np.ndarray:
+    if np.all(np.isfinite(values)) and np.all(values == np.round(values)):
+        return values.astype(np.int64)
+    return values
+
+
+def _human_bytes(size: int) -> str:
+    for unit in ("B", "KB", "MB", "GB"):
+        if size < 1024 or unit == "GB":
+            return f"{size:.0f} {unit}" if unit == "B" else f"{size:.1f} {unit}"
+        size /= 1024
+    return f"{size} B"  # pragma: no cover

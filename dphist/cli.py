@@ -1,0 +1,157 @@
+"""The ``dphist`` command line: a thin click layer over :mod:`dphist.api`.
+
+Every failure a user can cause ends with one line on stderr, exit code 2 (usage: options, schema, spec) or 1
+(data), no traceback and no output files.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import traceback
+
+import click
+
+from . import __version__
+from .algorithms import REGISTRY
+from .api import DEFAULT_ALGORITHM, NOT_PRIVATE, release
+from .draft import draft_schema
+from .errors import DphistError, UsageError
+from .io.writers import FORMATS, check_destination, write_text_atomic
+from .job import load_job
+
+
+class _Group(click.Group):
+    """Turns every error into one line on stderr and an exit code, never a traceback."""
+
+    def main(self, args=None, prog_name=None, complete_var=None, standalone_mode=True, **extra):
+        try:
+            super().main(args, prog_name, complete_var, standalone_mode=False, **extra)
+        except click.exceptions.Exit as exc:
+            sys.exit(exc.exit_code)
+        except click.exceptions.Abort:
+            click.echo("Error: aborted", err=True)
+            sys.exit(1)
+        except click.ClickException as exc:
+            hint = ""
+            if isinstance(exc, click.UsageError) and exc.ctx is not None:
+                hint = f" (see '{exc.ctx.command_path} --help')"
+            click.echo(f"Error: {exc.format_message()}{hint}", err=True)
+            sys.exit(exc.exit_code)
+        except DphistError as exc:
+            click.echo(f"Error: {exc}", err=True)
+            sys.exit(exc.exit_code)
+        except KeyboardInterrupt:
+            click.echo("Error: interrupted; nothing was written", err=True)
+            sys.exit(130)
+        except Exception as exc:  # a bug: keep the promise of no traceback, but make it debuggable
+            if os.environ.get("DPHIST_DEBUG"):
+                traceback.print_exc()
+            click.echo(f"Error: internal error ({type(exc).__name__}); nothing was written. "
+                       "Set DPHIST_DEBUG=1 to see the traceback and please report it.", err=True)
+            sys.exit(3)
+        sys.exit(0)
+
+
+@click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
+@click.version_option(__version__, prog_name="dphist")
+def main():
+    """Publish differentially private histograms and contingency tables from CSV or Parquet files.
+
+    \b
+    Typical use:
+      dphist schema data.csv -o schema.yaml      # draft a schema, then REVIEW it (it is public)
+      dphist release data.csv --schema schema.yaml --epsilon 0.5 --columns age,sex
+    """
+
+
+@main.command("release")
+@click.argument("input", required=False, metavar="INPUT")
+@click.option("--epsilon", "-e", metavar="E", help="Total privacy budget ε > 0, e.g. 0.5 (kept exact).")
+@click.option("--schema", "-s", "schema_path", metavar="FILE", help="YAML/JSON schema declaring each column's public domain.")
+@click.option("--columns", "-c", metavar="A,B", help="Release one table over these columns (comma-separated).")
+@click.option("--spec", metavar="JOB.yaml", help="Job spec listing the tables, algorithms and budget shares.")
+@click.option("--algorithm", "-a", metavar="NAME", help=f"Algorithm for tables that name none [{DEFAULT_ALGORITHM}]. See 'dphist algorithms'.")
+@click.option("--out", "-o", metavar="DIR", help="Output directory [./release].")
+@click.option("--format", "-f", "fmt", type=click.Choice(FORMATS), help="Release file format [csv].")
+@click.option("--raw", is_flag=True, help="Skip post-processing: publish the unbiased noisy counts (may be negative).")
+@click.option("--overwrite", is_flag=True, help="Replace a non-empty output directory.")
+@click.option("--seed", type=click.IntRange(min=0), metavar="N",
+              help="TEST MODE: deterministic noise. The release is NOT differentially private.")
+@click.option("--quiet", "-q", is_flag=True, help="Do not print the summary on stderr.")
+def release_command(input, epsilon, schema_path, columns, spec, algorithm, out, fmt, raw, overwrite, seed, quiet):
+    """Release differentially private tables of INPUT (a CSV or Parquet file, a directory, or a glob).
+
+    \b
+    With --columns a,b: one table over those columns.
+    With --spec JOB.yaml: the tables the job lists, ε split by their shares.
+    With neither: one 1-D histogram per schema column, ε split equally.
+
+    Writes one <table>.<format> file per table (one row per cell: labels, count, noisy_count, ci_lower,
+    ci_upper) and report.json into --out, atomically. The whole run spends exactly ε.
+    """
+    tables = None
+    if spec:
+        if columns:
+            raise click.UsageError("give --columns or --spec, not both")
+        job = load_job(spec)
+        input = input or job.input
+        epsilon = epsilon if epsilon is not None else job.epsilon
+        schema_path = schema_path or job.schema
+        out = out or job.out
+        fmt = fmt or job.format
+        algorithm = algorithm or job.algorithm
+        tables = job.tables
+    if input is None:
+        raise click.UsageError("missing INPUT (a CSV or Parquet file)")
+    if epsilon is None:
+        raise click.UsageError("missing --epsilon (the privacy budget, e.g. --epsilon 0.5)")
+    fmt = fmt or "csv"
+    if fmt not in FORMATS:
+        raise UsageError(f"unknown format '{fmt}' (choose one of {', '.join(FORMATS)})")
+    out = out or "release"
+    check_destination(out, overwrite)  # before reading any data
+    if seed is not None:
+        click.secho(f"*** {NOT_PRIVATE} ***", err=True, fg="red", bold=True)
+    result = release(input, epsilon=epsilon, schema=schema_path, columns=columns, tables=tables,
+                     algorithm=algorithm, seed=seed, raw=raw)
+    paths = result.write(out, fmt, overwrite)
+    if not quiet:
+        click.echo(result.summary(), err=True)
+        click.echo(f"wrote {len(paths)} files to {out}/: {', '.join(p.name for p in paths)}", err=True)
+
+
+@main.command("schema")
+@click.argument("input", metavar="INPUT")
+@click.option("--out", "-o", metavar="FILE", help="Write the draft here instead of stdout.")
+@click.option("--bins", default=10, show_default=True, type=click.IntRange(1, 10_000), help="Bins per numeric column.")
+@click.option("--max-categories", default=100, show_default=True, type=click.IntRange(1, 100_000),
+              help="Text columns with more distinct values are left for you to declare.")
+@click.option("--overwrite", is_flag=True, help="Replace FILE if it exists.")
+def schema_command(input, out, bins, max_categories, overwrite):
+    """Draft a schema from INPUT for you to edit.
+
+    The draft copies bounds and categories FROM THE DATA: they are not private. Review them and replace them
+    with public, coarsened values (round bounds, categories from a code list) before any release.
+    """
+    if out and os.path.exists(out) and not overwrite:
+        raise UsageError(f"{out} exists (use --overwrite to replace it)")
+    text = draft_schema(input, bins=bins, max_categories=max_categories)
+    if out:
+        write_text_atomic(out, text)
+        click.echo(f"wrote draft schema to {out}", err=True)
+    else:
+        click.echo(text, nl=False)
+    click.secho("WARNING: the draft's bounds and categories were copied from the data and are NOT private. "
+                "Review and coarsen them before use.", err=True, fg="yellow")
+
+
+@main.command("algorithms")
+def algorithms_command():
+    """List the available algorithms."""
+    for name in sorted(REGISTRY):
+        click.echo(f"{name:<12} {REGISTRY[name].summary}")
+
+
+if __name__ == "__main__":  # pragma: no cover
+    main()

@@ -1,0 +1,127 @@
+"""Drafting a schema from the data, for the steward to edit.
+
+A draft is a convenience, not a privacy step: the bounds and category lists it writes are copied from the data
+and are NOT private.  The file says so at the top and beside every copied value; the steward must replace them
+with public choices (round bounds, official code lists) before using the schema for a release.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import math
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.csv as pacsv
+import yaml
+
+from .errors import DataError
+from .io.sources import open_source
+
+__all__ = ["draft_schema"]
+
+_HEADER = """\
+# DRAFT schema written by `dphist schema` from {name}.
+#
+# WARNING: the bounds and category lists below were COPIED FROM THE DATA. They are NOT private: publishing a
+# release made with them can reveal, for example, the exact largest income or a category only one person has.
+# Before any release, replace every value marked 'from data' with a public choice made without looking at the
+# data: round bounds from general knowledge, category lists from an official code list, coarser bins.
+#
+# Column types: numeric {{lower, upper, bins | width | edges}}, categorical {{values}},
+# date {{lower, upper, unit: day|week|month|quarter|year}}. Optional: out_of_domain: clamp|drop, nulls: drop|category.
+columns:
+"""
+
+
+class _Stats:
+    def __init__(self, typ: pa.DataType):
+        self.typ = typ
+        self.lo = self.hi = None
+        self.values: set = set()
+        self.too_many = False
+        self.nulls = 0
+
+    def update(self, arr: pa.Array, max_categories: int) -> None:
+        self.nulls += arr.null_count
+        if _is_text(self.typ) or pa.types.is_boolean(self.typ) or pa.types.is_dictionary(self.typ):
+            if not self.too_many:
+                self.values.update(v for v in pc.unique(arr).to_pylist() if v is not None)
+                self.too_many = len(self.values) > max_categories
+            return
+        mm = pc.min_max(arr).as_py()
+        for v in (mm["min"], mm["max"]):
+            if v is None or (isinstance(v, float) and not math.isfinite(v)):
+                continue
+            self.lo = v if self.lo is None else min(self.lo, v)
+            self.hi = v if self.hi is None else max(self.hi, v)
+
+
+def draft_schema(source, bins: int = 10, max_categories: int = 100) -> str:
+    """Read ``source`` (every column) and return a draft schema as YAML text with warnings as comments."""
+    src = open_source(source)
+    src.column_names()  # duplicate-name check
+    stats: dict[str, _Stats] = {}
+    for batch in _all_batches(src):
+        for name, column in zip(batch.schema.names, batch.columns):
+            if name not in stats:
+                stats[name] = _Stats(column.type)
+            stats[name].update(column, max_categories)
+    lines = [_HEADER.format(name=src.name)]
+    for name, st in stats.items():
+        lines.append(_draft_line(name, st, bins, max_categories))
+    return "".join(lines)
+
+
+def _all_batches(src):
+    if src.format == "csv":
+        for path in src.files:
+            try:
+                reader = pacsv.open_csv(path, convert_options=pacsv.ConvertOptions(null_values=[""],
+                                                                                  strings_can_be_null=True))
+                yield from reader
+            except (pa.ArrowInvalid, UnicodeDecodeError):
+                raise DataError(f"{path}: cannot be read as UTF-8 CSV with consistent column types; "
+                                "write the schema by hand") from None
+    elif src.format == "parquet":
+        yield from src._dataset().to_batches()
+    else:
+        yield from pa.Table.from_pandas(src.frame, preserve_index=False).to_batches()
+
+
+def _draft_line(name: str, st: _Stats, bins: int, max_categories: int) -> str:
+    key = _yaml_key(name)
+    nulls = ", nulls: category" if st.nulls else ""
+    typ = st.typ.value_type if pa.types.is_dictionary(st.typ) else st.typ
+    if pa.types.is_timestamp(typ) or pa.types.is_date(typ):
+        if st.lo is None:
+            return f"  {key}: {{type: date, lower: 2000-01-01, upper: 2030-01-01, unit: month}}  # no dates seen\n"
+        lo, hi = _as_date(st.lo), _as_date(st.hi)
+        lower = _dt.date(lo.year, lo.month, 1)
+        upper = _dt.date(hi.year + (hi.month == 12), hi.month % 12 + 1, 1)
+        return (f"  {key}: {{type: date, lower: {lower}, upper: {upper}, unit: month{nulls}}}"
+                f"  # from data: REVIEW\n")
+    if pa.types.is_integer(typ) or pa.types.is_floating(typ) or pa.types.is_decimal(typ):
+        if st.lo is None:
+            return f"  {key}: {{type: numeric, lower: 0, upper: 100, bins: {bins}}}  # no values seen: set bounds\n"
+        lower, upper = math.floor(st.lo), math.floor(st.hi) + 1
+        return (f"  {key}: {{type: numeric, lower: {lower}, upper: {upper}, bins: {bins}{nulls}}}"
+                f"  # from data (min/max): REVIEW and round\n")
+    if st.too_many:
+        return (f"  # {key}: more than {max_categories} distinct values; declare a public list of categories or "
+                f"coarsen the column\n")
+    values = sorted(str(v).lower() if isinstance(v, bool) else str(v) for v in st.values)
+    flow = yaml.safe_dump(values, default_flow_style=True, width=10**9, allow_unicode=True).strip()
+    return f"  {key}: {{type: categorical, values: {flow}{nulls}}}  # from data: REVIEW (rare values identify people)\n"
+
+
+def _as_date(value) -> _dt.date:
+    return value.date() if isinstance(value, _dt.datetime) else value
+
+
+def _is_text(typ: pa.DataType) -> bool:
+    return pa.types.is_string(typ) or pa.types.is_large_string(typ)
+
+
+def _yaml_key(name: str) -> str:
+    return yaml.safe_dump(name, default_style=None).strip().removesuffix("...").strip()

@@ -1,0 +1,304 @@
+"""Sources: CSV or Parquet files (one file, a directory, or a glob) and pandas DataFrames, read in Arrow
+record batches, only the needed columns, so memory stays bounded whatever the number of rows.
+
+A source checks its header against the schema before any row is read (missing and duplicate columns, declared
+types against the file's types), then yields record batches whose columns have the Arrow types counting expects:
+float64 for numeric columns, dictionary-encoded strings for categorical ones, timestamps or dates for dates.
+"""
+
+from __future__ import annotations
+
+import csv
+import glob as _glob
+import math
+import os
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.csv as pacsv
+import pyarrow.dataset as pads
+
+from ..errors import DataError, UsageError
+from ..schema import Column
+
+__all__ = ["Source", "open_source"]
+
+_CSV_BLOCK = 1 << 22  # bytes per CSV block: bounds memory per batch
+_PARQUET_BATCH = 1 << 18  # rows per Parquet batch
+_DICT_STRING = pa.dictionary(pa.int32(), pa.string())
+
+
+@dataclass
+class Source:
+    """A readable table.  ``name`` identifies it in messages; ``describe()`` is what the operator sees."""
+
+    name: str
+    files: list[Path]
+    format: str  # "csv" | "parquet" | "dataframe"
+    frame: object = None
+
+    # ---- metadata, read before any row ---------------------------------------------------------------------
+
+    def describe(self) -> dict:
+        out = {"name": self.name, "format": self.format}
+        if self.files:
+            out["size_bytes"] = sum(p.stat().st_size for p in self.files)
+            out["files"] = len(self.files)
+        return out
+
+    def column_names(self) -> list[str]:
+        if self.format == "csv":
+            names = None
+            for path in self.files:
+                header = _csv_header(path)
+                if names is not None and header != names:
+                    raise DataError(f"{path}: header differs from the first file's header ({self.files[0]})")
+                names = header
+        elif self.format == "parquet":
+            names = self._dataset().schema.names
+        else:
+            names = [str(c) for c in self.frame.columns]
+        dup = _first_duplicate(names)
+        if dup is not None:
+            raise DataError(f"{self.name}: column name '{dup}' appears more than once in the header")
+        return names
+
+    def check_columns(self, columns: dict[str, Column]) -> None:
+        """Fail (DataError) if a declared column is missing or its stored type cannot hold the declared kind."""
+        names = self.column_names()
+        for name, col in columns.items():
+            if name not in names:
+                shown = ", ".join(names[:20]) + (", ..." if len(names) > 20 else "")
+                raise DataError(f"{self.name}: column '{name}' not found in the input (it has: {shown})")
+        if self.format == "csv":
+            return  # CSV cells are text; their conversion is checked while reading
+        types = self._arrow_schema()
+        for name, col in columns.items():
+            _check_type(self.name, name, col, types.field(name).type)
+
+    # ---- rows ----------------------------------------------------------------------------------------------
+
+    def batches(self, columns: dict[str, Column]) -> Iterator[pa.RecordBatch]:
+        """Yield record batches holding exactly ``columns`` (in that order).  Raises DataError on bad rows."""
+        names = list(columns)
+        if self.format == "csv":
+            for path in self.files:
+                yield from _csv_batches(path, columns)
+        elif self.format == "parquet":
+            try:
+                for batch in self._dataset().to_batches(columns=names, batch_size=_PARQUET_BATCH):
+                    yield batch
+            except (pa.ArrowInvalid, OSError) as exc:
+                raise DataError(f"{self.name}: cannot read Parquet data ({_first_clause(exc)})") from None
+        else:
+            frame = self.frame[names]
+            try:
+                table = pa.Table.from_pandas(frame, preserve_index=False)
+            except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError):
+                raise DataError("DataFrame: a column holds values of mixed types that cannot be read") from None
+            for name, col in columns.items():
+                _check_type("DataFrame", name, col, table.schema.field(name).type)
+            yield from table.to_batches(max_chunksize=_PARQUET_BATCH)
+
+    def _dataset(self) -> pads.Dataset:
+        try:
+            return pads.dataset([str(p) for p in self.files], format="parquet")
+        except (pa.ArrowInvalid, OSError) as exc:
+            raise DataError(f"{self.name}: not a readable Parquet file ({_first_clause(exc)})") from None
+
+    def _arrow_schema(self) -> pa.Schema:
+        if self.format == "parquet":
+            return self._dataset().schema
+        return pa.Schema.from_pandas(self.frame.head(0), preserve_index=False)
+
+
+def open_source(source) -> Source:
+    """Resolve a path (file, directory, or glob pattern) or a pandas DataFrame into a Source.
+
+    Raises DataError if nothing readable is there.  Reads no rows.
+    """
+    try:
+        import pandas as pd
+
+        if isinstance(source, pd.DataFrame):
+            dup = _first_duplicate([str(c) for c in source.columns])
+            if dup is not None:
+                raise DataError(f"DataFrame: column name '{dup}' appears more than once")
+            return Source("DataFrame", [], "dataframe", source)
+    except ImportError:  # pragma: no cover - pandas is a base dependency
+        pass
+    text = os.fspath(source)
+    path = Path(text)
+    if any(ch in text for ch in "*?["):
+        files = sorted(Path(p) for p in _glob.glob(text, recursive=True) if Path(p).is_file())
+        if not files:
+            raise DataError(f"no files match {text}")
+    elif path.is_dir():
+        files = sorted(p for p in path.rglob("*") if p.is_file() and _format_of(p) is not None)
+        if not files:
+            raise DataError(f"{text}: directory holds no .csv or .parquet files")
+    elif path.exists():
+        files = [path]
+    else:
+        raise DataError(f"input not found: {text}")
+    formats = {_format_of(p) or "csv" for p in files}
+    if len(formats) > 1:
+        raise DataError(f"{text}: mixes CSV and Parquet files; point at one kind")
+    fmt = formats.pop()
+    if fmt == "parquet" or (len(files) == 1 and _looks_like_parquet(files[0])):
+        fmt = "parquet"
+    for p in files:
+        if not os.access(p, os.R_OK):
+            raise DataError(f"{p}: permission denied")
+    return Source(text, files, fmt)
+
+
+# --------------------------------------------------------------------------------------------------------------
+# helpers
+
+
+def _format_of(path: Path) -> str | None:
+    suffixes = [s.lower() for s in path.suffixes]
+    if ".parquet" in suffixes or ".pq" in suffixes:
+        return "parquet"
+    if ".csv" in suffixes:
+        return "csv"
+    return None
+
+
+def _looks_like_parquet(path: Path) -> bool:
+    try:
+        with open(path, "rb") as fh:
+            return fh.read(4) == b"PAR1"
+    except OSError:
+        return False
+
+
+def _first_duplicate(names: list[str]) -> str | None:
+    seen = set()
+    for n in names:
+        if n in seen:
+            return n
+        seen.add(n)
+    return None
+
+
+def _first_clause(exc: Exception) -> str:
+    """The start of a library message, cut before anything that might quote data."""
+    text = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+    return re.split(r"[:'\"]", text)[0].strip() or type(exc).__name__
+
+
+def _check_type(where: str, name: str, col: Column, typ: pa.DataType) -> None:
+    if pa.types.is_dictionary(typ):
+        typ = typ.value_type
+    textual = pa.types.is_string(typ) or pa.types.is_large_string(typ)
+    if col.kind == "numeric":
+        ok = pa.types.is_integer(typ) or pa.types.is_floating(typ) or pa.types.is_decimal(typ) or pa.types.is_null(typ)
+        if not ok:
+            held = "text" if textual else str(typ)
+            raise DataError(f"{where}: column '{name}' is declared numeric but holds {held}")
+    elif col.kind == "date":
+        ok = pa.types.is_date(typ) or pa.types.is_timestamp(typ) or textual or pa.types.is_null(typ)
+        if not ok:
+            raise DataError(f"{where}: column '{name}' is declared date but holds {typ}")
+    else:
+        if pa.types.is_nested(typ) or pa.types.is_binary(typ):
+            raise DataError(f"{where}: column '{name}' is declared categorical but holds {typ}")
+
+
+# ---- CSV --------------------------------------------------------------------------------------------------------
+
+
+def _csv_header(path: Path) -> list[str]:
+    try:
+        with open(path, encoding="utf-8-sig", newline="") as fh:
+            header = next(csv.reader(fh, strict=True))
+    except StopIteration:
+        raise DataError(f"{path}: the file is empty (no header row)") from None
+    except UnicodeDecodeError:
+        raise DataError(f"{path}: the header row is not valid UTF-8 text") from None
+    except csv.Error:
+        raise DataError(f"{path}: the header row is not valid CSV") from None
+    except IsADirectoryError:
+        raise DataError(f"{path}: is a directory, not a file") from None
+    if not header or all(not h.strip() for h in header):
+        raise DataError(f"{path}: the header row is empty")
+    return header
+
+
+def _csv_types(columns: dict[str, Column]) -> dict[str, pa.DataType]:
+    kinds = {"numeric": pa.float64(), "categorical": _DICT_STRING, "date": pa.timestamp("s")}
+    return {name: kinds[col.kind] for name, col in columns.items()}
+
+
+def _csv_batches(path: Path, columns: dict[str, Column]) -> Iterator[pa.RecordBatch]:
+    names = list(columns)
+    convert = pacsv.ConvertOptions(
+        include_columns=names,
+        column_types=_csv_types(columns),
+        null_values=[""],
+        strings_can_be_null=True,
+        quoted_strings_can_be_null=False,
+    )
+    read = pacsv.ReadOptions(block_size=_CSV_BLOCK, encoding="utf8")
+    try:
+        reader = pacsv.open_csv(path, read_options=read, convert_options=convert)
+        while True:
+            try:
+                batch = reader.read_next_batch()
+            except StopIteration:
+                return
+            yield batch.select(names)
+    except (pa.ArrowInvalid, pa.ArrowTypeError, UnicodeDecodeError) as exc:
+        raise DataError(_diagnose_csv(path, columns, exc)) from None
+
+
+def _diagnose_csv(path: Path, columns: dict[str, Column], exc: Exception) -> str:
+    """Find the first bad row with the standard csv module (error path only) and describe it without values."""
+    header = _csv_header(path)
+    index = {name: header.index(name) for name in columns}
+    try:
+        with open(path, encoding="utf-8-sig", newline="", errors="strict") as fh:
+            reader = csv.reader(fh, strict=True)
+            next(reader)
+            for row in reader:
+                line = reader.line_num
+                if len(row) != len(header):
+                    return f"{path}: line {line}: expected {len(header)} fields, found {len(row)}"
+                for name, col in columns.items():
+                    cell = row[index[name]]
+                    if cell == "":
+                        continue
+                    if col.kind == "numeric" and not _is_number(cell):
+                        return f"{path}: line {line}, column '{name}': value is not a number (declared numeric)"
+                    if col.kind == "date" and not _is_date(cell):
+                        return f"{path}: line {line}, column '{name}': value is not a date YYYY-MM-DD (declared date)"
+    except UnicodeDecodeError:
+        return f"{path}: the file is not valid UTF-8 text (re-encode it as UTF-8)"
+    except csv.Error:
+        return f"{path}: line {reader.line_num}: malformed CSV (unbalanced quotes or stray characters)"
+    message = str(exc)
+    if "UTF8" in message or "UTF-8" in message:
+        return f"{path}: the file is not valid UTF-8 text (re-encode it as UTF-8)"
+    return f"{path}: malformed CSV ({_first_clause(exc)})"
+
+
+def _is_number(text: str) -> bool:
+    try:
+        float(text)
+    except ValueError:
+        return False
+    return True
+
+
+def _is_date(text: str) -> bool:
+    try:
+        pc.cast(pa.array([text]), pa.timestamp("s"))
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+        return False
+    return True

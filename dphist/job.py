@@ -1,0 +1,133 @@
+"""Job specs: the YAML file a cron job runs, listing the tables to release and their budget shares.
+
+    input: data.parquet
+    schema: schema.yaml
+    epsilon: "1.0"
+    out: releases/{date}
+    format: parquet
+    tables:
+      - {name: age_by_sex, columns: [age, sex], algorithm: identity, share: 2}
+      - {name: income, columns: [income], share: 1}
+
+Relative paths are taken relative to the spec file.  ``{date}`` in ``out`` becomes today's date (YYYY-MM-DD).
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from .accountant import parse_share
+from .errors import UsageError
+
+__all__ = ["TableRequest", "Job", "load_job", "parse_tables", "table_name_for"]
+
+_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$")
+
+
+@dataclass(frozen=True)
+class TableRequest:
+    """One table to release: a name, its columns (axes, in order), an algorithm and a budget share."""
+
+    name: str
+    columns: tuple[str, ...]
+    algorithm: str | None = None
+    share: Any = 1
+
+
+@dataclass
+class Job:
+    input: str | None = None
+    schema: str | None = None
+    epsilon: Any = None
+    out: str | None = None
+    format: str | None = None
+    algorithm: str | None = None
+    tables: list[TableRequest] = field(default_factory=list)
+
+
+def table_name_for(columns: list[str] | tuple[str, ...]) -> str:
+    """The default table name: the column names joined by '_'."""
+    return "_".join(columns)
+
+
+def parse_tables(entries: Any, source: str = "job spec") -> list[TableRequest]:
+    """Validate a list of table entries (mappings with ``columns`` and optional name, algorithm, share)."""
+    if not isinstance(entries, list) or not entries:
+        raise UsageError(f"{source}: 'tables' must be a non-empty list")
+    tables = []
+    for i, entry in enumerate(entries, start=1):
+        where = f"{source}: table {i}"
+        if not isinstance(entry, dict):
+            raise UsageError(f"{where}: must be a mapping with 'columns'")
+        unknown = set(entry) - {"name", "columns", "algorithm", "share"}
+        if unknown:
+            raise UsageError(f"{where}: unknown field '{sorted(map(str, unknown))[0]}'")
+        columns = entry.get("columns")
+        if isinstance(columns, str):
+            columns = [c.strip() for c in columns.split(",")]
+        if not isinstance(columns, list) or not columns or not all(isinstance(c, str) and c for c in columns):
+            raise UsageError(f"{where}: 'columns' must be a non-empty list of column names")
+        name = str(entry.get("name") or table_name_for(columns))
+        share = parse_share(entry.get("share", 1), name)
+        algorithm = entry.get("algorithm")
+        tables.append(TableRequest(name, tuple(columns), None if algorithm is None else str(algorithm), share))
+    check_table_names(tables)
+    return tables
+
+
+def check_table_names(tables: list[TableRequest]) -> None:
+    seen = set()
+    for t in tables:
+        if not _NAME.match(t.name) or t.name.lower() == "report":
+            raise UsageError(f"table name '{t.name}' is not usable as a file name (letters, digits, _ . - only)")
+        if t.name in seen:
+            raise UsageError(f"table name '{t.name}' is used twice")
+        seen.add(t.name)
+        if len(set(t.columns)) != len(t.columns):
+            raise UsageError(f"table '{t.name}': a column is listed twice")
+
+
+def load_job(path: str | Path, today: _dt.date | None = None) -> Job:
+    """Read and validate a job spec.  Raises UsageError naming the problem."""
+    path = Path(path)
+    try:
+        document = yaml.safe_load(path.read_text(encoding="utf-8-sig"))
+    except FileNotFoundError:
+        raise UsageError(f"job spec not found: {path}") from None
+    except (OSError, UnicodeDecodeError):
+        raise UsageError(f"cannot read job spec {path}") from None
+    except yaml.YAMLError:
+        raise UsageError(f"{path}: not valid YAML") from None
+    if not isinstance(document, dict):
+        raise UsageError(f"{path}: a job spec must be a mapping with a 'tables' list")
+    known = {"input", "schema", "epsilon", "out", "format", "algorithm", "tables"}
+    unknown = set(document) - known
+    if unknown:
+        raise UsageError(f"{path}: unknown field '{sorted(map(str, unknown))[0]}'")
+    base = path.absolute().parent
+
+    def relative(key: str) -> str | None:
+        value = document.get(key)
+        if value is None:
+            return None
+        if not isinstance(value, str):
+            raise UsageError(f"{path}: '{key}' must be a path")
+        if key == "out":
+            value = value.replace("{date}", (today or _dt.date.today()).isoformat())
+        return str(base / value) if not Path(value).is_absolute() else value
+
+    return Job(
+        input=relative("input"),
+        schema=relative("schema"),
+        epsilon=document.get("epsilon"),
+        out=relative("out"),
+        format=document.get("format"),
+        algorithm=document.get("algorithm"),
+        tables=parse_tables(document.get("tables"), str(path)),
+    )

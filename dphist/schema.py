@@ -1,0 +1,406 @@
+"""Public domain declarations: what cells a table has, validated before any data is read.
+
+A schema maps column names to one of three kinds of dimension:
+
+* ``numeric``: half-open bins over ``[lower, upper)`` given by ``bins`` (equal width), ``width`` or ``edges``;
+  values outside are clamped into the edge bins (``out_of_domain: clamp``, the default) or dropped.
+* ``categorical``: the declared ``values``; anything else is dropped.  Labels are compared as strings after
+  Unicode NFC normalisation.
+* ``date``: calendar bins of ``width`` (default 1) ``unit`` s from ``lower`` up to ``upper`` (exclusive).
+
+Every kind takes ``nulls: drop`` (default) or ``nulls: category``, which adds one cell for missing values.
+Everything here is public: it must be chosen from general knowledge, never read off the private data.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import json
+import math
+import unicodedata
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import yaml
+
+from .errors import UsageError
+
+__all__ = [
+    "NumericColumn",
+    "CategoricalColumn",
+    "DateColumn",
+    "Schema",
+    "load_schema",
+    "parse_schema",
+    "MAX_CELLS",
+    "MAX_DIMENSIONS",
+]
+
+#: Largest number of cells a single table may have: a dense mechanism adds noise to every declared cell.
+MAX_CELLS = 100_000_000
+#: Largest number of columns in one table in this version.
+MAX_DIMENSIONS = 4
+
+_UNITS = ("day", "week", "month", "quarter", "year")
+_EPOCH = _dt.date(1970, 1, 1)
+
+
+def normalise_label(value: Any) -> str:
+    """The string form under which a category label is matched: NFC-normalised text; booleans lower-case."""
+    if isinstance(value, bool):
+        value = "true" if value else "false"
+    elif isinstance(value, float) and value.is_integer():
+        value = int(value)
+    return unicodedata.normalize("NFC", str(value))
+
+
+@dataclass(frozen=True)
+class _Column:
+    name: str
+    nulls: str
+
+    @property
+    def null_cell(self) -> bool:
+        return self.nulls == "category"
+
+
+@dataclass(frozen=True)
+class NumericColumn(_Column):
+    """Bins [edges[i], edges[i+1]) over [lower, upper); ``equal_width`` when the bins are all the same width."""
+
+    edges: tuple[float, ...]
+    equal_width: bool
+    out_of_domain: str = "clamp"
+    kind: str = field(default="numeric", init=False)
+
+    @property
+    def bins(self) -> int:
+        return len(self.edges) - 1
+
+    @property
+    def n_cells(self) -> int:
+        return self.bins + self.null_cell
+
+    def labels(self) -> dict[str, list]:
+        lows = [_tidy_number(e) for e in self.edges[:-1]]
+        highs = [_tidy_number(e) for e in self.edges[1:]]
+        if self.null_cell:
+            lows.append(None)
+            highs.append(None)
+        return {f"{self.name}_lower": lows, f"{self.name}_upper": highs}
+
+    def describe(self) -> dict:
+        out = {"type": "numeric", "lower": _tidy_number(self.edges[0]), "upper": _tidy_number(self.edges[-1]),
+               "bins": self.bins, "out_of_domain": self.out_of_domain, "nulls": self.nulls}
+        if not self.equal_width:
+            out["edges"] = [_tidy_number(e) for e in self.edges]
+        return out
+
+
+@dataclass(frozen=True)
+class CategoricalColumn(_Column):
+    """One cell per declared value, in the declared order."""
+
+    values: tuple[str, ...]
+    kind: str = field(default="categorical", init=False)
+
+    @property
+    def n_cells(self) -> int:
+        return len(self.values) + self.null_cell
+
+    def labels(self) -> dict[str, list]:
+        return {self.name: list(self.values) + ([None] if self.null_cell else [])}
+
+    def describe(self) -> dict:
+        return {"type": "categorical", "values": list(self.values), "nulls": self.nulls}
+
+
+@dataclass(frozen=True)
+class DateColumn(_Column):
+    """Calendar bins; ``edges`` are the bin boundaries in days since 1970-01-01."""
+
+    lower: _dt.date
+    upper: _dt.date
+    unit: str
+    width: int
+    edges: tuple[int, ...]
+    out_of_domain: str = "clamp"
+    kind: str = field(default="date", init=False)
+
+    @property
+    def bins(self) -> int:
+        return len(self.edges) - 1
+
+    @property
+    def n_cells(self) -> int:
+        return self.bins + self.null_cell
+
+    def labels(self) -> dict[str, list]:
+        days = [(_EPOCH + _dt.timedelta(days=int(e))).isoformat() for e in self.edges]
+        lows, highs = days[:-1], days[1:]
+        if self.null_cell:
+            lows, highs = lows + [None], highs + [None]
+        return {f"{self.name}_lower": lows, f"{self.name}_upper": highs}
+
+    def describe(self) -> dict:
+        return {"type": "date", "lower": self.lower.isoformat(), "upper": self.upper.isoformat(),
+                "unit": self.unit, "width": self.width, "bins": self.bins,
+                "out_of_domain": self.out_of_domain, "nulls": self.nulls}
+
+
+Column = NumericColumn | CategoricalColumn | DateColumn
+
+
+@dataclass(frozen=True)
+class Schema:
+    """The validated public domain of every declared column, in declaration order."""
+
+    columns: dict[str, Column]
+
+    def __getitem__(self, name: str) -> Column:
+        try:
+            return self.columns[name]
+        except KeyError:
+            declared = ", ".join(self.columns)
+            raise UsageError(f"column '{name}' is not declared in the schema (declared: {declared})") from None
+
+    def shape(self, names: list[str]) -> tuple[int, ...]:
+        return tuple(self[n].n_cells for n in names)
+
+    def describe(self) -> dict:
+        return {name: col.describe() for name, col in self.columns.items()}
+
+
+# --------------------------------------------------------------------------------------------------------------
+# Loading and validation
+
+
+def load_schema(path: str | Path) -> Schema:
+    """Read and validate a YAML or JSON schema file.  Raises UsageError naming the file, column and field."""
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8-sig")
+    except FileNotFoundError:
+        raise UsageError(f"schema file not found: {path}") from None
+    except IsADirectoryError:
+        raise UsageError(f"schema path is a directory, not a file: {path}") from None
+    except UnicodeDecodeError:
+        raise UsageError(f"schema file {path} is not UTF-8 text") from None
+    except OSError as exc:
+        raise UsageError(f"cannot read schema file {path}: {exc.strerror}") from None
+    return parse_schema(_parse_document(text, path), source=str(path))
+
+
+def _parse_document(text: str, path: Path) -> Any:
+    try:
+        if path.suffix.lower() == ".json":
+            return json.loads(text)
+        return yaml.safe_load(text)
+    except (yaml.YAMLError, json.JSONDecodeError) as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" at line {mark.line + 1}" if mark is not None else ""
+        if isinstance(exc, json.JSONDecodeError):
+            where = f" at line {exc.lineno}"
+        raise UsageError(f"{path}: not valid {'JSON' if path.suffix.lower() == '.json' else 'YAML'}{where}") from None
+
+
+def parse_schema(document: Any, source: str = "schema") -> Schema:
+    """Validate a schema document (the parsed YAML/JSON: a mapping with a ``columns`` mapping)."""
+    if isinstance(document, Schema):
+        return document
+    if not isinstance(document, dict):
+        raise UsageError(f"{source}: a schema must be a mapping with a 'columns' entry")
+    unknown = set(document) - {"columns"}
+    if unknown:
+        raise UsageError(f"{source}: unknown top-level field '{sorted(map(str, unknown))[0]}' (expected 'columns')")
+    columns = document.get("columns")
+    if not isinstance(columns, dict) or not columns:
+        raise UsageError(f"{source}: 'columns' must be a non-empty mapping of column name to declaration")
+    parsed: dict[str, Column] = {}
+    for name, decl in columns.items():
+        name = str(name)
+        parsed[name] = _parse_column(name, decl, source)
+    return Schema(parsed)
+
+
+class _Fields:
+    """Reads a column declaration, remembering which fields were used so unknown ones can be reported."""
+
+    def __init__(self, name: str, decl: dict, source: str):
+        self.name, self.decl, self.source = name, decl, source
+        self.used = {"type"}
+
+    def error(self, field_name: str, message: str) -> UsageError:
+        return UsageError(f"{self.source}: column '{self.name}': field '{field_name}' {message}")
+
+    def get(self, key: str, default: Any = None) -> Any:
+        self.used.add(key)
+        return self.decl.get(key, default)
+
+    def has(self, key: str) -> bool:
+        self.used.add(key)
+        return key in self.decl
+
+    def choice(self, key: str, options: tuple[str, ...], default: str) -> str:
+        value = self.get(key, default)
+        if value not in options:
+            raise self.error(key, f"must be one of {', '.join(options)}")
+        return value
+
+    def number(self, key: str) -> float:
+        value = self.get(key)
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+            raise self.error(key, "must be a finite number")
+        return float(value)
+
+    def positive_int(self, key: str, default: int | None = None) -> int:
+        value = self.get(key, default)
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise self.error(key, "must be a positive integer")
+        return value
+
+    def finish(self) -> None:
+        unknown = [k for k in self.decl if k not in self.used]
+        if unknown:
+            raise self.error(str(unknown[0]), "is not a known field for this column type")
+
+
+def _parse_column(name: str, decl: Any, source: str) -> Column:
+    if not isinstance(decl, dict):
+        raise UsageError(f"{source}: column '{name}': declaration must be a mapping with a 'type' field")
+    kind = decl.get("type")
+    fields = _Fields(name, decl, source)
+    if kind == "numeric":
+        column = _parse_numeric(fields)
+    elif kind == "categorical":
+        column = _parse_categorical(fields)
+    elif kind == "date":
+        column = _parse_date(fields)
+    else:
+        raise fields.error("type", "must be one of numeric, categorical, date")
+    fields.finish()
+    if column.n_cells > MAX_CELLS:
+        raise fields.error("bins", f"gives {column.n_cells} cells, more than the limit of {MAX_CELLS}")
+    return column
+
+
+def _parse_numeric(f: _Fields) -> NumericColumn:
+    nulls = f.choice("nulls", ("drop", "category"), "drop")
+    out_of_domain = f.choice("out_of_domain", ("clamp", "drop"), "clamp")
+    given = [k for k in ("bins", "width", "edges") if f.has(k)]
+    if len(given) != 1:
+        raise f.error("bins", "or 'width' or 'edges': exactly one of them must be given")
+    if given[0] == "edges":
+        raw = f.get("edges")
+        if not isinstance(raw, list) or len(raw) < 2:
+            raise f.error("edges", "must be a list of at least two numbers")
+        edges = []
+        for e in raw:
+            if isinstance(e, bool) or not isinstance(e, (int, float)) or not math.isfinite(e):
+                raise f.error("edges", "must contain only finite numbers")
+            edges.append(float(e))
+        if any(b <= a for a, b in zip(edges, edges[1:])):
+            raise f.error("edges", "must be strictly increasing")
+        for key, expected in (("lower", edges[0]), ("upper", edges[-1])):
+            if f.has(key) and f.number(key) != expected:
+                raise f.error(key, f"must equal the {'first' if key == 'lower' else 'last'} edge when edges are given")
+        widths = np.diff(edges)
+        return NumericColumn(f.name, nulls, tuple(edges), bool(np.all(widths == widths[0])), out_of_domain)
+    for key in ("lower", "upper"):
+        if not f.has(key):
+            raise f.error(key, "is required with 'bins' or 'width'")
+    lower, upper = f.number("lower"), f.number("upper")
+    if not lower < upper:
+        raise f.error("upper", "must be greater than 'lower'")
+    if given[0] == "bins":
+        bins = f.positive_int("bins")
+        if bins > MAX_CELLS:
+            raise f.error("bins", f"must be at most {MAX_CELLS}")
+        edges = [lower + (upper - lower) * i / bins for i in range(bins)] + [upper]
+        return NumericColumn(f.name, nulls, tuple(edges), True, out_of_domain)
+    width = f.get("width")
+    if isinstance(width, bool) or not isinstance(width, (int, float)) or not (math.isfinite(width) and width > 0):
+        raise f.error("width", "must be a positive number")
+    count = math.ceil((upper - lower) / width - 1e-9)
+    if count > MAX_CELLS:
+        raise f.error("width", f"gives more than {MAX_CELLS} bins")
+    edges = [lower + width * i for i in range(count)] + [upper]
+    # A last bin cut short by 'upper' makes the bins unequal; counting then uses the edges.
+    equal = math.isclose(edges[-1] - edges[-2], width, rel_tol=1e-12)
+    return NumericColumn(f.name, nulls, tuple(edges), equal, out_of_domain)
+
+
+def _parse_categorical(f: _Fields) -> CategoricalColumn:
+    nulls = f.choice("nulls", ("drop", "category"), "drop")
+    f.choice("out_of_domain", ("drop",), "drop")
+    raw = f.get("values")
+    if not isinstance(raw, list) or not raw:
+        raise f.error("values", "must be a non-empty list of category labels")
+    values = []
+    for v in raw:
+        if v is None or isinstance(v, (list, dict)):
+            raise f.error("values", "must contain only text or number labels (use 'nulls: category' for missing)")
+        values.append(normalise_label(v))
+    seen = set()
+    for v in values:
+        if v in seen:
+            raise f.error("values", f"lists the label '{v}' twice")
+        seen.add(v)
+    return CategoricalColumn(f.name, nulls, tuple(values))
+
+
+def _parse_date(f: _Fields) -> DateColumn:
+    nulls = f.choice("nulls", ("drop", "category"), "drop")
+    out_of_domain = f.choice("out_of_domain", ("clamp", "drop"), "clamp")
+    unit = f.choice("unit", _UNITS, "day")
+    width = f.positive_int("width", 1)
+    lower, upper = _date_field(f, "lower"), _date_field(f, "upper")
+    if not lower < upper:
+        raise f.error("upper", "must be a later date than 'lower'")
+    if unit in ("month", "quarter", "year") and lower.day != 1:
+        raise f.error("lower", f"must be the first day of a {unit} when unit is {unit}")
+    if unit == "quarter" and lower.month not in (1, 4, 7, 10):
+        raise f.error("lower", "must start a calendar quarter (January, April, July or October 1st)")
+    if unit == "year" and lower.month != 1:
+        raise f.error("lower", "must be January 1st when unit is year")
+    edges = [lower]
+    step = 0
+    while edges[-1] < upper:
+        step += width
+        nxt = _advance(lower, unit, step)
+        edges.append(min(nxt, upper))
+        if len(edges) > MAX_CELLS + 1:
+            raise f.error("unit", f"gives more than {MAX_CELLS} bins")
+    days = tuple((d - _EPOCH).days for d in edges)
+    return DateColumn(f.name, nulls, lower, upper, unit, width, days, out_of_domain)
+
+
+def _date_field(f: _Fields, key: str) -> _dt.date:
+    value = f.get(key)
+    if isinstance(value, _dt.datetime):
+        value = value.date()
+    if isinstance(value, str):
+        try:
+            value = _dt.date.fromisoformat(value)
+        except ValueError:
+            raise f.error(key, "must be a date written YYYY-MM-DD") from None
+    if not isinstance(value, _dt.date):
+        raise f.error(key, "is required and must be a date written YYYY-MM-DD")
+    return value
+
+
+def _advance(start: _dt.date, unit: str, n: int) -> _dt.date:
+    if unit == "day":
+        return start + _dt.timedelta(days=n)
+    if unit == "week":
+        return start + _dt.timedelta(weeks=n)
+    months = n * {"month": 1, "quarter": 3, "year": 12}[unit]
+    total = start.year * 12 + (start.month - 1) + months
+    return _dt.date(total // 12, total % 12 + 1, 1)
+
+
+def _tidy_number(x: float) -> int | float:
+    """Whole numbers print as integers in labels (0, not 0.0)."""
+    return int(x) if float(x).is_integer() and abs(x) < 2**53 else float(x)
