@@ -29,7 +29,8 @@ def project_to_simplex(values: np.ndarray, total: float) -> np.ndarray:
     u = np.sort(flat)[::-1]
     excess = np.cumsum(u) - total
     k = np.arange(1, u.size + 1)
-    rho = np.nonzero(u - excess / k > 0)[0][-1]
+    support = np.nonzero(u - excess / k > 0)[0]
+    rho = support[-1] if support.size else 0  # empty only when total is lost to float rounding
     theta = excess[rho] / (rho + 1)
     return np.maximum(v - theta, 0.0)
 

@@ -1,0 +1,34 @@
+"""Shared fixtures.  Tests that need ../shared (DPBench and real data) skip cleanly when it is absent."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+SAMPLE = ROOT / "sample_data"
+SHARED = ROOT.parent / "shared"
+
+
+@pytest.fixture
+def sample_csv() -> Path:
+    return SAMPLE / "census.csv"
+
+
+@pytest.fixture
+def sample_parquet() -> Path:
+    return SAMPLE / "census.parquet"
+
+
+@pytest.fixture
+def sample_schema() -> Path:
+    return SAMPLE / "census.schema.yaml"
+
+
+@pytest.fixture
+def shared_real() -> Path:
+    path = SHARED / "data" / "real"
+    if not path.is_dir():
+        pytest.skip("../shared/data/real is not present (only in the project's CI checkout)")
+    return path

@@ -1,0 +1,78 @@
+"""Post-processing: projection onto non-negative tables with a fixed total, and sum-preserving rounding."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from hypothesis.extra.numpy import arrays
+from scipy.optimize import minimize
+
+from dphist.inference import nonnegative_integer_table, project_to_simplex, round_preserving_sum
+
+finite = st.floats(min_value=-1e4, max_value=1e4, allow_nan=False, allow_infinity=False)
+
+
+@settings(max_examples=200, deadline=None)
+@given(arrays(np.float64, st.integers(1, 60), elements=finite), st.floats(0, 1e5))
+def test_projection_is_feasible_and_optimal(v, total):
+    x = project_to_simplex(v, total)
+    assert np.all(x >= 0)
+    assert np.isclose(x.sum(), total, rtol=1e-9, atol=1e-6)
+    # KKT conditions of min ||x - v||^2 s.t. x >= 0, sum x = total: x = max(v - θ, 0) for one θ,
+    # with v_i - θ <= 0 wherever x_i = 0.
+    positive = x > 0
+    if positive.any():
+        theta = np.mean(v[positive] - x[positive])
+        assert np.allclose(x[positive], v[positive] - theta, atol=1e-6 * max(1, np.abs(v).max()))
+        assert np.all(v[~positive] - theta <= 1e-6 * max(1, np.abs(v).max()))
+
+
+def test_projection_matches_a_generic_solver():
+    rng = np.random.default_rng(0)
+    for _ in range(20):
+        v = rng.normal(0, 5, 12)
+        total = float(rng.uniform(0, 30))
+        x = project_to_simplex(v, total)
+        res = minimize(lambda y: np.sum((y - v) ** 2), np.full(12, total / 12), method="SLSQP",
+                       bounds=[(0, None)] * 12, constraints=[{"type": "eq", "fun": lambda y: y.sum() - total}],
+                       options={"ftol": 1e-12, "maxiter": 500})
+        assert np.allclose(x, res.x, atol=1e-4)
+
+
+def test_projection_leaves_feasible_input_alone_and_does_not_inflate_sparse_totals():
+    v = np.array([3.0, 0.0, 2.0, 5.0])
+    assert np.allclose(project_to_simplex(v, 10.0), v)
+    # Sparse table: 1 real cell of 100, 999 empty cells with noise. Clamping would inflate the total by ~b/2
+    # per empty cell; the projection keeps the total.
+    rng = np.random.default_rng(1)
+    noisy = np.concatenate([[100.0], rng.laplace(0, 10, 999)])
+    total = max(noisy.sum(), 0)
+    assert np.isclose(project_to_simplex(noisy, total).sum(), total)
+    assert np.maximum(noisy, 0).sum() > total + 1000
+
+
+@settings(max_examples=200, deadline=None)
+@given(arrays(np.float64, st.integers(1, 50), elements=st.floats(0, 1e4)))
+def test_rounding_keeps_total_and_moves_each_entry_less_than_one(x):
+    for total in {int(np.floor(x.sum())), int(np.ceil(x.sum()))}:
+        if not (np.floor(x).sum() <= total <= np.ceil(x).sum()):
+            continue
+        r = round_preserving_sum(x, total)
+        assert r.dtype == np.int64 and r.sum() == total
+        assert np.all(np.abs(r - x) <= 1)  # < 1 exactly; float can round 1 - 1e-53 to 1
+
+
+def test_rounding_rejects_unreachable_total():
+    with pytest.raises(ValueError):
+        round_preserving_sum(np.array([0.5, 0.5]), 5)
+
+
+def test_nonnegative_integer_table_keeps_rounded_noisy_total_and_shape():
+    est = np.array([[4.0, -3.0], [10.0, -1.0]])
+    out = nonnegative_integer_table(est)
+    assert out.shape == (2, 2) and out.dtype == np.int64
+    assert out.sum() == 10 and np.all(out >= 0)
+    # A negative noisy total becomes an all-zero table.
+    assert nonnegative_integer_table(np.array([-5.0, 1.0])).tolist() == [0, 0]
