@@ -1,0 +1,139 @@
+"""Counting rows into cells, checked against a plain-Python reference implementation."""
+
+from __future__ import annotations
+
+import bisect
+import datetime as dt
+import math
+
+import numpy as np
+import pyarrow as pa
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from dphist.counting import TableShape, axis_index, count_tables
+from dphist.schema import parse_schema
+
+
+def reference_numeric(value, edges, out_of_domain, nulls):
+    """Cell of one value by the definition: bins [e_i, e_{i+1}), clamp or drop outside, null policy."""
+    bins = len(edges) - 1
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return bins if nulls == "category" else None
+    if value < edges[0] or value >= edges[-1]:
+        if out_of_domain == "drop":
+            return None
+        return 0 if value < edges[0] else bins - 1
+    return bisect.bisect_right(edges, value) - 1
+
+
+def run_axis(column, values, typ=None):
+    idx, keep = axis_index(column, pa.array(values, type=typ))
+    keep = np.ones(len(values), bool) if keep is None else keep
+    return [int(i) if k else None for i, k in zip(idx, keep)]
+
+
+values_strategy = st.lists(
+    st.one_of(st.none(), st.floats(-50, 150, allow_nan=False), st.sampled_from([0.0, 0.1, 0.3, 25.0, 100.0, 99.99999])),
+    min_size=1, max_size=200)
+
+
+@settings(max_examples=150, deadline=None)
+@given(values=values_strategy, bins=st.integers(1, 40), ood=st.sampled_from(["clamp", "drop"]),
+       nulls=st.sampled_from(["drop", "category"]))
+def test_equal_width_bins_match_reference(values, bins, ood, nulls):
+    schema = parse_schema({"columns": {"x": {"type": "numeric", "lower": 0.1, "upper": 100, "bins": bins,
+                                             "out_of_domain": ood, "nulls": nulls}}})
+    column = schema["x"]
+    expected = [reference_numeric(v, column.edges, ood, nulls) for v in values]
+    assert run_axis(column, values, pa.float64()) == expected
+
+
+@settings(max_examples=100, deadline=None)
+@given(values=values_strategy, ood=st.sampled_from(["clamp", "drop"]))
+def test_explicit_edges_match_reference(values, ood):
+    edges = [0, 0.3, 18, 65, 99.99999, 100]
+    column = parse_schema({"columns": {"x": {"type": "numeric", "edges": edges, "out_of_domain": ood}}})["x"]
+    assert run_axis(column, values, pa.float64()) == [reference_numeric(v, column.edges, ood, "drop") for v in values]
+
+
+def test_width_bins_with_short_last_bin_and_infinities():
+    column = parse_schema({"columns": {"x": {"type": "numeric", "lower": 0, "upper": 10, "width": 3}}})["x"]
+    assert run_axis(column, [0, 2.999, 3, 9, 9.5, 10, -math.inf, math.inf, float("nan")]) == \
+        [0, 0, 1, 3, 3, 3, 0, 3, None]
+
+
+def test_integer_column_with_nulls():
+    column = parse_schema({"columns": {"x": {"type": "numeric", "lower": 0, "upper": 4, "bins": 4,
+                                             "nulls": "category"}}})["x"]
+    assert run_axis(column, [0, 1, None, 3, 7], pa.int64()) == [0, 1, 4, 3, 3]
+
+
+def test_categorical_mapping_unknown_null_and_unicode():
+    column = parse_schema({"columns": {"c": {"type": "categorical", "values": ["a", "Caf\u00e9", "b"],
+                                             "nulls": "category"}}})["c"]
+    values = ["b", "zzz", None, "Cafe\u0301", "a"]
+    assert run_axis(column, values) == [2, None, 3, 1, 0]
+    # The same through a dictionary-encoded array whose dictionary is in another order.
+    encoded = pa.array(values).dictionary_encode()
+    idx, keep = axis_index(column, encoded)
+    assert [int(i) if k else None for i, k in zip(idx, keep)] == [2, None, 3, 1, 0]
+
+
+def test_categorical_from_numbers_matches_labels():
+    column = parse_schema({"columns": {"c": {"type": "categorical", "values": [1, 2, 3]}}})["c"]
+    assert run_axis(column, [3, 1, 9, None], pa.int64()) == [2, 0, None, None]
+    assert run_axis(column, [3.0, 2.0, 2.5], pa.float64()) == [2, 1, None]
+
+
+def test_dates_by_month_from_dates_timestamps_and_text():
+    column = parse_schema({"columns": {"d": {"type": "date", "lower": "2023-01-01", "upper": "2023-04-01",
+                                             "unit": "month", "out_of_domain": "drop"}}})["d"]
+    dates = [dt.date(2023, 1, 31), dt.date(2023, 2, 1), dt.date(2023, 3, 31), dt.date(2023, 4, 1), None]
+    expected = [0, 1, 2, None, None]
+    assert run_axis(column, dates, pa.date32()) == expected
+    stamps = [None if d is None else dt.datetime(d.year, d.month, d.day, 23, 59) for d in dates]
+    assert run_axis(column, stamps, pa.timestamp("s")) == expected
+    assert run_axis(column, [None if d is None else d.isoformat() for d in dates]) == expected
+
+
+def test_count_tables_two_tables_one_pass_and_batch_invariance():
+    schema = parse_schema({"columns": {
+        "a": {"type": "numeric", "lower": 0, "upper": 10, "bins": 5},
+        "s": {"type": "categorical", "values": ["F", "M"]},
+    }})
+    rng = np.random.default_rng(0)
+    a = rng.uniform(-2, 12, 1000)
+    s = rng.choice(["F", "M", "X"], 1000)
+    table = pa.table({"a": a, "s": s})
+    shapes = [TableShape("a_s", (schema["a"], schema["s"])), TableShape("s", (schema["s"],))]
+    whole = count_tables(table.to_batches(), shapes)
+    small = count_tables(table.to_batches(max_chunksize=7), shapes)
+    assert all(np.array_equal(x, y) for x, y in zip(whole, small))
+    ref = np.zeros((5, 2), dtype=np.int64)
+    for ai, si in zip(a, s):
+        if si == "X":
+            continue
+        ref[reference_numeric(ai, schema["a"].edges, "clamp", "drop"), "FM".index(si)] += 1
+    assert np.array_equal(whole[0], ref)
+    assert whole[0].dtype == np.int64 and whole[1].tolist() == ref.sum(axis=0).tolist()
+
+
+def test_empty_batches_give_zero_table():
+    schema = parse_schema({"columns": {"a": {"type": "numeric", "lower": 0, "upper": 10, "bins": 5}}})
+    out = count_tables([], [TableShape("a", (schema["a"],))])
+    assert out[0].tolist() == [0] * 5
+
+
+@pytest.mark.parametrize("dims", [1, 2, 3, 4])
+def test_up_to_four_dimensions_c_order(dims):
+    decl = {f"c{i}": {"type": "numeric", "lower": 0, "upper": 3 + i, "bins": 3 + i} for i in range(dims)}
+    schema = parse_schema({"columns": decl})
+    rng = np.random.default_rng(dims)
+    data = {f"c{i}": rng.integers(0, 3 + i, 500).astype(float) for i in range(dims)}
+    shape = TableShape("t", tuple(schema[f"c{i}"] for i in range(dims)))
+    (counts,) = count_tables(pa.table(data).to_batches(), [shape])
+    ref = np.zeros(shape.shape, dtype=np.int64)
+    np.add.at(ref, tuple(data[f"c{i}"].astype(int) for i in range(dims)), 1)
+    assert np.array_equal(counts, ref)
