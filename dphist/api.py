@@ -19,17 +19,17 @@ import pandas as pd
 from . import __version__
 from .accountant import (NEIGHBOURING, PRIVACY_UNIT, SAMPLER, TEST_SAMPLER, check_spent, format_fraction,
                          parse_epsilon, split_budget, step_report)
-from .algorithms import Estimate, get_algorithm
+from .algorithms import Algorithm, Estimate, get_algorithm
 from .counting import TableShape, count_tables
 from .errors import UsageError
 from .inference import nonnegative_integer_table
-from .io.sources import open_source
+from .io.sources import Source, open_source
 from .io.writers import write_release
 from .job import TableRequest, check_table_names, parse_tables, table_name_for
 from .noise import BitSource, SeededBits, SystemBits
 from .schema import MAX_CELLS, MAX_DIMENSIONS, Schema, load_schema, parse_schema
 
-__all__ = ["Release", "release", "DEFAULT_ALGORITHM"]
+__all__ = ["Release", "ReleasePlan", "release", "plan_release", "run_plan", "DEFAULT_ALGORITHM"]
 
 DEFAULT_ALGORITHM = "identity"
 POST_PROCESSING = ("non-negativity by Euclidean projection onto non-negative tables with the noisy total "
@@ -53,13 +53,14 @@ class Release:
 
     def write(self, out: str | os.PathLike = "release", format: str = "csv", overwrite: bool = False) -> list[Path]:
         """Write ``<table>.<format>`` files and ``report.json`` into ``out`` atomically; returns the paths."""
-        return write_release(out, self.tables, self.report, format, overwrite)
+        notices = {"NOT_PRIVATE.txt": NOT_PRIVATE + "\n"} if self.test_mode else None
+        return write_release(out, self.tables, self.report, format, overwrite, notices)
 
-    def summary(self) -> str:
-        """A short human-readable account of what was released and spent."""
+    def summary(self, banner: bool = True) -> str:
+        """A short human-readable account of what was released and spent (for the operator, not publication)."""
         r = self.report
         lines = []
-        if r.get("test_mode"):
+        if banner and r.get("test_mode"):
             lines.append(f"*** {NOT_PRIVATE} ***")
         inp = r["input"]
         size = self.operator.get("size_bytes")
@@ -74,6 +75,49 @@ class Release:
             lines.append(f"  {t['name']:<{width}}  {t['algorithm']:<10} epsilon {t['epsilon']:<8} "
                          f"{t['cells']} cells{sd}")
         return "\n".join(lines)
+
+
+@dataclass
+class ReleasePlan:
+    """Everything a release will do, validated before any row is read: the budget split, the tables' public
+    shapes, their algorithms and the noise source."""
+
+    source: Source
+    epsilon: Fraction
+    requests: list[TableRequest]
+    shapes: list[TableShape]
+    algorithms: list[Algorithm]
+    budgets: list[Fraction]
+    seed: int | None
+    raw: bool
+
+
+def plan_release(
+    source: Any,
+    epsilon: Any,
+    schema: Any = None,
+    columns: list[str] | str | None = None,
+    tables: list[dict] | list[TableRequest] | None = None,
+    algorithm: str | None = None,
+    seed: int | None = None,
+    raw: bool = False,
+) -> ReleasePlan:
+    """Validate the arguments of :func:`release` and the input's header; reads no rows, spends nothing."""
+    total_epsilon = parse_epsilon(epsilon)
+    if schema is None:
+        raise UsageError("a schema is required: draft one with 'dphist schema INPUT -o schema.yaml', review it, "
+                         "and pass it with --schema")
+    schema = schema if isinstance(schema, Schema) else (
+        parse_schema(schema) if isinstance(schema, dict) else load_schema(schema))
+    requests = _table_requests(schema, columns, tables)
+    algorithms = [get_algorithm(t.algorithm or algorithm or DEFAULT_ALGORITHM) for t in requests]
+    shapes = [_table_shape(schema, t) for t in requests]
+    budgets = split_budget(total_epsilon, [Fraction(t.share) for t in requests])
+    if seed is not None and (isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0):
+        raise UsageError("seed must be a non-negative integer")
+    src = open_source(source)
+    src.check_columns({c.name: c for shape in shapes for c in shape.columns})
+    return ReleasePlan(src, total_epsilon, requests, shapes, algorithms, budgets, seed, raw)
 
 
 def release(
@@ -104,29 +148,20 @@ def release(
     The total epsilon spent is exactly ``epsilon`` (sequential composition over tables), under add/remove of
     one record.  Raises UsageError for bad arguments (before reading data) and DataError for unreadable data.
     """
-    total_epsilon = parse_epsilon(epsilon)
-    if schema is None:
-        raise UsageError("a schema is required: draft one with 'dphist schema INPUT -o schema.yaml', review it, "
-                         "and pass it with --schema")
-    schema = schema if isinstance(schema, Schema) else (
-        parse_schema(schema) if isinstance(schema, dict) else load_schema(schema))
-    requests = _table_requests(schema, columns, tables)
-    default_algorithm = algorithm or DEFAULT_ALGORITHM
-    algorithms = [get_algorithm(t.algorithm or default_algorithm) for t in requests]
-    shapes = [_table_shape(schema, t) for t in requests]
-    budgets = split_budget(total_epsilon, [Fraction(t.share) for t in requests])
-    if seed is not None and (isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0):
-        raise UsageError("seed must be a non-negative integer")
-    bits: BitSource = SystemBits() if seed is None else SeededBits(int(seed))
+    return run_plan(plan_release(source, epsilon, schema, columns, tables, algorithm, seed, raw))
 
-    src = open_source(source)
-    needed = {c.name: c for shape in shapes for c in shape.columns}
-    src.check_columns(needed)
-    counts = count_tables(src.batches(needed), shapes)  # the only step that reads rows
+
+def run_plan(plan: ReleasePlan) -> Release:
+    """Read the data once, measure every table with noise, post-process, and build the report."""
+    src, seed, raw, total_epsilon = plan.source, plan.seed, plan.raw, plan.epsilon
+    bits: BitSource = SystemBits() if seed is None else SeededBits(int(seed))
+    needed = {c.name: c for shape in plan.shapes for c in shape.columns}
+    counts = count_tables(src.batches(needed), plan.shapes)  # the only step that reads rows
 
     frames, table_reports = {}, []
     spent = Fraction(0)
-    for request, algo, shape, budget, table_counts in zip(requests, algorithms, shapes, budgets, counts):
+    for request, algo, shape, budget, table_counts in zip(plan.requests, plan.algorithms, plan.shapes,
+                                                          plan.budgets, counts):
         estimate = algo.run(table_counts, budget, bits)
         spent += check_spent(estimate.measurements, budget, request.name)
         frames[request.name] = _tidy_table(shape, estimate, raw)
@@ -145,7 +180,7 @@ def release(
     assert spent <= total_epsilon
     report = {
         "dphist_version": __version__,
-        "input": {k: v for k, v in src.describe().items() if k in ("name", "format")},
+        "input": {"name": src.public_name, "format": src.format},
         "privacy_unit": PRIVACY_UNIT,
         "neighbouring": NEIGHBOURING,
         "definition": "pure epsilon-differential privacy",

@@ -14,7 +14,7 @@ import click
 
 from . import __version__
 from .algorithms import REGISTRY
-from .api import DEFAULT_ALGORITHM, NOT_PRIVATE, release
+from .api import DEFAULT_ALGORITHM, NOT_PRIVATE, plan_release, run_plan
 from .draft import draft_schema
 from .errors import DphistError, UsageError
 from .io.writers import FORMATS, check_destination, write_text_atomic
@@ -110,14 +110,15 @@ def release_command(input, epsilon, schema_path, columns, spec, algorithm, out, 
     if fmt not in FORMATS:
         raise UsageError(f"unknown format '{fmt}' (choose one of {', '.join(FORMATS)})")
     out = out or "release"
-    check_destination(out, overwrite)  # before reading any data
+    plan = plan_release(input, epsilon=epsilon, schema=schema_path, columns=columns, tables=tables,
+                        algorithm=algorithm, seed=seed, raw=raw)
+    check_destination(out, overwrite)  # all checks done before any row is read
     if seed is not None:
         click.secho(f"*** {NOT_PRIVATE} ***", err=True, fg="red", bold=True)
-    result = release(input, epsilon=epsilon, schema=schema_path, columns=columns, tables=tables,
-                     algorithm=algorithm, seed=seed, raw=raw)
+    result = run_plan(plan)
     paths = result.write(out, fmt, overwrite)
     if not quiet:
-        click.echo(result.summary(), err=True)
+        click.echo(result.summary(banner=False), err=True)
         click.echo(f"wrote {len(paths)} files to {out}/: {', '.join(p.name for p in paths)}", err=True)
 
 

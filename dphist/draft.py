@@ -23,7 +23,7 @@ __all__ = ["draft_schema"]
 _HEADER = """\
 # DRAFT schema written by `dphist schema` from {name}.
 #
-# WARNING: the bounds and category lists below were COPIED FROM THE DATA. They are NOT private: publishing a
+# WARNING: the bounds, category lists and null policies below were COPIED FROM THE DATA. They are NOT private: publishing a
 # release made with them can reveal, for example, the exact largest income or a category only one person has.
 # Before any release, replace every value marked 'from data' with a public choice made without looking at the
 # data: round bounds from general knowledge, category lists from an official code list, coarser bins.

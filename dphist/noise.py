@@ -237,6 +237,8 @@ def discrete_laplace_halfwidth(scale, level: float = 0.95) -> int:
     """
     a = _ratio(scale)
     beta = 1 - level
+    if 2 * a / (1 + a) <= beta:  # includes a == 0 (tiny scales): the noise is 0 with probability >= level
+        return 0
     q = max(0, math.ceil(math.log(beta * (1 + a) / 2) / math.log(a)) - 1)
     while q > 0 and 2 * a**q / (1 + a) <= beta:  # guard the float log against off-by-one
         q -= 1

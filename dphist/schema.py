@@ -342,6 +342,10 @@ def _parse_categorical(f: _Fields) -> CategoricalColumn:
     for v in raw:
         if v is None or isinstance(v, (list, dict)):
             raise f.error("values", "must contain only text or number labels (use 'nulls: category' for missing)")
+        if isinstance(v, bool):
+            # YAML 1.1 reads unquoted NO, YES, ON, OFF, Y, N as booleans; a label like 'NO' would silently vanish.
+            raise f.error("values", "holds true/false: YAML reads unquoted NO/YES/ON/OFF as booleans; quote labels "
+                                    "such as \"NO\"")
         values.append(normalise_label(v))
     seen = set()
     for v in values:

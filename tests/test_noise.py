@@ -97,7 +97,8 @@ def test_scale_must_be_positive(bad):
 
 
 def test_halfwidth_is_smallest_covering_integer():
-    for scale in (0.5, 2, 10, 100):
+    assert discrete_laplace_halfwidth(Fraction(1, 5000)) == 0  # exp(-5000) underflows to 0
+    for scale in (0.1, 0.5, 2, 10, 100):
         q = discrete_laplace_halfwidth(scale)
         a = math.exp(-1 / scale)
         assert 2 * a ** (q + 1) / (1 + a) <= 0.05  # P(|Z| > q) <= 5 %

@@ -17,6 +17,8 @@ from click.testing import CliRunner
 import dphist
 from dphist.cli import main
 
+from conftest import ROOT as ROOT_ABS
+
 ARGS = ["--schema", "sample_data/census.schema.yaml", "--epsilon", "1"]
 
 
@@ -185,3 +187,37 @@ def test_algorithms_and_schema_commands(tmp_path):
     assert schema["sex"].values == ("F", "M") and schema["income"].null_cell
     again = run("schema", "sample_data/census.csv", "-o", str(draft))
     assert again.exit_code == 2  # refuses to overwrite without --overwrite
+
+
+def test_test_mode_stamps_the_release_directory(tmp_path):
+    out = tmp_path / "t"
+    result = run("release", "sample_data/census.csv", *ARGS, "-c", "sex", "-o", str(out), "--seed", "3")
+    assert result.exit_code == 0
+    assert "NOT differentially private" in (out / "NOT_PRIVATE.txt").read_text()
+    assert result.stderr.count("NOT differentially private") == 1  # one banner, not two
+    plain = tmp_path / "p"
+    assert run("release", "sample_data/census.csv", *ARGS, "-c", "sex", "-o", str(plain)).exit_code == 0
+    assert not (plain / "NOT_PRIVATE.txt").exists()
+
+
+def test_report_names_the_input_file_without_its_directories(tmp_path):
+    result = dphist.release(ROOT_ABS / "sample_data" / "census.csv", epsilon="1",
+                            schema="sample_data/census.schema.yaml", columns="sex", seed=1)
+    assert result.report["input"] == {"name": "census.csv", "format": "csv"}
+    assert str(ROOT_ABS) not in json.dumps(result.report)
+
+
+def test_very_large_epsilon_is_accepted():
+    result = dphist.release("sample_data/census.csv", epsilon="5000", schema="sample_data/census.schema.yaml",
+                            columns="sex", seed=1)
+    table = result.tables["sex"]
+    assert (table["ci_lower"] == table["ci_upper"]).all()
+
+
+def test_usage_errors_are_reported_before_the_output_directory_check(tmp_path):
+    out = tmp_path / "busy"
+    out.mkdir()
+    (out / "keep.txt").write_text("x")
+    result = run("release", "sample_data/census.csv", "--schema", "sample_data/census.schema.yaml",
+                 "--epsilon", "0", "-c", "sex", "-o", str(out))
+    assert result.exit_code == 2 and "epsilon" in result.stderr and "not empty" not in result.stderr

@@ -5,6 +5,7 @@ from __future__ import annotations
 import datetime as dt
 
 import pytest
+import yaml
 
 from dphist.errors import UsageError
 from dphist.schema import load_schema, parse_schema
@@ -75,8 +76,13 @@ def test_numeric_bins_width_edges():
 
 
 def test_categorical_labels_normalised():
-    s = parse_schema(col(type="categorical", values=["Cafe\u0301", 1, True, 2.0]))
-    assert s["c"].values == ("Caf\u00e9", "1", "true", "2")
+    s = parse_schema(col(type="categorical", values=["Cafe\u0301", 1, 2.0]))
+    assert s["c"].values == ("Caf\u00e9", "1", "2")
+
+
+def test_yaml_booleans_in_values_are_refused():
+    with pytest.raises(UsageError, match="quote"):
+        parse_schema(yaml.safe_load("columns:\n  c: {type: categorical, values: [NO, NY]}\n"))
 
 
 def test_date_units():

@@ -43,6 +43,11 @@ class Source:
 
     # ---- metadata, read before any row ---------------------------------------------------------------------
 
+    @property
+    def public_name(self) -> str:
+        """The input's file (or pattern) name without its directories, for the published report."""
+        return self.name if self.format == "dataframe" else Path(self.name).name
+
     def describe(self) -> dict:
         out = {"name": self.name, "format": self.format}
         if self.files:
@@ -89,8 +94,9 @@ class Source:
             for path in self.files:
                 yield from _csv_batches(path, columns)
         elif self.format == "parquet":
+            categorical = [n for n, c in columns.items() if c.kind == "categorical"]
             try:
-                for batch in self._dataset().to_batches(columns=names, batch_size=_PARQUET_BATCH):
+                for batch in self._dataset(categorical).to_batches(columns=names, batch_size=_PARQUET_BATCH):
                     yield batch
             except (pa.ArrowInvalid, OSError) as exc:
                 raise DataError(f"{self.name}: cannot read Parquet data ({_first_clause(exc)})") from None
@@ -104,9 +110,11 @@ class Source:
                 _check_type("DataFrame", name, col, table.schema.field(name).type)
             yield from table.to_batches(max_chunksize=_PARQUET_BATCH)
 
-    def _dataset(self) -> pads.Dataset:
+    def _dataset(self, dictionary_columns: list[str] = ()) -> pads.Dataset:
+        # Text columns of categories are read dictionary-encoded, so labels are matched once per batch.
+        fmt = pads.ParquetFileFormat(read_options={"dictionary_columns": list(dictionary_columns)})
         try:
-            return pads.dataset([str(p) for p in self.files], format="parquet")
+            return pads.dataset([str(p) for p in self.files], format=fmt)
         except (pa.ArrowInvalid, OSError) as exc:
             raise DataError(f"{self.name}: not a readable Parquet file ({_first_clause(exc)})") from None
 

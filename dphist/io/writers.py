@@ -38,8 +38,9 @@ def check_destination(out: str | os.PathLike, overwrite: bool) -> Path:
 
 
 def write_release(out: str | os.PathLike, tables: dict[str, pd.DataFrame], report: dict, fmt: str,
-                  overwrite: bool) -> list[Path]:
-    """Write one ``<table>.<fmt>`` per table plus ``report.json`` into ``out``, atomically.
+                  overwrite: bool, notices: dict[str, str] | None = None) -> list[Path]:
+    """Write one ``<table>.<fmt>`` per table, ``report.json`` and any ``notices`` (file name -> text) into
+    ``out``, atomically.
 
     Returns the final paths.  Raises UsageError if ``out`` is occupied and ``overwrite`` is false.
     """
@@ -56,6 +57,9 @@ def write_release(out: str | os.PathLike, tables: dict[str, pd.DataFrame], repor
             _write_table(staging / names[-1], frame, fmt)
         names.append("report.json")
         _write_bytes(staging / "report.json", (json.dumps(report, indent=2, ensure_ascii=False) + "\n").encode())
+        for name, text in (notices or {}).items():
+            names.append(name)
+            _write_bytes(staging / name, text.encode("utf-8"))
         _fsync_dir(staging)
         _swap_into_place(staging, out)
         _fsync_dir(parent)

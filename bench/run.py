@@ -1,0 +1,176 @@
+"""dphist benchmarks: sampler throughput and end-to-end release time and peak memory.
+
+    make bench                 # all benchmarks; writes bench/results.md
+    .venv/bin/python bench/run.py --rows 10000000 --skip-sampler
+
+Speed and memory are measured here, never in tests.  Ratios compare runs made side by side in this one process
+on this machine; absolute figures depend on the machine and its load.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import json
+import os
+import platform
+import resource
+import subprocess
+import sys
+import time
+from fractions import Fraction
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent
+OUT = HERE / "out"
+SHARED_REAL = ROOT.parent / "shared" / "data" / "real"
+
+
+def best_of(fn, repeat=3):
+    times = []
+    for _ in range(repeat):
+        t = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t)
+    return min(times)
+
+
+def sampler_benchmark(n: int) -> list[dict]:
+    from dphist.noise import SeededBits, SystemBits, discrete_laplace
+
+    rows = []
+    for label, make in (("exact, OS CSPRNG", SystemBits), ("exact, seeded PCG64 (tests)", lambda: SeededBits(1))):
+        for scale in ("10", "1", "100"):
+            secs = best_of(lambda: discrete_laplace(Fraction(scale), n, make()))
+            rows.append({"sampler": label, "scale": scale, "n": n, "seconds": secs, "per_second": n / secs})
+    rng = np.random.default_rng(0)
+    a = np.exp(-1 / 10)
+    secs = best_of(lambda: rng.geometric(1 - a, n) - rng.geometric(1 - a, n))
+    rows.append({"sampler": "numpy geometric difference (float inversion, NOT exact, NOT CSPRNG)", "scale": "10",
+                 "n": n, "seconds": secs, "per_second": n / secs})
+    return rows
+
+
+def make_big_parquet(path: Path, rows: int, chunk: int = 1_000_000) -> None:
+    """A census-like Parquet table of ``rows`` rows, written in chunks so the generator's memory is bounded."""
+    if path.exists() and pq.read_metadata(path).num_rows == rows:
+        return
+    path.parent.mkdir(parents=True, exist_ok=True)
+    rng = np.random.default_rng(2026)
+    states = np.array(["CA", "TX", "FL", "NY", "PA", "IL", "OH", "GA", "NC", "MI", "WY", "VT"])
+    schema = pa.schema([("age", pa.int64()), ("sex", pa.string()), ("state", pa.string()),
+                        ("income", pa.float64()), ("interview_date", pa.date32())])
+    with pq.ParquetWriter(path, schema, compression="zstd") as writer:
+        done = 0
+        while done < rows:
+            n = min(chunk, rows - done)
+            days = rng.integers(0, 3 * 365, n) + (dt.date(2023, 1, 1) - dt.date(1970, 1, 1)).days
+            writer.write_table(pa.table({
+                "age": rng.integers(17, 91, n),
+                "sex": rng.choice(["F", "M"], n),
+                "state": rng.choice(states, n),
+                "income": np.round(rng.lognormal(10.5, 1.0, n), 2),
+                "interview_date": pa.array(days.astype(np.int32), type=pa.int32()).cast(pa.date32()),
+            }, schema=schema), row_group_size=256_000)
+            done += n
+
+
+BIG_SCHEMA = """columns:
+  age:    {type: numeric, lower: 15, upper: 95, width: 5}
+  sex:    {type: categorical, values: [F, M]}
+  state:  {type: categorical, values: [CA, TX, FL, NY, PA, IL, OH, GA, NC, MI, WY, VT]}
+  income: {type: numeric, lower: 0, upper: 250000, bins: 50}
+  interview_date: {type: date, lower: 2023-01-01, upper: 2026-01-01, unit: month}
+"""
+
+
+def timed_release(args: list[str]) -> dict:
+    """Run ``dphist release`` in a fresh process; wall time and the child's peak resident memory."""
+    out = OUT / "release"
+    cmd = [sys.executable, "-m", "dphist", "release", *args, "--out", str(out), "--overwrite", "--quiet"]
+    # A fresh process per run, so ru_maxrss of RUSAGE_CHILDREN is that run's peak (one child at a time).
+    code = ("import resource, subprocess, sys, time, json; t = time.perf_counter(); "
+            "r = subprocess.run(sys.argv[1:]); w = time.perf_counter() - t; "
+            "print(json.dumps({'rc': r.returncode, 'wall': w, "
+            "'rss_mb': resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024}))")
+    res = subprocess.run([sys.executable, "-c", code, *cmd], capture_output=True, text=True, cwd=ROOT)
+    data = json.loads(res.stdout.strip().splitlines()[-1])
+    if data["rc"] != 0:
+        raise SystemExit(f"release failed: {' '.join(cmd)}\n{res.stderr}")
+    return data
+
+
+def release_benchmarks(rows_list: list[int], with_csv: bool) -> list[dict]:
+    results = []
+    base = ["--epsilon", "1"]  # production path: OS CSPRNG noise
+    if SHARED_REAL.is_dir():
+        for name in ("adult.csv", "adult.parquet"):
+            r = timed_release([str(SHARED_REAL / name), "--schema", str(HERE / "adult.schema.yaml"), *base,
+                               "--spec", str(write_spec("adult", [["age", "sex"], ["education_num"],
+                                                                  ["race", "sex", "income"], ["hours_per_week"]]))])
+            results.append({"input": f"shared/real/{name}", "rows": 48842, "tables": 4, **r})
+    schema_path = OUT / "big.schema.yaml"
+    OUT.mkdir(exist_ok=True)
+    schema_path.write_text(BIG_SCHEMA)
+    spec = write_spec("big", [["age", "sex"], ["state", "income"], ["interview_date"]])
+    for rows in rows_list:
+        path = OUT / f"big_{rows}.parquet"
+        make_big_parquet(path, rows)
+        r = timed_release([str(path), "--schema", str(schema_path), *base, "--spec", str(spec)])
+        results.append({"input": f"generated Parquet ({path.stat().st_size / 2**20:.0f} MB)", "rows": rows,
+                        "tables": 3, **r})
+        if with_csv:
+            csv_path = path.with_suffix(".csv")
+            if not csv_path.exists():
+                import pyarrow.csv as pacsv
+                pacsv.write_csv(pq.read_table(path), csv_path)
+            r = timed_release([str(csv_path), "--schema", str(schema_path), *base, "--spec", str(spec)])
+            results.append({"input": f"generated CSV ({csv_path.stat().st_size / 2**20:.0f} MB)", "rows": rows,
+                            "tables": 3, **r})
+    return results
+
+
+def write_spec(name: str, tables: list[list[str]]) -> Path:
+    import yaml
+    OUT.mkdir(exist_ok=True)
+    path = OUT / f"{name}.job.yaml"
+    path.write_text(yaml.safe_dump({"tables": [{"columns": t} for t in tables]}))
+    return path
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--samples", type=int, default=10_000_000)
+    parser.add_argument("--rows", type=int, nargs="*", default=[1_000_000, 10_000_000])
+    parser.add_argument("--csv", action="store_true", help="also time the generated tables as CSV")
+    parser.add_argument("--skip-sampler", action="store_true")
+    parser.add_argument("--results", default=str(HERE / "results.md"))
+    args = parser.parse_args()
+
+    lines = [f"# dphist benchmark results", "",
+             f"{dt.datetime.now():%Y-%m-%d %H:%M}, {platform.processor() or platform.machine()}, "
+             f"{os.cpu_count()} cores, Python {platform.python_version()}, numpy {np.__version__}, "
+             f"pyarrow {pa.__version__}", ""]
+    if not args.skip_sampler:
+        lines += ["## Discrete Laplace sampler (best of 3)", "",
+                  "| sampler | scale | samples | seconds | samples/s |", "|---|---|---|---|---|"]
+        for r in sampler_benchmark(args.samples):
+            lines.append(f"| {r['sampler']} | {r['scale']} | {r['n']:,} | {r['seconds']:.3f} | {r['per_second']:,.0f} |")
+            print(lines[-1], flush=True)
+        lines.append("")
+    lines += ["## End-to-end release (fresh process; wall time and peak RSS)", "",
+              "| input | rows | tables | wall s | peak RSS MB |", "|---|---|---|---|---|"]
+    for r in release_benchmarks(args.rows, args.csv):
+        lines.append(f"| {r['input']} | {r['rows']:,} | {r['tables']} | {r['wall']:.2f} | {r['rss_mb']:.0f} |")
+        print(lines[-1], flush=True)
+    Path(args.results).write_text("\n".join(lines) + "\n")
+    print(f"wrote {args.results}")
+
+
+if __name__ == "__main__":
+    main()
