@@ -21,14 +21,15 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.csv as pacsv
 import pyarrow.dataset as pads
+import pyarrow.parquet as pq
 
 from ..errors import DataError, UsageError
 from ..schema import Column
 
 __all__ = ["Source", "open_source"]
 
-_CSV_BLOCK = 1 << 22  # bytes per CSV block: bounds memory per batch
-_PARQUET_BATCH = 1 << 18  # rows per Parquet batch
+_CSV_BLOCK = 1 << 20  # bytes per CSV block; Arrow's streaming reader keeps a few dozen in flight
+_PARQUET_BATCH = 1 << 17  # rows per Parquet batch
 _DICT_STRING = pa.dictionary(pa.int32(), pa.string())
 
 
@@ -95,11 +96,14 @@ class Source:
                 yield from _csv_batches(path, columns)
         elif self.format == "parquet":
             categorical = [n for n, c in columns.items() if c.kind == "categorical"]
-            try:
-                for batch in self._dataset(categorical).to_batches(columns=names, batch_size=_PARQUET_BATCH):
-                    yield batch
-            except (pa.ArrowInvalid, OSError) as exc:
-                raise DataError(f"{self.name}: cannot read Parquet data ({_first_clause(exc)})") from None
+            for path in self.files:
+                try:
+                    # One row group at a time, no pre-buffering: memory stays flat whatever the file size.
+                    reader = pq.ParquetFile(path, read_dictionary=categorical, pre_buffer=False)
+                    for batch in reader.iter_batches(batch_size=_PARQUET_BATCH, columns=names):
+                        yield batch.select(names)
+                except (pa.ArrowInvalid, OSError) as exc:
+                    raise DataError(f"{path}: cannot read Parquet data ({_first_clause(exc)})") from None
         else:
             frame = self.frame[names]
             try:
@@ -110,11 +114,9 @@ class Source:
                 _check_type("DataFrame", name, col, table.schema.field(name).type)
             yield from table.to_batches(max_chunksize=_PARQUET_BATCH)
 
-    def _dataset(self, dictionary_columns: list[str] = ()) -> pads.Dataset:
-        # Text columns of categories are read dictionary-encoded, so labels are matched once per batch.
-        fmt = pads.ParquetFileFormat(read_options={"dictionary_columns": list(dictionary_columns)})
+    def _dataset(self) -> pads.Dataset:
         try:
-            return pads.dataset([str(p) for p in self.files], format=fmt)
+            return pads.dataset([str(p) for p in self.files], format="parquet")
         except (pa.ArrowInvalid, OSError) as exc:
             raise DataError(f"{self.name}: not a readable Parquet file ({_first_clause(exc)})") from None
 
@@ -253,7 +255,7 @@ def _csv_batches(path: Path, columns: dict[str, Column]) -> Iterator[pa.RecordBa
         strings_can_be_null=True,
         quoted_strings_can_be_null=False,
     )
-    read = pacsv.ReadOptions(block_size=_CSV_BLOCK, encoding="utf8")
+    read = pacsv.ReadOptions(block_size=_CSV_BLOCK, encoding="utf8", use_threads=True)
     try:
         reader = pacsv.open_csv(path, read_options=read, convert_options=convert)
         while True:
