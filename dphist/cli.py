@@ -66,7 +66,7 @@ def main():
 
 
 @main.command("release")
-@click.argument("input", required=False, metavar="INPUT")
+@click.argument("input", required=False, metavar="[INPUT]")
 @click.option("--epsilon", "-e", metavar="E", help="Total privacy budget ε > 0, e.g. 0.5 (kept exact).")
 @click.option("--schema", "-s", "schema_path", metavar="FILE", help="YAML/JSON schema declaring each column's public domain.")
 @click.option("--columns", "-c", metavar="A,B", help="Release one table over these columns (comma-separated).")
