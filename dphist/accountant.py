@@ -23,7 +23,16 @@ SAMPLER = "exact discrete Laplace (binary-expansion sampler) on OS CSPRNG bits (
 TEST_SAMPLER = "exact discrete Laplace on a SEEDED PCG64 stream (test mode: NOT private)"
 
 
+#: The budget range dphist accepts.  Above MAX_EPSILON a release protects nobody in any useful sense; below
+#: MIN_EPSILON (for any one table, after splitting) the noise swamps every count.  Both also keep the sampler's
+#: exact arithmetic in a sane range.
+MAX_EPSILON = Fraction(1000)
+MIN_EPSILON = Fraction(1, 10**6)
+_MAX_EXPONENT = 30  # decimal exponents beyond this are refused before any exact arithmetic
+
+
 def _exact(value: Any, what: str) -> Fraction:
+    """The exact rational a user wrote: '0.1' is 1/10, '1/3' is 1/3; refuses non-finite and absurd exponents."""
     if isinstance(value, bool):
         raise UsageError(f"{what} must be a number, got {value!r}")
     if isinstance(value, Fraction):
@@ -33,37 +42,53 @@ def _exact(value: Any, what: str) -> Fraction:
             raise UsageError(f"{what} must be a finite number, got {value!r}")
         value = repr(value)  # the shortest decimal that round-trips: what the user typed
     text = str(value).strip()
+    if len(text) > 64:
+        raise UsageError(f"{what} must be a number such as 0.5 (got {len(text)} characters)")
     try:
-        return Fraction(Decimal(text)) if "/" not in text else Fraction(text)
+        if "/" in text:
+            return Fraction(text)
+        number = Decimal(text)
     except (InvalidOperation, ValueError, ZeroDivisionError):
         raise UsageError(f"{what} must be a number such as 0.5, got '{text}'") from None
+    if not number.is_finite():
+        raise UsageError(f"{what} must be a finite number, got '{text}'")
+    if number and abs(number.adjusted()) > _MAX_EXPONENT:
+        raise UsageError(f"{what} is out of range, got '{text}'")
+    return Fraction(number)
 
 
 def parse_epsilon(value: Any, what: str = "epsilon") -> Fraction:
-    """The exact positive epsilon written as ``value`` (decimal string, int, float or Fraction)."""
-    if isinstance(value, str) and value.strip().lower() in {"nan", "inf", "+inf", "-inf", "infinity", "-infinity"}:
-        raise UsageError(f"{what} must be a finite positive number, got '{value.strip()}'")
+    """The exact epsilon written as ``value`` (decimal string, int, float or Fraction), in (0, MAX_EPSILON]."""
     eps = _exact(value, what)
     if eps <= 0:
         raise UsageError(f"{what} must be greater than 0, got {format_fraction(eps)}")
+    if eps > MAX_EPSILON:
+        raise UsageError(f"{what} must be at most {MAX_EPSILON}: beyond that the release gives no meaningful "
+                         f"privacy, got {format_fraction(eps)}")
     return eps
 
 
 def parse_share(value: Any, table: str) -> Fraction:
     """A table's budget share: a positive number (only the ratios between shares matter)."""
-    if isinstance(value, str) and value.strip().lower() in {"nan", "inf", "+inf", "-inf"}:
-        raise UsageError(f"table '{table}': share must be a positive number")
     share = _exact(value, f"table '{table}': share")
     if share <= 0:
         raise UsageError(f"table '{table}': share must be greater than 0")
     return share
 
 
-def split_budget(total: Fraction, shares: list[Fraction]) -> list[Fraction]:
-    """Split ``total`` in proportion to ``shares``; the parts add up to ``total`` exactly."""
+def split_budget(total: Fraction, shares: list[Fraction], names: list[str] | None = None) -> list[Fraction]:
+    """Split ``total`` in proportion to ``shares``; the parts add up to ``total`` exactly.
+
+    Raises UsageError if a part falls below MIN_EPSILON.
+    """
     whole = sum(shares, Fraction(0))
     parts = [total * s / whole for s in shares]
     assert sum(parts, Fraction(0)) == total
+    for i, part in enumerate(parts):
+        if part < MIN_EPSILON:
+            name = names[i] if names else str(i + 1)
+            raise UsageError(f"table '{name}' would get epsilon {format_fraction(part)}, below the minimum "
+                             f"{format_fraction(MIN_EPSILON)}: raise epsilon or its share, or release fewer tables")
     return parts
 
 

@@ -112,7 +112,7 @@ def plan_release(
     requests = _table_requests(schema, columns, tables)
     algorithms = [get_algorithm(t.algorithm or algorithm or DEFAULT_ALGORITHM) for t in requests]
     shapes = [_table_shape(schema, t) for t in requests]
-    budgets = split_budget(total_epsilon, [Fraction(t.share) for t in requests])
+    budgets = split_budget(total_epsilon, [Fraction(t.share) for t in requests], [t.name for t in requests])
     if seed is not None and (isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0):
         raise UsageError("seed must be a non-negative integer")
     src = open_source(source)
@@ -156,7 +156,7 @@ def run_plan(plan: ReleasePlan) -> Release:
     src, seed, raw, total_epsilon = plan.source, plan.seed, plan.raw, plan.epsilon
     bits: BitSource = SystemBits() if seed is None else SeededBits(int(seed))
     needed = {c.name: c for shape in plan.shapes for c in shape.columns}
-    counts = count_tables(src.batches(needed), plan.shapes)  # the only step that reads rows
+    counts = count_tables(src.batches(needed), plan.shapes, src.name)  # the only step that reads rows
 
     frames, table_reports = {}, []
     spent = Fraction(0)

@@ -38,11 +38,14 @@ class TableShape:
         return int(np.prod(self.shape, dtype=np.int64))
 
 
-def count_tables(batches: Iterable[pa.RecordBatch], tables: list[TableShape]) -> list[np.ndarray]:
+def count_tables(
+    batches: Iterable[pa.RecordBatch], tables: list[TableShape], where: str = "input"
+) -> list[np.ndarray]:
     """Count every row of every batch into each table, in one pass.
 
     Returns one int64 array per table, of shape ``table.shape``.  Rows whose value is dropped by a column's
-    policy (out of domain, unknown category, null) are left out of that table only.
+    policy (out of domain, unknown category, null) are left out of that table only.  ``where`` names the
+    source in error messages.
     """
     flat = [np.zeros(t.n_cells, dtype=np.int64) for t in tables]
     for batch in batches:
@@ -52,7 +55,10 @@ def count_tables(batches: Iterable[pa.RecordBatch], tables: list[TableShape]) ->
             keep = None
             for column in table.columns:
                 if column.name not in axes:
-                    axes[column.name] = axis_index(column, batch.column(column.name))
+                    try:
+                        axes[column.name] = axis_index(column, batch.column(column.name))
+                    except DataError as exc:
+                        raise DataError(f"{where}: {exc}") from None
                 idx, mask = axes[column.name]
                 index *= column.n_cells
                 index += idx

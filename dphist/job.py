@@ -20,10 +20,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from .accountant import parse_share
 from .errors import UsageError
+from .yamlfile import load_document
 
 __all__ = ["TableRequest", "Job", "load_job", "parse_tables", "table_name_for"]
 
@@ -60,6 +59,14 @@ def parse_tables(entries: Any, source: str = "job spec") -> list[TableRequest]:
     """Validate a list of table entries (mappings with ``columns`` and optional name, algorithm, share)."""
     if not isinstance(entries, list) or not entries:
         raise UsageError(f"{source}: 'tables' must be a non-empty list")
+    try:
+        return _parse_tables(entries, source)
+    except UsageError as exc:
+        message = str(exc)
+        raise UsageError(message if message.startswith(source) else f"{source}: {message}") from None
+
+
+def _parse_tables(entries: list, source: str) -> list[TableRequest]:
     tables = []
     for i, entry in enumerate(entries, start=1):
         where = f"{source}: table {i}"
@@ -96,14 +103,7 @@ def check_table_names(tables: list[TableRequest]) -> None:
 def load_job(path: str | Path, today: _dt.date | None = None) -> Job:
     """Read and validate a job spec.  Raises UsageError naming the problem."""
     path = Path(path)
-    try:
-        document = yaml.safe_load(path.read_text(encoding="utf-8-sig"))
-    except FileNotFoundError:
-        raise UsageError(f"job spec not found: {path}") from None
-    except (OSError, UnicodeDecodeError):
-        raise UsageError(f"cannot read job spec {path}") from None
-    except yaml.YAMLError:
-        raise UsageError(f"{path}: not valid YAML") from None
+    document = load_document(path, "job spec")
     if not isinstance(document, dict):
         raise UsageError(f"{path}: a job spec must be a mapping with a 'tables' list")
     known = {"input", "schema", "epsilon", "out", "format", "algorithm", "tables"}

@@ -162,10 +162,13 @@ def bernoulli(p: _Expansion, n: int, bits: BitSource) -> np.ndarray:
 # Samplers
 
 
+_MAX_SCALE = Fraction(2**40)  # keeps every draw far inside int64
+
+
 def _as_scale(scale) -> Fraction:
     s = Fraction(scale)
-    if s <= 0:
-        raise ValueError(f"noise scale must be positive, got {s}")
+    if not 0 < s <= _MAX_SCALE:
+        raise ValueError(f"noise scale must be positive and at most 2^40, got {s}")
     return s
 
 

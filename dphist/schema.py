@@ -15,7 +15,6 @@ Everything here is public: it must be chosen from general knowledge, never read 
 from __future__ import annotations
 
 import datetime as _dt
-import json
 import math
 import unicodedata
 from dataclasses import dataclass, field
@@ -23,9 +22,9 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import yaml
 
 from .errors import UsageError
+from .yamlfile import load_document
 
 __all__ = [
     "NumericColumn",
@@ -179,31 +178,7 @@ class Schema:
 
 def load_schema(path: str | Path) -> Schema:
     """Read and validate a YAML or JSON schema file.  Raises UsageError naming the file, column and field."""
-    path = Path(path)
-    try:
-        text = path.read_text(encoding="utf-8-sig")
-    except FileNotFoundError:
-        raise UsageError(f"schema file not found: {path}") from None
-    except IsADirectoryError:
-        raise UsageError(f"schema path is a directory, not a file: {path}") from None
-    except UnicodeDecodeError:
-        raise UsageError(f"schema file {path} is not UTF-8 text") from None
-    except OSError as exc:
-        raise UsageError(f"cannot read schema file {path}: {exc.strerror}") from None
-    return parse_schema(_parse_document(text, path), source=str(path))
-
-
-def _parse_document(text: str, path: Path) -> Any:
-    try:
-        if path.suffix.lower() == ".json":
-            return json.loads(text)
-        return yaml.safe_load(text)
-    except (yaml.YAMLError, json.JSONDecodeError) as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f" at line {mark.line + 1}" if mark is not None else ""
-        if isinstance(exc, json.JSONDecodeError):
-            where = f" at line {exc.lineno}"
-        raise UsageError(f"{path}: not valid {'JSON' if path.suffix.lower() == '.json' else 'YAML'}{where}") from None
+    return parse_schema(load_document(path, "schema file"), source=str(path))
 
 
 def parse_schema(document: Any, source: str = "schema") -> Schema:
@@ -226,21 +201,18 @@ def parse_schema(document: Any, source: str = "schema") -> Schema:
 
 
 class _Fields:
-    """Reads a column declaration, remembering which fields were used so unknown ones can be reported."""
+    """Reads the fields of one column declaration, with errors naming the column and field."""
 
     def __init__(self, name: str, decl: dict, source: str):
         self.name, self.decl, self.source = name, decl, source
-        self.used = {"type"}
 
     def error(self, field_name: str, message: str) -> UsageError:
         return UsageError(f"{self.source}: column '{self.name}': field '{field_name}' {message}")
 
     def get(self, key: str, default: Any = None) -> Any:
-        self.used.add(key)
         return self.decl.get(key, default)
 
     def has(self, key: str) -> bool:
-        self.used.add(key)
         return key in self.decl
 
     def choice(self, key: str, options: tuple[str, ...], default: str) -> str:
@@ -251,6 +223,12 @@ class _Fields:
 
     def number(self, key: str) -> float:
         value = self.get(key)
+        if isinstance(value, str):
+            # YAML 1.1 reads 1e3 (no dot) as text; accept any plain number written as text.
+            try:
+                value = float(value.strip())
+            except ValueError:
+                pass
         if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
             raise self.error(key, "must be a finite number")
         return float(value)
@@ -261,10 +239,12 @@ class _Fields:
             raise self.error(key, "must be a positive integer")
         return value
 
-    def finish(self) -> None:
-        unknown = [k for k in self.decl if k not in self.used]
-        if unknown:
-            raise self.error(str(unknown[0]), "is not a known field for this column type")
+
+_FIELDS = {
+    "numeric": {"type", "lower", "upper", "bins", "width", "edges", "out_of_domain", "nulls"},
+    "categorical": {"type", "values", "out_of_domain", "nulls"},
+    "date": {"type", "lower", "upper", "unit", "width", "out_of_domain", "nulls"},
+}
 
 
 def _parse_column(name: str, decl: Any, source: str) -> Column:
@@ -272,6 +252,12 @@ def _parse_column(name: str, decl: Any, source: str) -> Column:
         raise UsageError(f"{source}: column '{name}': declaration must be a mapping with a 'type' field")
     kind = decl.get("type")
     fields = _Fields(name, decl, source)
+    if kind in _FIELDS:
+        # Unknown fields first: a typo such as 'bin' must be named, not reported as a missing 'bins'.
+        for key in decl:
+            if key not in _FIELDS[kind]:
+                raise fields.error(str(key), f"is not a known field for a {kind} column "
+                                             f"(known: {', '.join(sorted(_FIELDS[kind] - {'type'}))})")
     if kind == "numeric":
         column = _parse_numeric(fields)
     elif kind == "categorical":
@@ -280,7 +266,6 @@ def _parse_column(name: str, decl: Any, source: str) -> Column:
         column = _parse_date(fields)
     else:
         raise fields.error("type", "must be one of numeric, categorical, date")
-    fields.finish()
     if column.n_cells > MAX_CELLS:
         raise fields.error("bins", f"gives {column.n_cells} cells, more than the limit of {MAX_CELLS}")
     return column

@@ -7,8 +7,9 @@ the file system exactly as it was: no --out directory, no staging directory, a p
 
 Each case is a *builder*: a function that writes its files into a fresh directory and returns the command line
 (relative paths; both runners use that directory as the working directory) and what to expect.  The cases the
-issue lists (CASES) run both ways; further variants (EXTRA_CASES) and the bugs found (BUG_CASES, strict xfail)
-run through CliRunner only.  The subprocess runs (about half a second each, mostly importing pandas and pyarrow)
+issue lists (CASES) run both ways; further variants (EXTRA_CASES) and regressions for bugs found while writing
+these tests (REGRESSION_CASES) run through CliRunner only.  The subprocess runs (about half a second each,
+mostly importing pandas and pyarrow)
 are started together in a thread pool as soon as the module's first test runs, so the whole file stays fast.
 """
 
@@ -507,7 +508,7 @@ def bad_value_mid_stream(d):
     return Case(release("big.csv"), 1, ("big.csv", f"line {BAD_ROW + 1}", "'age'", "not a number"))
 
 
-# ---- bugs (strict xfail: each passes once the bug is fixed, and then the marker must go) --------------------
+# ---- regressions: bugs found while writing these tests, now fixed ---------------------------------------
 
 
 def epsilon_plus_infinity(d):
@@ -571,10 +572,6 @@ def corrupt_parquet_message_cut_mid_word(d):
     return case
 
 
-def _bug(builder, reason: str):
-    return pytest.param(builder, id=builder.__name__, marks=pytest.mark.xfail(reason=f"BUG: {reason}", strict=True))
-
-
 # The cases the issue lists: run through both CliRunner and a subprocess.
 CASES = [pytest.param(b, id=b.__name__) for b in [
     missing_input,
@@ -597,28 +594,18 @@ CASES = [pytest.param(b, id=b.__name__) for b in [
 
 # Bugs found while writing these tests (CliRunner only, like the extra cases below: the code paths are the same
 # in a subprocess, and each subprocess costs ~0.5 s of imports).
-BUG_CASES = [
-    _bug(epsilon_plus_infinity, "--epsilon +infinity ends in 'internal error (OverflowError)', exit 3"),
-    _bug(epsilon_huge, "--epsilon 1e20 ends in 'internal error (Overflow)' in the noise sampler, exit 3 "
-                       "(and 1e8..1e9 hang)"),
-    _bug(epsilon_tiny, "--epsilon 1e-20 ends in 'internal error (ZeroDivisionError)' in "
-                       "discrete_laplace_variance, exit 3"),
-    _bug(schema_unquoted_impossible_date, "an unquoted impossible date (2020-13-01) in a schema raises ValueError "
-                                          "inside yaml.safe_load: 'internal error', exit 3"),
-    _bug(job_unquoted_impossible_date, "an unquoted impossible date in a job spec raises ValueError inside "
-                                       "yaml.safe_load: 'internal error', exit 3"),
-    _bug(schema_typo_instead_of_bins, "a typo 'bin:' for 'bins:' is reported as a missing 'bins', not as the "
-                                      "unknown field 'bin'"),
-    _bug(schema_column_declared_twice, "a column declared twice in the schema is accepted; the first "
-                                       "declaration is silently ignored"),
-    _bug(number_python_accepts_but_arrow_does_not, "a numeric cell that float() accepts but Arrow refuses "
-                                                   "(1_000, non-ASCII digits) gives 'malformed CSV (In CSV column "
-                                                   "#0)' with no line or column"),
-    _bug(non_utf8_category_blames_header, "bad UTF-8 in a data row of a small file is reported as 'the header "
-                                          "row is not valid UTF-8'"),
-    _bug(corrupt_parquet_message_cut_mid_word, "Parquet read errors are cut at the first apostrophe: "
-                                               "'cannot read Parquet data (Couldn)'"),
-]
+REGRESSION_CASES = [pytest.param(b, id=b.__name__) for b in [
+    epsilon_plus_infinity,
+    epsilon_huge,
+    epsilon_tiny,
+    schema_unquoted_impossible_date,
+    job_unquoted_impossible_date,
+    schema_typo_instead_of_bins,
+    schema_column_declared_twice,
+    number_python_accepts_but_arrow_does_not,
+    non_utf8_category_blames_header,
+    corrupt_parquet_message_cut_mid_word,
+]]
 
 # More variants of the same contract, through CliRunner only.
 EXTRA_CASES = [pytest.param(b, id=b.__name__) for b in [
@@ -745,7 +732,7 @@ def test_cli_case(builder, runner, tmp_path, monkeypatch, subprocess_runs):
     verify(case, outcome, d, before)
 
 
-@pytest.mark.parametrize("builder", EXTRA_CASES + BUG_CASES)
+@pytest.mark.parametrize("builder", EXTRA_CASES + REGRESSION_CASES)
 def test_cli_case_clirunner_only(builder, tmp_path, monkeypatch):
     case = builder(tmp_path)
     before = snapshot(tmp_path)
@@ -763,12 +750,12 @@ def test_mid_stream_error_comes_after_batches_were_counted(tmp_path, monkeypatch
     consumed = []
     real_count_tables = dphist.api.count_tables
 
-    def counting(batches, shapes):
+    def counting(batches, shapes, *args):
         def tap():
             for batch in batches:
                 consumed.append(batch.num_rows)
                 yield batch
-        return real_count_tables(tap(), shapes)
+        return real_count_tables(tap(), shapes, *args)
 
     monkeypatch.setattr(dphist.api, "count_tables", counting)
     case = Case(release("big.csv"), 1, ("big.csv", "line 8001", "'age'", "not a number"))
@@ -786,7 +773,7 @@ def test_the_error_line_is_the_only_stderr_output_in_test_mode_too(tmp_path, mon
 
 
 def test_every_case_builder_is_registered():
-    builders = {p.values[0].__name__ for p in CASES + EXTRA_CASES + BUG_CASES}
+    builders = {p.values[0].__name__ for p in CASES + EXTRA_CASES + REGRESSION_CASES}
     defined = {name for name, obj in globals().items()
                if callable(obj) and getattr(obj, "__code__", None) is not None and not name.startswith("_")
                and obj.__code__.co_argcount == 1 and obj.__code__.co_varnames[0] == "d"}

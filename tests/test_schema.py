@@ -30,7 +30,7 @@ def col(**decl):
     ({"type": "numeric", "edges": [0, 5, 10], "lower": 1}, "lower"),
     ({"type": "numeric", "lower": 0, "upper": 10, "bins": 5, "out_of_domain": "wrap"}, "out_of_domain"),
     ({"type": "numeric", "lower": 0, "upper": 10, "bins": 5, "nulls": "keep"}, "nulls"),
-    ({"type": "numeric", "lower": 0, "upper": 10, "bin": 5}, "bins"),
+    ({"type": "numeric", "lower": 0, "upper": 10, "bin": 5}, "bin"),
     ({"type": "numeric", "lower": 0, "upper": 10, "bins": 5, "colour": 1}, "colour"),
     ({"type": "categorical"}, "values"),
     ({"type": "categorical", "values": []}, "values"),

@@ -103,7 +103,7 @@ class Source:
                     for batch in reader.iter_batches(batch_size=_PARQUET_BATCH, columns=names):
                         yield batch.select(names)
                 except (pa.ArrowInvalid, OSError) as exc:
-                    raise DataError(f"{path}: cannot read Parquet data ({_first_clause(exc)})") from None
+                    raise DataError(f"{path}: {_parquet_problem(exc)}") from None
         else:
             frame = self.frame[names]
             try:
@@ -118,7 +118,7 @@ class Source:
         try:
             return pads.dataset([str(p) for p in self.files], format="parquet")
         except (pa.ArrowInvalid, OSError) as exc:
-            raise DataError(f"{self.name}: not a readable Parquet file ({_first_clause(exc)})") from None
+            raise DataError(f"{self.name}: {_parquet_problem(exc)}") from None
 
     def _arrow_schema(self) -> pa.Schema:
         if self.format == "parquet":
@@ -197,10 +197,16 @@ def _first_duplicate(names: list[str]) -> str | None:
     return None
 
 
-def _first_clause(exc: Exception) -> str:
-    """The start of a library message, cut before anything that might quote data."""
-    text = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-    return re.split(r"[:'\"]", text)[0].strip() or type(exc).__name__
+def _parquet_problem(exc: Exception) -> str:
+    """A fixed description of a Parquet failure.  Library messages are not passed on: they may quote data."""
+    message = str(exc)
+    if "magic bytes" in message or "Parquet file size is 0" in message:
+        return "not a Parquet file"
+    if "No match for FieldRef" in message or "not found" in message.lower():
+        return "a needed column is missing from this file"
+    if isinstance(exc, PermissionError):
+        return "permission denied"
+    return "damaged or unreadable Parquet data"
 
 
 def _check_type(where: str, name: str, col: Column, typ: pa.DataType) -> None:
@@ -225,17 +231,22 @@ def _check_type(where: str, name: str, col: Column, typ: pa.DataType) -> None:
 
 
 def _csv_header(path: Path) -> list[str]:
+    """The header row's names.  Decodes the header line alone, so bad bytes further down are not blamed on it."""
     try:
-        with open(path, encoding="utf-8-sig", newline="") as fh:
-            header = next(csv.reader(fh, strict=True))
-    except StopIteration:
-        raise DataError(f"{path}: the file is empty (no header row)") from None
-    except UnicodeDecodeError:
-        raise DataError(f"{path}: the header row is not valid UTF-8 text") from None
-    except csv.Error:
-        raise DataError(f"{path}: the header row is not valid CSV") from None
+        with open(path, "rb") as fh:
+            raw = fh.readline(1 << 20)
     except IsADirectoryError:
         raise DataError(f"{path}: is a directory, not a file") from None
+    if not raw:
+        raise DataError(f"{path}: the file is empty (no header row)")
+    try:
+        line = raw.decode("utf-8-sig")
+    except UnicodeDecodeError:
+        raise DataError(f"{path}: the header row is not valid UTF-8 text") from None
+    try:
+        header = next(csv.reader([line], strict=True))
+    except (csv.Error, StopIteration):
+        raise DataError(f"{path}: the header row is not valid CSV") from None
     if not header or all(not h.strip() for h in header):
         raise DataError(f"{path}: the header row is empty")
     return header
@@ -295,13 +306,22 @@ def _diagnose_csv(path: Path, columns: dict[str, Column], exc: Exception) -> str
     message = str(exc)
     if "UTF8" in message or "UTF-8" in message:
         return f"{path}: the file is not valid UTF-8 text (re-encode it as UTF-8)"
-    return f"{path}: malformed CSV ({_first_clause(exc)})"
+    column = re.search(r"column #(\d+)", message)
+    if column and int(column.group(1)) < len(header):
+        return f"{path}: column '{header[int(column.group(1))]}': a value cannot be read as declared"
+    return f"{path}: malformed CSV that the reader rejects (check quoting and line ends)"
+
+
+_PLAIN_NUMBER = re.compile(r"^\s*[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?\s*$")
 
 
 def _is_number(text: str) -> bool:
+    """Whether Arrow reads ``text`` as a float64 (Python's float() is more lenient: '1_000', non-ASCII digits)."""
+    if _PLAIN_NUMBER.match(text):
+        return True
     try:
-        float(text)
-    except ValueError:
+        pc.cast(pa.array([text]), pa.float64())
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
         return False
     return True
 

@@ -1,0 +1,67 @@
+"""Reading the YAML (or JSON) files a steward writes: schemas and job specs.
+
+Stricter than ``yaml.safe_load`` in the ways that matter for files that decide what gets published: a key
+written twice is an error (YAML would silently keep the last one), and every failure, including an impossible
+unquoted date such as 2020-13-01, becomes one UsageError naming the file and line.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from .errors import UsageError
+
+__all__ = ["load_document"]
+
+
+class _StrictLoader(yaml.SafeLoader):
+    pass
+
+
+def _mapping_without_duplicates(loader: _StrictLoader, node: yaml.MappingNode, deep: bool = False) -> dict:
+    seen = set()
+    for key_node, _ in node.value:
+        key = loader.construct_object(key_node, deep=deep)
+        if key in seen:
+            raise yaml.constructor.ConstructorError(None, None, f"the key '{key}' appears twice", key_node.start_mark)
+        seen.add(key)
+    return loader.construct_mapping(node, deep=deep)
+
+
+_StrictLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _mapping_without_duplicates)
+
+
+def load_document(path: str | Path, what: str) -> Any:
+    """Parse ``path`` as JSON (``.json``) or YAML.  ``what`` names the file's role in messages ("schema file")."""
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8-sig")
+    except FileNotFoundError:
+        raise UsageError(f"{what} not found: {path}") from None
+    except IsADirectoryError:
+        raise UsageError(f"{what} {path} is a directory, not a file") from None
+    except UnicodeDecodeError:
+        raise UsageError(f"{what} {path} is not UTF-8 text") from None
+    except OSError as exc:
+        raise UsageError(f"cannot read {what} {path}: {exc.strerror}") from None
+    if path.suffix.lower() == ".json":
+        try:
+            return json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise UsageError(f"{path}: not valid JSON at line {exc.lineno}") from None
+    try:
+        return yaml.load(text, Loader=_StrictLoader)  # noqa: S506 - a SafeLoader subclass
+    except yaml.MarkedYAMLError as exc:
+        mark = exc.problem_mark or exc.context_mark
+        where = f" at line {mark.line + 1}" if mark is not None else ""
+        problem = exc.problem if isinstance(exc, yaml.constructor.ConstructorError) else None
+        raise UsageError(f"{path}: not valid YAML{where}" + (f": {problem}" if problem else "")) from None
+    except yaml.YAMLError:
+        raise UsageError(f"{path}: not valid YAML") from None
+    except ValueError:
+        # PyYAML builds dates itself; an impossible one (2020-13-01) surfaces as a bare ValueError.
+        raise UsageError(f"{path}: not valid YAML: a value looks like a date but is not a real date") from None
