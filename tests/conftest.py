@@ -32,3 +32,19 @@ def shared_real() -> Path:
     if not path.is_dir():
         pytest.skip("../shared/data/real is not present (only in the project's CI checkout)")
     return path
+
+
+@pytest.fixture
+def urandom_calls(monkeypatch) -> list[int]:
+    """Records the sizes of every os.urandom call the noise module makes (the production bit source)."""
+    from dphist import noise
+
+    calls: list[int] = []
+    real = noise.os.urandom
+
+    def spy(n):
+        calls.append(n)
+        return real(n)
+
+    monkeypatch.setattr(noise.os, "urandom", spy)
+    return calls

@@ -86,25 +86,17 @@ def test_every_cell_gets_noise_including_empty_ones():
     assert np.count_nonzero(noisy[1:]) > 0.4 * 1999  # P(Z != 0) = 2a/(1+a) ≈ 0.54 at ε = 1
 
 
-def test_unseeded_release_uses_os_csprng_and_no_global_numpy_state(monkeypatch):
-    calls = []
-    real = noise.os.urandom
-
-    def spy(n):
-        calls.append(n)
-        return real(n)
-
+def test_unseeded_release_uses_os_csprng_and_no_global_numpy_state(monkeypatch, urandom_calls):
     def forbidden(*args, **kwargs):
         raise AssertionError("the global numpy RNG must not be seeded")
 
-    monkeypatch.setattr(noise.os, "urandom", spy)
     monkeypatch.setattr(np.random, "seed", forbidden)
     state_before = np.random.get_state()[1].copy()
     frame = skewed_frame(1)
     schema = {"columns": {"x": {"type": "numeric", "lower": 0, "upper": 100, "bins": 100}}}
     one = dphist.release(frame, epsilon="1", schema=schema, columns="x")
     two = dphist.release(frame, epsilon="1", schema=schema, columns="x")
-    assert calls, "os.urandom was not used"
+    assert urandom_calls, "os.urandom was not used"
     assert np.array_equal(np.random.get_state()[1], state_before)
     assert not np.array_equal(one.tables["x"]["noisy_count"], two.tables["x"]["noisy_count"])
     assert one.report["test_mode"] is False and "warning" not in one.report

@@ -159,17 +159,9 @@ def test_ties_are_resolved_by_further_words():
 # ---- where production randomness comes from -----------------------------------------------------------------
 
 
-def test_system_bits_read_os_urandom(monkeypatch):
-    calls = []
-    real = noise.os.urandom
-
-    def spy(n):
-        calls.append(n)
-        return real(n)
-
-    monkeypatch.setattr(noise.os, "urandom", spy)
+def test_system_bits_read_os_urandom(urandom_calls):
     discrete_laplace(10, 1000, SystemBits())
-    assert calls and sum(calls) >= 4 * 1000
+    assert urandom_calls and sum(urandom_calls) >= 4 * 1000
 
 
 def test_unseeded_draws_differ_and_pass_chi2():
