@@ -12,10 +12,8 @@ import math
 
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.csv as pacsv
 import yaml
 
-from .errors import DataError
 from .io.sources import open_source
 
 __all__ = ["draft_schema"]
@@ -62,7 +60,7 @@ def draft_schema(source, bins: int = 10, max_categories: int = 100) -> str:
     src = open_source(source)
     src.column_names()  # duplicate-name check
     stats: dict[str, _Stats] = {}
-    for batch in _all_batches(src):
+    for batch in src.inferred_batches():
         for name, column in zip(batch.schema.names, batch.columns):
             if name not in stats:
                 stats[name] = _Stats(column.type)
@@ -71,22 +69,6 @@ def draft_schema(source, bins: int = 10, max_categories: int = 100) -> str:
     for name, st in stats.items():
         lines.append(_draft_line(name, st, bins, max_categories))
     return "".join(lines)
-
-
-def _all_batches(src):
-    if src.format == "csv":
-        for path in src.files:
-            try:
-                reader = pacsv.open_csv(path, convert_options=pacsv.ConvertOptions(null_values=[""],
-                                                                                  strings_can_be_null=True))
-                yield from reader
-            except (pa.ArrowInvalid, UnicodeDecodeError):
-                raise DataError(f"{path}: cannot be read as UTF-8 CSV with consistent column types; "
-                                "write the schema by hand") from None
-    elif src.format == "parquet":
-        yield from src._dataset().to_batches()
-    else:
-        yield from pa.Table.from_pandas(src.frame, preserve_index=False).to_batches()
 
 
 def _draft_line(name: str, st: _Stats, bins: int, max_categories: int) -> str:

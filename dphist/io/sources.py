@@ -17,6 +17,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.csv as pacsv
@@ -40,7 +41,7 @@ class Source:
     name: str
     files: list[Path]
     format: str  # "csv" | "parquet" | "dataframe"
-    frame: object = None
+    frame: pd.DataFrame | None = None
 
     # ---- metadata, read before any row ---------------------------------------------------------------------
 
@@ -114,6 +115,26 @@ class Source:
                 _check_type("DataFrame", name, col, table.schema.field(name).type)
             yield from table.to_batches(max_chunksize=_PARQUET_BATCH)
 
+    def inferred_batches(self) -> Iterator[pa.RecordBatch]:
+        """Every column with the types the file itself suggests (for drafting a schema, not for releases)."""
+        if self.format == "csv":
+            options = pacsv.ConvertOptions(null_values=[""], strings_can_be_null=True)
+            for path in self.files:
+                try:
+                    yield from pacsv.open_csv(path, read_options=pacsv.ReadOptions(block_size=_CSV_BLOCK),
+                                              convert_options=options)
+                except (pa.ArrowInvalid, UnicodeDecodeError):
+                    raise DataError(f"{path}: cannot be read as UTF-8 CSV with consistent column types; "
+                                    "write the schema by hand") from None
+        elif self.format == "parquet":
+            for path in self.files:
+                try:
+                    yield from pq.ParquetFile(path, pre_buffer=False).iter_batches(batch_size=_PARQUET_BATCH)
+                except (pa.ArrowInvalid, OSError) as exc:
+                    raise DataError(f"{path}: {_parquet_problem(exc)}") from None
+        else:
+            yield from pa.Table.from_pandas(self.frame, preserve_index=False).to_batches()
+
     def _dataset(self) -> pads.Dataset:
         try:
             return pads.dataset([str(p) for p in self.files], format="parquet")
@@ -131,16 +152,11 @@ def open_source(source) -> Source:
 
     Raises DataError if nothing readable is there.  Reads no rows.
     """
-    try:
-        import pandas as pd
-
-        if isinstance(source, pd.DataFrame):
-            dup = _first_duplicate([str(c) for c in source.columns])
-            if dup is not None:
-                raise DataError(f"DataFrame: column name '{dup}' appears more than once")
-            return Source("DataFrame", [], "dataframe", source)
-    except ImportError:  # pragma: no cover - pandas is a base dependency
-        pass
+    if isinstance(source, pd.DataFrame):
+        dup = _first_duplicate([str(c) for c in source.columns])
+        if dup is not None:
+            raise DataError(f"DataFrame: column name '{dup}' appears more than once")
+        return Source("DataFrame", [], "dataframe", source)
     text = os.fspath(source)
     path = Path(text)
     if any(ch in text for ch in "*?["):
