@@ -226,10 +226,18 @@ def _table_requests(schema: Schema, columns, tables) -> list[TableRequest]:
     return requests
 
 
+_VALUE_COLUMNS = ("count", "noisy_count", "ci_lower", "ci_upper")
+
+
 def _table_shape(schema: Schema, request: TableRequest) -> TableShape:
     if len(request.columns) > MAX_DIMENSIONS:
         raise UsageError(f"table '{request.name}': at most {MAX_DIMENSIONS} columns per table in this version")
     shape = TableShape(request.name, tuple(schema[c] for c in request.columns))
+    labels = [label for column in shape.columns for label in column.label_names] + list(_VALUE_COLUMNS)
+    for label in labels:
+        if labels.count(label) > 1:
+            raise UsageError(f"table '{request.name}': its output would have two columns named '{label}'; "
+                             "rename a column in the data and the schema")
     if shape.n_cells > MAX_CELLS:
         raise UsageError(f"table '{request.name}': {shape.n_cells} cells is more than the limit of {MAX_CELLS}; "
                          "use coarser bins")

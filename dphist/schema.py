@@ -64,6 +64,13 @@ class _Column:
     def null_cell(self) -> bool:
         return self.nulls == "category"
 
+    @property
+    def label_names(self) -> tuple[str, ...]:
+        """The release columns that label this dimension: the column's name, or ``<name>_lower/_upper`` for bins."""
+        if self.kind == "categorical":
+            return (self.name,)
+        return (f"{self.name}_lower", f"{self.name}_upper")
+
 
 @dataclass(frozen=True)
 class NumericColumn(_Column):

@@ -221,3 +221,12 @@ def test_usage_errors_are_reported_before_the_output_directory_check(tmp_path):
     result = run("release", "sample_data/census.csv", "--schema", "sample_data/census.schema.yaml",
                  "--epsilon", "0", "-c", "sex", "-o", str(out))
     assert result.exit_code == 2 and "epsilon" in result.stderr and "not empty" not in result.stderr
+
+
+@pytest.mark.parametrize("columns", [{"count": {"type": "categorical", "values": ["a"]}},
+                                     {"a": {"type": "numeric", "lower": 0, "upper": 1, "bins": 1},
+                                      "a_lower": {"type": "categorical", "values": ["x"]}}])
+def test_output_column_names_must_not_collide(columns):
+    frame = pd.DataFrame({name: ["a"] for name in columns})
+    with pytest.raises(dphist.errors.UsageError, match="two columns named"):
+        dphist.release(frame, epsilon="1", schema={"columns": columns}, columns=list(columns), seed=1)
