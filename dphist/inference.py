@@ -6,9 +6,19 @@ They run in a fixed order: (consistency, in algorithms that need it), then non-n
 
 from __future__ import annotations
 
-import numpy as np
+from dataclasses import dataclass
 
-__all__ = ["project_to_simplex", "round_preserving_sum", "nonnegative_integer_table"]
+import numpy as np
+from scipy import sparse
+from scipy.sparse import linalg as sparse_linalg
+
+from .trees import Tree
+
+__all__ = [
+    "project_to_simplex", "round_preserving_sum", "nonnegative_integer_table",
+    "TreeFit", "tree_least_squares", "grouped_simplex_projection", "grouped_rounding",
+    "tree_nonnegative_integers", "least_squares",
+]
 
 
 def project_to_simplex(values: np.ndarray, total: float) -> np.ndarray:
@@ -66,3 +76,158 @@ def nonnegative_integer_table(estimate: np.ndarray, total: float | None = None) 
     target_int = int(np.floor(target + 0.5))
     projected = project_to_simplex(estimate, float(target_int))
     return round_preserving_sum(projected, target_int)
+
+
+# --------------------------------------------------------------------------------------------------------------
+# Trees: exact generalised least squares in two linear passes (algorithms.md §3.2)
+
+
+@dataclass
+class TreeFit:
+    """The least-squares consistent estimate of every node of a tree.
+
+    ``values[l]``: estimates of the nodes of level l (children add up to their parent exactly).
+    ``variances[l]``: the variance of each estimate (NaN where the measurements do not identify the node).
+    """
+
+    values: list[np.ndarray]
+    variances: list[np.ndarray]
+
+
+def tree_least_squares(tree: Tree, noisy: list[np.ndarray | None], noise_variance: list) -> TreeFit:
+    """Generalised least squares for measurements of tree nodes with independent noise.
+
+    ``noisy[l]`` holds the noisy counts of level l (None: the level is not measured); ``noise_variance[l]`` is the
+    noise variance of each (a scalar or one per node; ``math.inf`` marks a node that is not measured).  Returns
+    the minimum-variance linear unbiased estimate of every node, which is exactly additive, and its variances.
+    Linear time: one bottom-up pass (the best estimate of each node from its own subtree) and one top-down pass
+    (spreading each parent's residual over its children in proportion to their variances).
+    """
+    L = tree.levels
+    y = [np.zeros(tree.sizes[l]) if noisy[l] is None else np.asarray(noisy[l], dtype=np.float64) for l in range(L)]
+    var = [np.full(tree.sizes[l], np.inf) if noisy[l] is None else
+           np.broadcast_to(np.asarray(noise_variance[l], dtype=np.float64), (tree.sizes[l],)) for l in range(L)]
+    z, V = [None] * L, [None] * L
+    S, VS = [None] * L, [None] * L
+    z[-1], V[-1] = np.where(np.isinf(var[-1]), 0.0, y[-1]), var[-1].copy()
+    for l in range(L - 2, -1, -1):
+        parent = tree.parents[l + 1]
+        S[l] = np.bincount(parent, weights=z[l + 1], minlength=tree.sizes[l])
+        VS[l] = np.bincount(parent, weights=V[l + 1], minlength=tree.sizes[l])
+        own, below = var[l], VS[l]
+        with np.errstate(invalid="ignore", divide="ignore"):
+            w = np.where(np.isinf(own), 0.0, np.where(np.isinf(below), 1.0, below / (own + below)))
+            w = np.where((own == 0) & (below == 0), 0.5, w)
+            z[l] = w * y[l] + (1 - w) * S[l]
+            V[l] = np.where(np.isinf(own), below, np.where(np.isinf(below), own, own * below / (own + below)))
+            V[l] = np.where((own == 0) & (below == 0), 0.0, V[l])
+    values, variances = [z[0]], [V[0]]
+    for l in range(L - 1):
+        parent = tree.parents[l + 1]
+        share = _residual_shares(V[l + 1], VS[l], parent, tree.child_counts[l])
+        values.append(z[l + 1] + share * (values[l] - S[l])[parent])
+        with np.errstate(invalid="ignore"):
+            variances.append(V[l + 1] + share**2 * (variances[l] - VS[l])[parent])
+    return TreeFit(values, variances)
+
+
+def _residual_shares(child_var, sum_var, parent, counts):
+    """The fraction of its parent's residual each child takes: V_child / V_sum, with the limits handled.
+
+    Infinite child variance (an unidentified subtree) takes the residual, shared equally among such siblings;
+    a zero sum of variances (all children exact) shares equally.
+    """
+    parent_sum = sum_var[parent]
+    with np.errstate(invalid="ignore", divide="ignore"):
+        share = child_var / parent_sum
+    infinite = np.isinf(child_var)
+    if infinite.any() or np.isinf(parent_sum).any() or (parent_sum == 0).any():
+        n_inf = np.bincount(parent, weights=infinite.astype(float), minlength=sum_var.size)[parent]
+        share = np.where(np.isinf(parent_sum), np.where(infinite, 1.0 / np.maximum(n_inf, 1), 0.0), share)
+        share = np.where(parent_sum == 0, 1.0 / counts[parent], share)
+    return share
+
+
+def grouped_simplex_projection(values: np.ndarray, groups: np.ndarray, totals: np.ndarray) -> np.ndarray:
+    """Project each group of ``values`` onto {v >= 0, sum(v) = totals[group]} (Euclidean), all groups at once.
+
+    ``groups[i]`` is the group of values[i]; ``totals`` are >= 0.  Returns a float array like ``values``.
+    """
+    values = np.asarray(values, dtype=np.float64)
+    order = np.lexsort((-values, groups))
+    u, g = values[order], groups[order]
+    n_groups = totals.size
+    counts = np.bincount(g, minlength=n_groups)
+    first = np.cumsum(counts) - counts
+    cs = np.cumsum(u)
+    before = np.concatenate([[0.0], cs])[first]  # cumulative sum before each group starts
+    within = cs - before[g]
+    k = np.arange(u.size) - first[g] + 1
+    active = u - (within - totals[g]) / k > 0
+    # The active set is a prefix of each sorted group; its length fixes the shift theta of the group.
+    rho = np.bincount(g, weights=active, minlength=n_groups).astype(np.int64)
+    last = first + np.maximum(rho, 1) - 1
+    theta = np.where(rho > 0, (within[np.minimum(last, u.size - 1)] - totals) / np.maximum(rho, 1), np.inf)
+    theta = np.where(counts == 0, 0.0, theta)
+    out = np.maximum(values - theta[groups], 0.0)
+    # A group whose total was lost to float rounding (rho == 0) gets its whole total on its largest entry.
+    lost = np.flatnonzero((rho == 0) & (counts > 0) & (totals > 0))
+    if lost.size:
+        out[order[first[lost]]] = totals[lost]
+    return out
+
+
+def grouped_rounding(values: np.ndarray, groups: np.ndarray, totals: np.ndarray) -> np.ndarray:
+    """Largest-remainder rounding within each group so that group g sums to the integer ``totals[g]``.
+
+    Each entry moves by less than one when the group's real sum is within one of its total.  int64 result.
+    """
+    values = np.asarray(values, dtype=np.float64)
+    floor = np.floor(values)
+    out = floor.astype(np.int64)
+    n_groups = totals.size
+    need = totals - np.bincount(groups, weights=floor, minlength=n_groups).round().astype(np.int64)
+    counts = np.bincount(groups, minlength=n_groups)
+    need = np.clip(need, 0, counts)  # float dust can ask for one unit too many or too few
+    order = np.lexsort((np.arange(values.size), -(values - floor), groups))
+    first = np.cumsum(counts) - counts
+    rank = np.empty(values.size, dtype=np.int64)
+    rank[order] = np.arange(values.size) - first[groups[order]]
+    out += rank < need[groups]
+    return out
+
+
+def tree_nonnegative_integers(tree: Tree, fit: TreeFit) -> np.ndarray:
+    """Non-negative integer cell counts that add up exactly through the whole tree.
+
+    Top-down: the root estimate is clamped at 0 and rounded; then on each level every sibling group is
+    projected onto the non-negative vectors with its parent's (already final) sum and rounded to it
+    (algorithms.md §6.2-6.3).  Returns int64 counts of shape ``tree.shape``.
+    """
+    real = np.array([max(float(fit.values[0][0]), 0.0)])
+    whole = np.rint(real).astype(np.int64)
+    for l in range(1, tree.levels):
+        parent = tree.parents[l]
+        real = grouped_simplex_projection(fit.values[l], parent, whole.astype(np.float64))
+        whole = grouped_rounding(real, parent, whole)
+    return whole.reshape(tree.shape)
+
+
+# --------------------------------------------------------------------------------------------------------------
+# General measurements
+
+
+def least_squares(strategy, noisy: np.ndarray, noise_variance) -> np.ndarray:
+    """Generalised least squares x̂ = argmin Σ_j (y_j - a_jᵀx)² / v_j for any measurement matrix (sparse ok).
+
+    ``noise_variance`` is a scalar or one per row; rows with infinite variance are ignored.  Uses LSMR on the
+    whitened system, to full precision.  Returns a float array of length n (columns of ``strategy``).
+    """
+    A = sparse.csr_matrix(strategy)
+    y = np.asarray(noisy, dtype=np.float64)
+    v = np.broadcast_to(np.asarray(noise_variance, dtype=np.float64), y.shape)
+    keep = np.isfinite(v)
+    weight = 1.0 / np.sqrt(v[keep])
+    whitened = sparse.diags(weight) @ A[keep]
+    result = sparse_linalg.lsmr(whitened, y[keep] * weight, atol=0, btol=0, conlim=0, maxiter=10 * A.shape[1])
+    return result[0]

@@ -1,0 +1,131 @@
+"""Public tree structures over the cells of a table: hierarchies of nested partitions.
+
+A :class:`Tree` is a list of levels.  Level 0 is the root (one node holding every cell); the last level holds one
+node per cell, in the table's flat (C-order) cell order; every node of level l+1 lies inside exactly one node of
+level l, its parent.  Because every level partitions the cells, one record adds 1 to exactly one node per level:
+measuring k levels has L1 sensitivity k, or 1 per level.
+
+A node that cannot be split further (a single cell above the last level) simply continues as the only child of
+itself on the next level.  This keeps every level a full partition without padding the domain, and the repeated
+measurements of such a node are ordinary measurements that the least-squares step combines.
+
+Trees depend only on the table's shape and public parameters (branching), never on the counts.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import cached_property
+
+import numpy as np
+
+__all__ = ["Tree", "range_boundaries", "range_tree", "product_tree", "height_for"]
+
+
+@dataclass(frozen=True, eq=False)
+class Tree:
+    """Nested partitions of the cells of a table of ``shape``.
+
+    ``labels[l][c]`` is the node (0 .. sizes[l]-1) of level l holding flat cell c; ``parents[l]`` (l >= 1) maps
+    each node of level l to its node on level l-1 (``parents[0]`` is empty).
+    """
+
+    shape: tuple[int, ...]
+    labels: tuple[np.ndarray, ...]
+    sizes: tuple[int, ...]
+    parents: tuple[np.ndarray, ...]
+
+    @property
+    def levels(self) -> int:
+        return len(self.sizes)
+
+    @property
+    def n_cells(self) -> int:
+        return self.sizes[-1]
+
+    def level_sums(self, counts: np.ndarray) -> list[np.ndarray]:
+        """The sum over every node, level by level.  Integer counts give exact int64 sums (below 2**53)."""
+        flat = np.asarray(counts).ravel()
+        sums = [np.bincount(lab, weights=flat, minlength=size) for lab, size in zip(self.labels, self.sizes)]
+        if np.issubdtype(flat.dtype, np.integer):
+            # float64 adds integers exactly below 2**53, far above any row count.
+            sums = [np.rint(s).astype(np.int64) for s in sums]
+        return sums
+
+    @cached_property
+    def child_counts(self) -> tuple[np.ndarray, ...]:
+        """Number of children of every node of level l (l < levels - 1)."""
+        return tuple(np.bincount(self.parents[l + 1], minlength=self.sizes[l]) for l in range(self.levels - 1))
+
+    def describe(self) -> dict:
+        return {"levels": self.levels, "nodes_per_level": list(self.sizes)}
+
+
+def height_for(n: int, b: int) -> int:
+    """The number of splits a b-ary tree needs to reach single cells: the least h with b**h >= n (integers only)."""
+    h, reach = 0, 1
+    while reach < n:
+        reach *= b
+        h += 1
+    return h
+
+
+def range_boundaries(n: int, b: int) -> list[np.ndarray]:
+    """Boundaries of a b-ary tree of contiguous ranges over [0, n), level by level.
+
+    Level l is an array of cut points 0 = c_0 < c_1 < ... < c_k = n; a node of size s on one level has
+    min(b, s) children whose sizes differ by at most one (no padding).  The last level is every cell.
+    """
+    if n < 1 or b < 2:
+        raise ValueError("need n >= 1 and b >= 2")
+    levels = [np.array([0, n], dtype=np.int64)]
+    while len(levels[-1]) - 1 < n:
+        cuts = levels[-1]
+        lo, size = cuts[:-1], np.diff(cuts)
+        k = np.minimum(size, b)
+        # child i of a node spans lo + floor(i*s/k) .. lo + floor((i+1)*s/k)
+        node = np.repeat(np.arange(lo.size), k)
+        i = np.arange(node.size) - np.repeat(np.cumsum(k) - k, k)
+        starts = lo[node] + (i * size[node]) // k[node]
+        levels.append(np.append(starts, n))
+    return levels
+
+
+def _tree_from_axes(shape: tuple[int, ...], axes: list[list[np.ndarray]]) -> Tree:
+    """Combine per-axis range boundaries level by level (axes that are finished repeat their last level)."""
+    depth = max(len(a) for a in axes)
+    axes = [a + [a[-1]] * (depth - len(a)) for a in axes]
+    labels, sizes = [], []
+    for level in range(depth):
+        per_axis = [np.searchsorted(a[level], np.arange(n), side="right") - 1 for a, n in zip(axes, shape)]
+        counts = [len(a[level]) - 1 for a in axes]
+        lab = np.zeros(shape, dtype=np.int64)
+        for k, axis_labels in enumerate(per_axis):
+            index = [None] * len(shape)
+            index[k] = slice(None)
+            lab = lab * counts[k] + axis_labels[tuple(index)]
+        labels.append(lab.ravel())
+        sizes.append(int(np.prod(counts)))
+    parents = [np.zeros(0, dtype=np.int64)]
+    for level in range(1, depth):
+        parent = np.zeros(sizes[level], dtype=np.int64)
+        parent[labels[level]] = labels[level - 1]
+        parents.append(parent)
+    return Tree(tuple(shape), tuple(labels), tuple(sizes), tuple(parents))
+
+
+def range_tree(n: int, b: int) -> Tree:
+    """The b-ary tree of ranges over a 1-D domain of n cells (Hay et al.; any n, no padding)."""
+    return _tree_from_axes((n,), [range_boundaries(n, b)])
+
+
+def product_tree(shape: tuple[int, ...], branching: int | tuple[int, ...]) -> Tree:
+    """A d-dimensional hierarchy: every level splits each axis b_k ways (b = 2 in 2-D is the quadtree).
+
+    Node counts per level are the products of the per-axis counts; leaves are single cells.
+    """
+    shape = tuple(int(s) for s in shape)
+    bs = (branching,) * len(shape) if isinstance(branching, int) else tuple(branching)
+    if len(bs) != len(shape):
+        raise ValueError("one branching factor per axis")
+    return _tree_from_axes(shape, [range_boundaries(n, b) for n, b in zip(shape, bs)])

@@ -1,0 +1,173 @@
+"""Tree structures and tree inference: exact least squares in two passes, checked against dense solvers."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from dphist.inference import (grouped_rounding, grouped_simplex_projection, least_squares, tree_least_squares,
+                              tree_nonnegative_integers)
+from dphist.trees import Tree, height_for, product_tree, range_boundaries, range_tree
+
+
+def random_tree(rng, n_cells: int) -> Tree:
+    """A random hierarchy of nested partitions (not contiguous, uneven fan-out, chains allowed)."""
+    labels = [np.arange(n_cells)]
+    while labels[0].max() > 0:
+        nodes = labels[0].max() + 1
+        groups = rng.integers(0, max(1, nodes // rng.integers(1, 4)), nodes)  # fan-out 1..many
+        _, groups = np.unique(groups, return_inverse=True)
+        labels.insert(0, groups[labels[0]])
+    sizes = [int(l.max()) + 1 for l in labels]
+    parents = [np.zeros(0, dtype=np.int64)]
+    for level in range(1, len(labels)):
+        parent = np.zeros(sizes[level], dtype=np.int64)
+        parent[labels[level]] = labels[level - 1]
+        parents.append(parent)
+    return Tree((n_cells,), tuple(labels), tuple(sizes), tuple(parents))
+
+
+def dense_system(tree: Tree, measured_levels, variances):
+    """Rows: one per measured node (indicator of its cells); the matching noise variances."""
+    rows, var = [], []
+    for level in measured_levels:
+        for node in range(tree.sizes[level]):
+            if np.isinf(variances[level][node]):
+                continue
+            rows.append((tree.labels[level] == node).astype(float))
+            var.append(variances[level][node])
+    return np.array(rows), np.array(var)
+
+
+@pytest.mark.parametrize("seed", range(25))
+def test_tree_inference_equals_dense_least_squares(seed):
+    rng = np.random.default_rng(seed)
+    tree = random_tree(rng, int(rng.integers(2, 40))) if seed % 2 else product_tree(
+        tuple(int(s) for s in rng.integers(1, 7, size=rng.integers(1, 3))), int(rng.integers(2, 4)))
+    L = tree.levels
+    variances = [rng.uniform(0.1, 10, tree.sizes[l]) for l in range(L)]
+    # Some nodes unmeasured (variance inf), never the leaves, sometimes the root.
+    for l in range(L - 1):
+        variances[l][rng.random(tree.sizes[l]) < 0.3] = np.inf
+    truth = rng.integers(0, 50, tree.n_cells).astype(float)
+    noisy = [s + rng.normal(0, np.sqrt(np.where(np.isinf(v), 1, v))) for s, v in
+             zip(tree.level_sums(truth), variances)]
+    fit = tree_least_squares(tree, noisy, variances)
+
+    A, v = dense_system(tree, range(L), variances)
+    y = np.concatenate([noisy[l][np.isfinite(variances[l])] for l in range(L)])
+    W = 1 / np.sqrt(v)
+    x_hat = np.linalg.lstsq(A * W[:, None], y * W, rcond=None)[0]
+    assert np.allclose(fit.values[-1], x_hat, atol=1e-9, rtol=0)
+    cov = np.linalg.inv(A.T @ (A / v[:, None]))
+    assert np.allclose(fit.variances[-1], np.diag(cov), atol=1e-9, rtol=1e-9)
+    for l in range(L):  # every level is the tree-sum of the leaves, and its variance matches
+        Q = np.stack([(tree.labels[l] == k).astype(float) for k in range(tree.sizes[l])])
+        assert np.allclose(fit.values[l], Q @ x_hat, atol=1e-9)
+        assert np.allclose(fit.variances[l], np.einsum("ij,jk,ik->i", Q, cov, Q), atol=1e-8)
+
+
+def test_small_oracles_from_algorithms_md():
+    tree = range_tree(2, 2)
+    fit = tree_least_squares(tree, [np.array([0.0]), np.array([0.5, 0.5])], [1.0, 1.0])
+    assert np.allclose(fit.values[1], [1 / 6, 1 / 6])
+    fit = tree_least_squares(tree, [np.array([0.0]), np.array([1.0, 0.0])], [1.0, 1.0])
+    assert np.allclose(fit.values[1], [2 / 3, -1 / 3])
+
+
+def test_range_variances_match_the_tree_oracle():
+    # algorithms.md §3.5: n = 16, b = 2, root kept, ε = 1, h = 5 levels -> each node Lap(5), variance 50.
+    tree = range_tree(16, 2)
+    A, v = dense_system(tree, range(tree.levels), [np.full(s, 50.0) for s in tree.sizes])
+    cov = np.linalg.inv(A.T @ (A / v[:, None]))
+    for (lo, hi), expected in {(0, 1): 30.369, (0, 8): 19.785, (3, 11): 81.690, (0, 16): 25.806}.items():
+        q = np.zeros(16)
+        q[lo:hi] = 1
+        assert q @ cov @ q == pytest.approx(expected, abs=1e-3)
+
+
+def test_range_tree_shapes():
+    assert [len(c) - 1 for c in range_boundaries(4096, 16)] == [1, 16, 256, 4096]
+    cuts = range_boundaries(10, 3)
+    assert [c.tolist() for c in cuts[:2]] == [[0, 10], [0, 3, 6, 10]]
+    for cut in cuts:
+        assert cut[0] == 0 and cut[-1] == 10 and np.all(np.diff(cut) > 0)
+    assert height_for(125, 5) == 3 and height_for(1000, 10) == 3 and height_for(1001, 10) == 4
+    assert height_for(1, 2) == 0
+    t = range_tree(1000, 10)
+    assert t.levels == 4 and t.sizes == (1, 10, 100, 1000)
+
+
+@given(st.integers(1, 300), st.integers(2, 20))
+@settings(max_examples=80, deadline=None)
+def test_range_tree_nodes_are_contiguous_and_balanced(n, b):
+    for cuts in range_boundaries(n, b):
+        assert cuts[0] == 0 and cuts[-1] == n and np.all(np.diff(cuts) >= 1)
+    t = range_tree(n, b)
+    assert t.levels == height_for(n, b) + 1
+    x = np.arange(n)
+    for level, sums in enumerate(t.level_sums(x)):
+        assert sums.sum() == x.sum()
+
+
+def test_quadtree_levels():
+    t = product_tree((8, 8), 2)
+    assert t.sizes == (1, 4, 16, 64)
+    x = np.arange(64).reshape(8, 8)
+    assert t.level_sums(x)[1].tolist() == [x[:4, :4].sum(), x[:4, 4:].sum(), x[4:, :4].sum(), x[4:, 4:].sum()]
+    t = product_tree((16, 2), 2)  # the short axis stops splitting early
+    assert t.sizes == (1, 4, 8, 16, 32)
+
+
+def test_grouped_projection_matches_per_group_projection():
+    from dphist.inference import project_to_simplex
+    rng = np.random.default_rng(3)
+    groups = rng.integers(0, 7, 60)
+    values = rng.normal(0, 5, 60)
+    totals = rng.uniform(0, 20, 7)
+    totals[2] = 0.0
+    out = grouped_simplex_projection(values, groups, totals)
+    for g in range(7):
+        if (groups == g).any():
+            assert np.allclose(out[groups == g], project_to_simplex(values[groups == g], totals[g]))
+
+
+def test_grouped_rounding_hits_integer_totals():
+    rng = np.random.default_rng(4)
+    groups = rng.integers(0, 5, 40)
+    values = rng.uniform(0, 10, 40)
+    sums = np.bincount(groups, weights=values, minlength=5)
+    totals = np.where(rng.random(5) < 0.5, np.floor(sums), np.ceil(sums)).astype(np.int64)
+    out = grouped_rounding(values, groups, totals)
+    assert np.array_equal(np.bincount(groups, weights=out, minlength=5).astype(np.int64), totals)
+    assert np.all(np.abs(out - values) < 1)
+
+
+def test_tree_post_processing_is_nonnegative_integer_and_additive():
+    rng = np.random.default_rng(5)
+    tree = range_tree(50, 4)
+    noisy = [s + rng.laplace(0, 5, s.size) for s in tree.level_sums(rng.poisson(1.0, 50))]
+    fit = tree_least_squares(tree, noisy, [50.0] * tree.levels)
+    cells = tree_nonnegative_integers(tree, fit)
+    assert cells.dtype == np.int64 and np.all(cells >= 0)
+    assert cells.sum() == max(round(fit.values[0][0]), 0)
+    # Exactly additive on every level: the released cells' level sums are non-negative integers.
+    for sums in tree.level_sums(cells):
+        assert np.all(sums >= 0)
+
+
+def test_general_least_squares_matches_dense():
+    rng = np.random.default_rng(6)
+    A = (rng.random((40, 12)) < 0.3).astype(float)
+    A[:12] += np.eye(12)
+    v = rng.uniform(0.5, 3, 40)
+    v[5] = math.inf
+    y = rng.normal(0, 1, 40)
+    keep = np.isfinite(v)
+    W = 1 / np.sqrt(v[keep])
+    dense = np.linalg.lstsq(A[keep] * W[:, None], y[keep] * W, rcond=None)[0]
+    assert np.allclose(least_squares(A, y, v), dense, atol=1e-9)
