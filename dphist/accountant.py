@@ -133,6 +133,6 @@ def step_report(m: Measurement) -> dict:
         "epsilon": format_fraction(m.epsilon),
         "delta": format_fraction(m.delta),
         "noisy_values": m.queries,
-        "expected_cell_sd": None if m.cell_sd is None else round(m.cell_sd, 4),
-        "composition": "parallel over disjoint cells" if m.queries > 1 else "single query",
+        "noise_sd": None if m.noise_sd is None else round(m.noise_sd, 4),
+        "composition": m.composition,
     }

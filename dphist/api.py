@@ -70,8 +70,7 @@ class Release:
                      f"delta {r['delta_spent']}; unit {r['privacy_unit']}, neighbours differ by {r['neighbouring']}")
         width = max(len(t["name"]) for t in r["tables"])
         for t in r["tables"]:
-            sds = [s["expected_cell_sd"] for s in t["steps"] if s["expected_cell_sd"] is not None]
-            sd = f", noise sd per cell {sds[0]:.3g}" if sds else ""
+            sd = f", sd per cell {t['expected_cell_sd']:.3g}" if t.get("expected_cell_sd") is not None else ""
             lines.append(f"  {t['name']:<{width}}  {t['algorithm']:<10} epsilon {t['epsilon']:<8} "
                          f"{t['cells']} cells{sd}")
         return "\n".join(lines)
@@ -101,6 +100,7 @@ def plan_release(
     algorithm: str | None = None,
     seed: int | None = None,
     raw: bool = False,
+    algorithm_options: dict | None = None,
 ) -> ReleasePlan:
     """Validate the arguments of :func:`release` and the input's header; reads no rows, spends nothing."""
     total_epsilon = parse_epsilon(epsilon)
@@ -110,7 +110,9 @@ def plan_release(
     schema = schema if isinstance(schema, Schema) else (
         parse_schema(schema) if isinstance(schema, dict) else load_schema(schema))
     requests = _table_requests(schema, columns, tables)
-    algorithms = [get_algorithm(t.algorithm or algorithm or DEFAULT_ALGORITHM) for t in requests]
+    algorithms = [get_algorithm(t.algorithm or algorithm or DEFAULT_ALGORITHM, **{**(algorithm_options or {}),
+                                                                                  **t.options})
+                  for t in requests]
     shapes = [_table_shape(schema, t) for t in requests]
     budgets = split_budget(total_epsilon, [Fraction(t.share) for t in requests], [t.name for t in requests])
     if seed is not None and (isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0):
@@ -129,6 +131,7 @@ def release(
     algorithm: str | None = None,
     seed: int | None = None,
     raw: bool = False,
+    algorithm_options: dict | None = None,
 ) -> Release:
     """Release differentially private tables of ``source``.
 
@@ -142,13 +145,15 @@ def release(
     tables : several tables, each ``{"name", "columns", "algorithm", "share"}``; epsilon is split by share.
         With neither ``columns`` nor ``tables``, one 1-D table per schema column, epsilon split equally.
     algorithm : default algorithm for tables that do not name one (``identity``).
+    algorithm_options : options for the algorithms (e.g. ``{"branching": 16}``); a table's own ``options``
+        take precedence.
     seed : test mode.  Deterministic noise; the release is marked NOT differentially private.
     raw : skip post-processing; ``count`` is then the unbiased noisy estimate.
 
     The total epsilon spent is exactly ``epsilon`` (sequential composition over tables), under add/remove of
     one record.  Raises UsageError for bad arguments (before reading data) and DataError for unreadable data.
     """
-    return run_plan(plan_release(source, epsilon, schema, columns, tables, algorithm, seed, raw))
+    return run_plan(plan_release(source, epsilon, schema, columns, tables, algorithm, seed, raw, algorithm_options))
 
 
 def run_plan(plan: ReleasePlan) -> Release:
@@ -174,7 +179,9 @@ def run_plan(plan: ReleasePlan) -> Release:
             "cells": shape.n_cells,
             "shape": list(shape.shape),
             "domain": {c.name: c.describe() for c in shape.columns},
+            "structure": estimate.structure,
             "steps": [step_report(m) for m in estimate.measurements],
+            "expected_cell_sd": _rms_sd(estimate.variance),
             "post_processing": "none (--raw)" if raw else POST_PROCESSING,
         })
     assert spent <= total_epsilon
@@ -259,6 +266,8 @@ def _tidy_table(shape: TableShape, estimate: Estimate, raw: bool) -> pd.DataFram
     noisy = estimate.values.ravel()
     if raw:
         count = _integral_or_float(noisy)
+    elif estimate.integers is not None:
+        count = estimate.integers().ravel()
     else:
         count = nonnegative_integer_table(estimate.values, estimate.total).ravel()
     data["count"] = count
@@ -272,6 +281,13 @@ def _tidy_table(shape: TableShape, estimate: Estimate, raw: bool) -> pd.DataFram
         data["ci_lower"] = _integral_or_float(np.maximum(noisy - half, 0.0))
         data["ci_upper"] = _integral_or_float(np.maximum(noisy + half, 0.0))
     return pd.DataFrame(data)
+
+
+def _rms_sd(variance: np.ndarray | None) -> float | None:
+    """The root-mean-square standard deviation of the released cells before post-processing (public)."""
+    if variance is None or variance.size == 0 or not np.all(np.isfinite(variance)):
+        return None
+    return round(float(np.sqrt(np.mean(variance))), 4)
 
 
 def _integral_or_float(values: np.ndarray) -> np.ndarray:

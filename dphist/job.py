@@ -37,6 +37,7 @@ class TableRequest:
     columns: tuple[str, ...]
     algorithm: str | None = None
     share: Any = 1
+    options: dict = field(default_factory=dict)
 
 
 @dataclass
@@ -72,7 +73,7 @@ def _parse_tables(entries: list, source: str) -> list[TableRequest]:
         where = f"{source}: table {i}"
         if not isinstance(entry, dict):
             raise UsageError(f"{where}: must be a mapping with 'columns'")
-        unknown = set(entry) - {"name", "columns", "algorithm", "share"}
+        unknown = set(entry) - {"name", "columns", "algorithm", "share", "options"}
         if unknown:
             raise UsageError(f"{where}: unknown field '{sorted(map(str, unknown))[0]}'")
         columns = entry.get("columns")
@@ -83,7 +84,11 @@ def _parse_tables(entries: list, source: str) -> list[TableRequest]:
         name = str(entry.get("name") or table_name_for(columns))
         share = parse_share(entry.get("share", 1), name)
         algorithm = entry.get("algorithm")
-        tables.append(TableRequest(name, tuple(columns), None if algorithm is None else str(algorithm), share))
+        options = entry.get("options", {})
+        if not isinstance(options, dict):
+            raise UsageError(f"{where}: 'options' must be a mapping such as {{branching: 16}}")
+        tables.append(TableRequest(name, tuple(columns), None if algorithm is None else str(algorithm), share,
+                                   {str(k): v for k, v in options.items()}))
     check_table_names(tables)
     return tables
 

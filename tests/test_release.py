@@ -123,7 +123,8 @@ def test_report_contents_and_no_true_counts(tmp_path):
     assert table["cells"] == 2 and table["algorithm"] == "identity"
     step = table["steps"][0]
     assert step["mechanism"] == "discrete Laplace" and step["sensitivity"] == 1 and step["scale"] == "1"
-    assert step["epsilon"] == "1" and step["expected_cell_sd"] == pytest.approx(1.3566, abs=1e-3)
+    assert step["epsilon"] == "1" and step["noise_sd"] == pytest.approx(1.3566, abs=1e-3)
+    assert table["expected_cell_sd"] == pytest.approx(1.3566, abs=1e-3)
     # Nothing the data decides without noise: the true counts, the row count, the file size.
     text = (out / "report.json").read_text()
     truth = pd.read_csv("sample_data/census.csv")["sex"].value_counts()

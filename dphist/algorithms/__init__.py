@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 from ..errors import UsageError
-from .base import Algorithm, Estimate, Measurement
+from .base import Algorithm, Estimate, Measurement, measure
+from .hierarchical import H, Hb, QuadTree
 from .identity import Identity
 
-__all__ = ["Algorithm", "Estimate", "Measurement", "REGISTRY", "get_algorithm", "register"]
+__all__ = ["Algorithm", "Estimate", "Measurement", "REGISTRY", "get_algorithm", "measure", "register"]
 
 REGISTRY: dict[str, type[Algorithm]] = {}
 
@@ -19,12 +20,15 @@ def register(cls: type[Algorithm]) -> type[Algorithm]:
     return cls
 
 
-def get_algorithm(name: str) -> Algorithm:
-    """An instance of the named algorithm; UsageError listing the choices if there is none."""
+def get_algorithm(name: str, **options) -> Algorithm:
+    """An instance of the named algorithm with validated options; UsageError naming the problem otherwise."""
     key = str(name).strip().lower()
     if key not in REGISTRY:
         raise UsageError(f"unknown algorithm '{name}' (available: {', '.join(sorted(REGISTRY))})")
-    return REGISTRY[key]()
+    return REGISTRY[key](**options)
 
 
 register(Identity)
+register(H)
+register(Hb)
+register(QuadTree)

@@ -9,15 +9,17 @@ check the parts add up and the report can say exactly what was spent.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from fractions import Fraction
-from typing import ClassVar
+from typing import Any, ClassVar
 
 import numpy as np
 
-from ..noise import BitSource
+from ..errors import UsageError
+from ..noise import BitSource, discrete_laplace, discrete_laplace_variance
 
-__all__ = ["Algorithm", "Estimate", "Measurement"]
+__all__ = ["Algorithm", "Estimate", "Measurement", "measure"]
 
 
 @dataclass(frozen=True)
@@ -25,7 +27,8 @@ class Measurement:
     """One noisy measurement of a set of integer queries.
 
     ``sensitivity`` is the L1 sensitivity of the whole query set under add/remove of one record;
-    ``scale`` is the discrete Laplace scale (sensitivity / epsilon); ``queries`` is how many noisy values.
+    ``scale`` is the discrete Laplace scale (sensitivity / epsilon); ``queries`` is how many noisy values;
+    ``noise_sd`` the standard deviation of the noise on each of them.
     """
 
     what: str
@@ -35,7 +38,23 @@ class Measurement:
     epsilon: Fraction
     delta: Fraction = Fraction(0)
     queries: int = 1
-    cell_sd: float | None = None
+    noise_sd: float | None = None
+    composition: str = "parallel over disjoint cells"
+
+
+def measure(answers: np.ndarray, sensitivity: int, epsilon: Fraction, bits: BitSource, what: str,
+            composition: str = "parallel over disjoint cells") -> tuple[np.ndarray, Measurement]:
+    """Add exact discrete Laplace noise of scale sensitivity/epsilon to integer ``answers``.
+
+    Returns the noisy integer answers and the Measurement record.  This is epsilon-DP for a query set whose
+    L1 sensitivity under add/remove of one record is ``sensitivity``.
+    """
+    scale = Fraction(sensitivity) / Fraction(epsilon)
+    noisy = np.asarray(answers) + discrete_laplace(scale, np.shape(answers), bits)
+    record = Measurement(what=what, mechanism="discrete Laplace", sensitivity=sensitivity, scale=scale,
+                         epsilon=Fraction(epsilon), queries=int(np.size(answers)),
+                         noise_sd=discrete_laplace_variance(scale) ** 0.5, composition=composition)
+    return noisy, record
 
 
 @dataclass
@@ -45,26 +64,49 @@ class Estimate:
     ``values``: float array of the table's shape, an unbiased estimate of the true counts (before
     non-negativity and rounding).  ``variance``: per-cell variance of ``values`` if known.  ``halfwidth``:
     per-cell half-width of an exact 95 % interval around ``values`` if known (else a normal interval from
-    ``variance`` is used).  ``measurements``: everything that was measured with noise.
+    ``variance`` is used).  ``measurements``: everything that was measured with noise.  ``integers``: the
+    algorithm's own non-negative, total-preserving integer post-processing (e.g. top-down on its tree), if it
+    has one; otherwise the table-wide projection is used.  ``structure``: public facts about the strategy for
+    the report (tree shape, branching).
     """
 
     values: np.ndarray
     measurements: list[Measurement]
     variance: np.ndarray | None = None
     halfwidth: np.ndarray | None = None
-    total: float | None = field(default=None)
+    total: float | None = None
+    integers: Callable[[], np.ndarray] | None = None
+    structure: dict = field(default_factory=dict)
 
 
 class Algorithm(ABC):
-    """Base class.  Subclasses set ``name`` and ``summary`` and implement :meth:`run`."""
+    """Base class.  Subclasses set ``name``, ``summary`` and ``options`` and implement :meth:`run`.
+
+    ``options`` maps each option name to ``(default, validator)``; the validator turns a user value into the
+    option's value or raises ValueError with a message.  Options are public parameters, never data.
+    """
 
     name: ClassVar[str]
     summary: ClassVar[str]
+    options: ClassVar[dict[str, tuple[Any, Callable[[Any], Any]]]] = {}
+
+    def __init__(self, **options: Any):
+        self.params: dict[str, Any] = {}
+        for key, value in options.items():
+            if key not in self.options:
+                known = ", ".join(sorted(self.options)) or "none"
+                raise UsageError(f"algorithm '{self.name}' has no option '{key}' (its options: {known})")
+            try:
+                self.params[key] = self.options[key][1](value)
+            except (ValueError, TypeError) as exc:
+                raise UsageError(f"algorithm '{self.name}': option '{key}': {exc}") from None
+        for key, (default, _) in self.options.items():
+            self.params.setdefault(key, default)
 
     @abstractmethod
     def run(self, counts: np.ndarray, epsilon: Fraction, bits: BitSource) -> Estimate:
         """Publish ``counts`` (int64, any shape) with pure ``epsilon``-DP under add/remove of one record.
 
         The measurements' epsilons must add up to at most ``epsilon``.  Structure (queries, scales) may depend
-        only on ``counts.shape`` and ``epsilon``, never on the values of ``counts``.
+        only on ``counts.shape``, ``epsilon`` and the options, never on the values of ``counts``.
         """

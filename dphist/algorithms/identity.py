@@ -11,8 +11,8 @@ from fractions import Fraction
 
 import numpy as np
 
-from ..noise import BitSource, discrete_laplace, discrete_laplace_halfwidth, discrete_laplace_variance
-from .base import Algorithm, Estimate, Measurement
+from ..noise import BitSource, discrete_laplace_halfwidth, discrete_laplace_variance
+from .base import Algorithm, Estimate, measure
 
 SENSITIVITY = 1  # L1, add/remove of one record, one table
 
@@ -22,21 +22,11 @@ class Identity(Algorithm):
     summary = "discrete Laplace noise on every cell; best for point queries and small domains"
 
     def run(self, counts: np.ndarray, epsilon: Fraction, bits: BitSource) -> Estimate:
-        scale = Fraction(SENSITIVITY) / epsilon
-        noisy = counts + discrete_laplace(scale, counts.shape, bits)
-        variance = discrete_laplace_variance(scale)
-        measurement = Measurement(
-            what="every cell",
-            mechanism="discrete Laplace",
-            sensitivity=SENSITIVITY,
-            scale=scale,
-            epsilon=epsilon,
-            queries=int(counts.size),
-            cell_sd=variance**0.5,
-        )
+        noisy, record = measure(counts, SENSITIVITY, epsilon, bits, "every cell")
+        scale = record.scale
         return Estimate(
             values=noisy.astype(np.float64),
-            measurements=[measurement],
-            variance=np.full(counts.shape, variance),
+            measurements=[record],
+            variance=np.full(counts.shape, discrete_laplace_variance(scale)),
             halfwidth=np.full(counts.shape, discrete_laplace_halfwidth(scale)),
         )
