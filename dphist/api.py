@@ -271,15 +271,15 @@ def _tidy_table(shape: TableShape, estimate: Estimate, raw: bool) -> pd.DataFram
     else:
         count = nonnegative_integer_table(estimate.values, estimate.total).ravel()
     data["count"] = count
-    data["noisy_count"] = _integral_or_float(noisy)
+    data["noisy_count"] = _integral_or_float(np.round(noisy, 6))
     half = None
     if estimate.halfwidth is not None:
         half = estimate.halfwidth.ravel().astype(np.float64)
     elif estimate.variance is not None:
         half = 1.959963984540054 * np.sqrt(estimate.variance.ravel())
     if half is not None:
-        data["ci_lower"] = _integral_or_float(np.maximum(noisy - half, 0.0))
-        data["ci_upper"] = _integral_or_float(np.maximum(noisy + half, 0.0))
+        data["ci_lower"] = _integral_or_float(np.round(np.maximum(noisy - half, 0.0), 2))
+        data["ci_upper"] = _integral_or_float(np.round(np.maximum(noisy + half, 0.0), 2))
     return pd.DataFrame(data)
 
 

@@ -72,6 +72,10 @@ def main():
 @click.option("--columns", "-c", metavar="A,B", help="Release one table over these columns (comma-separated).")
 @click.option("--spec", metavar="JOB.yaml", help="Job spec listing the tables, algorithms and budget shares.")
 @click.option("--algorithm", "-a", metavar="NAME", help=f"Algorithm for tables that name none [{DEFAULT_ALGORITHM}]. See 'dphist algorithms'.")
+@click.option("--branching", "-b", metavar="B", help="Tree algorithms (h, hb, quadtree): splits per node and axis, "
+              "or 'auto' [h, quadtree: 2; hb: chosen for the domain].")
+@click.option("--budget-split", type=click.Choice(["uniform", "geometric"]),
+              help="Tree algorithms: how ε is shared among tree levels [h, hb: uniform; quadtree: geometric].")
 @click.option("--out", "-o", metavar="DIR", help="Output directory [./release].")
 @click.option("--format", "-f", "fmt", type=click.Choice(FORMATS), help="Release file format [csv].")
 @click.option("--raw", is_flag=True, help="Skip post-processing: publish the unbiased noisy counts (may be negative).")
@@ -79,7 +83,8 @@ def main():
 @click.option("--seed", type=click.IntRange(min=0), metavar="N",
               help="TEST MODE: deterministic noise. The release is NOT differentially private.")
 @click.option("--quiet", "-q", is_flag=True, help="Do not print the summary on stderr.")
-def release_command(input, epsilon, schema_path, columns, spec, algorithm, out, fmt, raw, overwrite, seed, quiet):
+def release_command(input, epsilon, schema_path, columns, spec, algorithm, branching, budget_split, out, fmt, raw,
+                    overwrite, seed, quiet):
     """Release differentially private tables of INPUT (a CSV or Parquet file, a directory, or a glob).
 
     \b
@@ -111,7 +116,8 @@ def release_command(input, epsilon, schema_path, columns, spec, algorithm, out, 
         raise UsageError(f"unknown format '{fmt}' (choose one of {', '.join(FORMATS)})")
     out = out or "release"
     plan = plan_release(input, epsilon=epsilon, schema=schema_path, columns=columns, tables=tables,
-                        algorithm=algorithm, seed=seed, raw=raw)
+                        algorithm=algorithm, seed=seed, raw=raw,
+                        algorithm_options=_algorithm_options(branching, budget_split))
     check_destination(out, overwrite)  # all checks done before any row is read
     if seed is not None:
         click.secho(f"*** {NOT_PRIVATE} ***", err=True, fg="red", bold=True)
@@ -120,6 +126,22 @@ def release_command(input, epsilon, schema_path, columns, spec, algorithm, out, 
     if not quiet:
         click.echo(result.summary(banner=False), err=True)
         click.echo(f"wrote {len(paths)} files to {out}/: {', '.join(p.name for p in paths)}", err=True)
+
+
+def _algorithm_options(branching, budget_split) -> dict:
+    options = {}
+    if branching is not None:
+        options["branching"] = branching if branching == "auto" else _int_option("--branching", branching)
+    if budget_split is not None:
+        options["budget_split"] = budget_split
+    return options
+
+
+def _int_option(flag: str, value: str) -> int:
+    try:
+        return int(value)
+    except ValueError:
+        raise click.UsageError(f"{flag} must be an integer or 'auto', got '{value}'") from None
 
 
 @main.command("schema")
