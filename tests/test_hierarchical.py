@@ -1,0 +1,141 @@
+"""H, Hb and quadtree: privacy structure (public trees, exact budgets, sensitivity 1 per level) and accuracy
+checked against the exact trace-formula oracle (algorithms.md §0, §3, §8).
+
+Monte-Carlo checks use fixed seeds and a 5-standard-error band (false alarm below 1e-6 per check).
+"""
+
+from __future__ import annotations
+
+from fractions import Fraction
+
+import numpy as np
+import pytest
+from scipy import sparse
+
+from dphist import workloads
+from dphist.algorithms import get_algorithm
+from dphist.algorithms.hierarchical import best_branching, level_budgets
+from dphist.noise import SeededBits, discrete_laplace_variance
+from dphist.trees import product_tree, range_tree
+
+
+def strategy_of(tree, measured, variances):
+    """The measurement matrix of a tree's measured levels (rows: nodes) and the noise variance of each row."""
+    rows, var = [], []
+    n = tree.n_cells
+    for level, v in zip(measured, variances):
+        size = tree.sizes[level]
+        rows.append(sparse.csr_matrix((np.ones(n), (tree.labels[level], np.arange(n))), shape=(size, n)))
+        var.append(np.full(size, v))
+    return sparse.vstack(rows).tocsr(), np.concatenate(var)
+
+
+@pytest.mark.parametrize("b, expected", [(2, 220), (4, 111), (16, 79)])
+def test_average_range_variance_matches_the_published_table(b, expected):
+    # algorithms.md §8, n = 256, all ranges, ε = 1, continuous-Laplace variance 2(h/ε)², no root, GLS.
+    tree = range_tree(256, b)
+    h = tree.levels - 1
+    A, v = strategy_of(tree, range(1, tree.levels), [2.0 * h**2] * h)
+    W = workloads.all_ranges(256)
+    assert workloads.expected_squared_error(W, A, v) / W.size == pytest.approx(expected, rel=0.01)
+
+
+CASES = [("h", (16,), {}), ("hb", (27,), {}), ("hb", (40,), {"branching": 3, "root": "keep"}),
+         ("quadtree", (8, 8), {}), ("hb", (6, 9), {}), ("h", (30,), {"budget_split": "geometric"})]
+
+
+@pytest.mark.parametrize("name, shape, options", CASES)
+def test_monte_carlo_error_matches_trace_oracle(name, shape, options):
+    eps = Fraction(1, 2)
+    algo = get_algorithm(name, **options)
+    rng = np.random.default_rng(0)
+    x = rng.integers(0, 30, shape)
+    W = workloads.all_ranges(shape[0]) if len(shape) == 1 else workloads.random_boxes(shape, 300, seed=1)
+    errors = []
+    bits = SeededBits(42)
+    for _ in range(1500):
+        est = algo.run(x, eps, bits)
+        errors.append(workloads.squared_error(W, x, est.values))
+    # The oracle from the algorithm's own public plan: levels measured and their exact noise variances.
+    tree = product_tree(shape, est.structure["branching"])
+    assert tree.sizes == tuple(est.structure["nodes_per_level"])
+    measured = [int(m.what.split()[2]) for m in est.measurements]
+    variances = [discrete_laplace_variance(m.scale) for m in est.measurements]
+    A, v = strategy_of(tree, measured, variances)
+    oracle = workloads.expected_squared_error(W, A, v)
+    errors = np.array(errors)
+    se = errors.std(ddof=1) / np.sqrt(errors.size)
+    assert abs(errors.mean() - oracle) < 5 * se, (errors.mean(), oracle, se)
+    # Per-cell variances reported by the estimate are the oracle's diagonal.
+    cov = np.linalg.inv((A.T @ sparse.diags(1 / v) @ A).toarray())
+    assert np.allclose(est.variance.ravel(), np.diag(cov), rtol=1e-9)
+
+
+def test_monte_carlo_check_can_fail():
+    # The same comparison against a strategy whose noise is 10 % smaller must be rejected.
+    eps = Fraction(1, 2)
+    algo = get_algorithm("h")
+    x = np.zeros(16, dtype=np.int64)
+    W = workloads.all_ranges(16)
+    bits = SeededBits(43)
+    errors = np.array([workloads.squared_error(W, x, algo.run(x, eps, bits).values) for _ in range(1500)])
+    est = algo.run(x, eps, bits)
+    tree = range_tree(16, 2)
+    measured = [int(m.what.split()[2]) for m in est.measurements]
+    A, v = strategy_of(tree, measured, [0.81 * discrete_laplace_variance(m.scale) for m in est.measurements])
+    wrong = workloads.expected_squared_error(W, A, v)
+    se = errors.std(ddof=1) / np.sqrt(errors.size)
+    assert abs(errors.mean() - wrong) > 5 * se
+
+
+@pytest.mark.parametrize("name, shape", [("h", (100,)), ("hb", (4096,)), ("quadtree", (32, 32)), ("hb", (20, 30)),
+                                         ("hb", (4, 5, 6))])
+def test_structure_is_public(name, shape):
+    # Same shape, very different data: identical tree, levels, scales and budgets.
+    algo = get_algorithm(name)
+    eps = Fraction(3, 10)
+    a = algo.run(np.zeros(shape, dtype=np.int64), eps, SeededBits(1))
+    b = algo.run(np.random.default_rng(2).integers(0, 10**6, shape), eps, SeededBits(2))
+    assert a.structure == b.structure
+    assert [(m.what, m.scale, m.epsilon, m.sensitivity, m.queries) for m in a.measurements] == \
+           [(m.what, m.scale, m.epsilon, m.sensitivity, m.queries) for m in b.measurements]
+    assert sum(m.epsilon for m in a.measurements) == eps  # the parts add up exactly
+
+
+@pytest.mark.parametrize("shape, b", [((37,), 3), ((16, 16), 2), ((5, 7), 4), ((3, 4, 5), 2)])
+def test_every_level_has_sensitivity_one(shape, b):
+    tree = product_tree(shape, b)
+    n = tree.n_cells
+    for cell in range(n):
+        unit = np.zeros(n, dtype=np.int64)
+        unit[cell] = 1
+        # One added record changes exactly one node per level, by 1: L1 sensitivity 1 per measured level.
+        assert [int(np.abs(s).sum()) for s in tree.level_sums(unit.reshape(shape))] == [1] * tree.levels
+
+
+def test_branching_choice():
+    assert best_branching((4096,)) == 16  # algorithms.md §3.3
+    assert best_branching((256, 256)) == 7
+    assert best_branching((1,)) == 2
+
+
+def test_level_budgets_exact_and_geometric_order():
+    eps = Fraction(1, 3)
+    parts = level_budgets(eps, [1, 2, 3, 4], 4, "geometric", 2)
+    assert sum(parts) == eps and parts == sorted(parts)  # leaves (level 4) get the most
+    assert parts[-1] / parts[-2] == pytest.approx(2 ** (1 / 3), rel=1e-5)
+    assert level_budgets(eps, [1, 2, 3], 3, "uniform", 1) == [Fraction(1, 9)] * 3
+
+
+def test_release_through_the_pipeline_is_consistent():
+    import dphist
+    import pandas as pd
+    frame = pd.DataFrame({"a": np.random.default_rng(3).integers(0, 64, 5000)})
+    schema = {"columns": {"a": {"type": "numeric", "lower": 0, "upper": 64, "bins": 64}}}
+    result = dphist.release(frame, epsilon="0.5", schema=schema, columns="a", algorithm="hb", seed=5)
+    table = result.tables["a"]
+    assert (table["count"] >= 0).all() and table["count"].dtype == np.int64
+    step_eps = [Fraction(s["epsilon"]) for s in result.report["tables"][0]["steps"]]
+    assert sum(step_eps) == Fraction(1, 2) and all(s["sensitivity"] == 1 for s in result.report["tables"][0]["steps"])
+    assert result.report["tables"][0]["structure"]["branching"] == best_branching((64,))
+    assert abs(table["count"].sum() - 5000) < 200
