@@ -16,6 +16,7 @@ from . import __version__
 from .algorithms import REGISTRY
 from .api import DEFAULT_ALGORITHM, NOT_PRIVATE, plan_release, run_plan
 from .draft import draft_schema
+from .evaluate import WARNING, WORKLOADS, evaluate
 from .errors import DphistError, UsageError
 from .io.writers import FORMATS, check_destination, write_text_atomic
 from .job import load_job
@@ -167,6 +168,42 @@ def schema_command(input, out, bins, max_categories, overwrite):
         click.echo(text, nl=False)
     click.secho("WARNING: the draft's bounds and categories were copied from the data and are NOT private. "
                 "Review and coarsen them before use.", err=True, fg="yellow")
+
+
+@main.command("evaluate")
+@click.argument("input", metavar="INPUT")
+@click.option("--epsilon", "-e", required=True, metavar="E", help="The ε the release would use.")
+@click.option("--schema", "-s", "schema_path", required=True, metavar="FILE", help="The release's schema.")
+@click.option("--columns", "-c", required=True, metavar="A,B", help="The table to evaluate.")
+@click.option("--algorithm", "-a", "algorithms", default=None, metavar="A,B",
+              help="Algorithms to compare, comma-separated [all].")
+@click.option("--trials", "-k", default=10, show_default=True, type=click.IntRange(1, 10_000),
+              help="Runs per algorithm.")
+@click.option("--workload", "-w", type=click.Choice(WORKLOADS),
+              help="Queries to score [all-ranges for one column, random-boxes (2000) otherwise].")
+@click.option("--branching", "-b", metavar="B", help="Tree algorithms: branching factor or 'auto'.")
+@click.option("--budget-split", type=click.Choice(["uniform", "geometric"]), help="Tree algorithms: level budgets.")
+@click.option("--seed", type=click.IntRange(min=0), metavar="N", help="Deterministic noise.")
+def evaluate_command(input, epsilon, schema_path, columns, algorithms, trials, workload, branching, budget_split,
+                     seed):
+    """Compare algorithms on your own table: error on a range workload over several runs.
+
+    A TUNING AID computed from the TRUE counts: the figures are NOT private and must not be published.
+    Choosing an algorithm from them depends on the data; for a strict guarantee evaluate a public or synthetic
+    stand-in with the same schema. Reports the scaled average L1 error per query (error / number of rows)
+    and the RMSE per query of the released (post-processed) table.
+    """
+    names = [a.strip() for a in algorithms.split(",")] if algorithms else sorted(REGISTRY)
+    click.secho(WARNING, err=True, fg="yellow")
+    table, info = evaluate(input, epsilon, schema_path, columns, names, trials=trials, workload=workload,
+                           seed=seed, algorithm_options=_algorithm_options(branching, budget_split))
+    click.echo(f"table {info['table']} ({info['cells']} cells), epsilon {info['epsilon']}, workload "
+               f"{info['workload']} ({info['queries']} queries), {info['trials']} runs each")
+    click.echo(f"{'algorithm':<10} {'scaled L1':>12} {'± sd':>10} {'RMSE/query':>12} {'ms/run':>8}")
+    for row in table.itertuples():
+        sd = "" if row.scaled_l1_sd != row.scaled_l1_sd else f"{row.scaled_l1_sd:.2e}"
+        click.echo(f"{row.algorithm:<10} {row.scaled_l1_mean:>12.3e} {sd:>10} {row.rmse_mean:>12.3g} "
+                   f"{1000 * row.seconds_per_run:>8.1f}")
 
 
 @main.command("algorithms")

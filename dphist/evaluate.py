@@ -1,0 +1,94 @@
+"""Comparing algorithms on the steward's own table: a tuning aid computed from the TRUE counts.
+
+Nothing here is private.  The errors are measured against the exact counts, so they must never be published,
+and an algorithm chosen by looking at them is a choice that depended on the data: for a strict guarantee,
+evaluate on a public or synthetic stand-in with the same schema (an older public release, or sample data).
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from . import workloads
+from .algorithms import get_algorithm
+from .accountant import format_fraction
+from .api import plan_release
+from .counting import count_tables
+from .errors import UsageError
+from .inference import nonnegative_integer_table
+from .noise import SeededBits, SystemBits
+
+__all__ = ["evaluate", "WORKLOADS", "WARNING"]
+
+WARNING = ("NOT PRIVATE: these errors are computed from the true counts. Use them to choose an algorithm; never "
+           "publish them. A choice made from them depends on the data: for a strict guarantee, evaluate on a "
+           "public or synthetic stand-in instead.")
+
+WORKLOADS = ("all-ranges", "prefix", "random-ranges", "random-boxes", "identity")
+
+
+def _workload(name: str | None, shape: tuple[int, ...]) -> workloads.Workload:
+    if name is None:
+        name = "all-ranges" if len(shape) == 1 else "random-boxes"
+    if name in ("all-ranges", "prefix", "random-ranges") and len(shape) != 1:
+        raise UsageError(f"workload '{name}' is for one-column tables; use random-boxes or identity")
+    n = shape[0]
+    return {
+        "all-ranges": lambda: workloads.all_ranges(n),
+        "prefix": lambda: workloads.prefix(n),
+        "random-ranges": lambda: workloads.random_ranges(n, 2000, seed=0),
+        "random-boxes": lambda: workloads.random_boxes(shape, 2000, seed=0),
+        "identity": lambda: workloads.identity(shape),
+    }[name]()
+
+
+def evaluate(source: Any, epsilon: Any, schema: Any, columns: list[str] | str, algorithms: list[str],
+             trials: int = 10, workload: str | None = None, seed: int | None = None,
+             algorithm_options: dict | None = None) -> tuple[pd.DataFrame, dict]:
+    """Run each algorithm ``trials`` times on the table of ``columns`` and score it on a range workload.
+
+    Returns a DataFrame (one row per algorithm: mean and sd over trials of the scaled average L1 error
+    ‖Wx − Wx̂‖₁ / (|W| N) and of the RMSE per query, for the released table, and seconds per run) and a dict
+    describing the run.  Not private: see the module documentation.
+    """
+    if workload is not None and workload not in WORKLOADS:
+        raise UsageError(f"unknown workload '{workload}' (choose one of {', '.join(WORKLOADS)})")
+    if isinstance(trials, bool) or not isinstance(trials, int) or trials < 1:
+        raise UsageError("trials must be a positive integer")
+    if not algorithms:
+        raise UsageError("name at least one algorithm")
+    plans = [plan_release(source, epsilon, schema, columns=columns, algorithm=a,
+                          algorithm_options=_applicable(a, algorithm_options)) for a in algorithms]
+    plan = plans[0]
+    shape = plan.shapes[0]
+    W = _workload(workload, shape.shape)
+    (counts,) = count_tables(plan.source.batches({c.name: c for c in shape.columns}), [shape], plan.source.name)
+    bits = SystemBits() if seed is None else SeededBits(seed)
+    rows = []
+    for name, p in zip(algorithms, plans):
+        algo = p.algorithms[0]
+        scaled, rmse, seconds = [], [], []
+        for _ in range(trials):
+            start = time.perf_counter()
+            est = algo.run(counts, p.budgets[0], bits)
+            final = est.integers() if est.integers is not None else nonnegative_integer_table(est.values, est.total)
+            seconds.append(time.perf_counter() - start)
+            scaled.append(workloads.scaled_average_l1(W, counts, final))
+            rmse.append(workloads.rmse(W, counts, final))
+        rows.append({"algorithm": name, "scaled_l1_mean": np.mean(scaled), "scaled_l1_sd": np.std(scaled, ddof=1)
+                     if trials > 1 else np.nan, "rmse_mean": np.mean(rmse), "seconds_per_run": np.mean(seconds)})
+    info = {"table": shape.name, "cells": shape.n_cells, "workload": W.name, "queries": W.size,
+            "trials": trials, "epsilon": format_fraction(plan.epsilon)}
+    return pd.DataFrame(rows), info
+
+
+def _applicable(name: str, options: dict | None) -> dict:
+    """The options this algorithm accepts (tree options do not apply to identity, for instance)."""
+    if not options:
+        return {}
+    accepted = type(get_algorithm(name)).options
+    return {k: v for k, v in options.items() if k in accepted}
