@@ -32,8 +32,9 @@ from .schema import MAX_CELLS, MAX_DIMENSIONS, Schema, load_schema, parse_schema
 __all__ = ["Release", "ReleasePlan", "release", "plan_release", "run_plan", "DEFAULT_ALGORITHM"]
 
 DEFAULT_ALGORITHM = "identity"
-POST_PROCESSING = ("non-negativity by Euclidean projection onto non-negative tables with the noisy total "
-                   "(clamped at 0 and rounded), then largest-remainder integer rounding that keeps the total")
+POST_PROCESSING = ("top-down over a public tree of blocks (the algorithm's tree, or 4 splits per column): the "
+                   "estimated total clamped at 0 and rounded; each block's parts projected onto the non-negative "
+                   "values with the block's fixed sum (Euclidean) and rounded to it by largest remainders")
 NOT_PRIVATE = "TEST MODE: noise was drawn from a seeded generator; this release is NOT differentially private"
 
 

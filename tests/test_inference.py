@@ -76,3 +76,17 @@ def test_nonnegative_integer_table_keeps_rounded_noisy_total_and_shape():
     assert out.sum() == 10 and np.all(out >= 0)
     # A negative noisy total becomes an all-zero table.
     assert nonnegative_integer_table(np.array([-5.0, 1.0])).tolist() == [0, 0]
+
+
+def test_blockwise_non_negativity_absorbs_negative_noise_locally():
+    # Three quarters of the table are clearly positive; the last quarter has negative cells but a positive sum.
+    # The block-wise fix leaves the sums of the positive quarters alone; one projection of the whole table
+    # would shift every positive cell down by the same amount, moving mass between distant parts.
+    rng = np.random.default_rng(7)
+    noisy = np.concatenate([rng.uniform(5, 50, 768), rng.normal(2, 10, 256)])
+    blockwise = nonnegative_integer_table(noisy)
+    whole = round_preserving_sum(project_to_simplex(noisy, round(noisy.sum())), round(noisy.sum()))
+    assert blockwise.sum() == whole.sum() == round(noisy.sum()) and np.all(blockwise >= 0)
+    quarters = lambda v: v.reshape(4, 256).sum(axis=1)  # noqa: E731  (the first split of the public tree)
+    assert np.all(np.abs(quarters(blockwise)[:3] - quarters(noisy)[:3]) <= 1)
+    assert np.all(quarters(whole)[:3] < quarters(noisy)[:3] - 10)
