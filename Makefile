@@ -28,6 +28,7 @@ test-fast: install
 
 bench: install
 	$(PY) bench/run.py
+	$(PY) bench/dpbench.py
 
 clean:
 	rm -rf $(VENV) demo_release release .pytest_cache .hypothesis build *.egg-info
