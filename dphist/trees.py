@@ -1,6 +1,7 @@
 """Public tree structures over the cells of a table: hierarchies of nested partitions.
 
-A :class:`Tree` is a list of levels.  Level 0 is the root (one node holding every cell); the last level holds one
+A :class:`Tree` is a list of levels (:class:`GridTree` for products of ranges, :class:`LabelTree` for any other
+nested partitions).  Level 0 is the root (one node holding every cell); the last level holds one
 node per cell, in the table's flat (C-order) cell order; every node of level l+1 lies inside exactly one node of
 level l, its parent.  Because every level partitions the cells, one record adds 1 to exactly one node per level:
 measuring k levels has L1 sensitivity k, or 1 per level.
@@ -19,19 +20,18 @@ from functools import cached_property
 
 import numpy as np
 
-__all__ = ["Tree", "range_boundaries", "range_tree", "product_tree", "height_for"]
+__all__ = ["Tree", "GridTree", "LabelTree", "range_boundaries", "range_tree", "product_tree", "height_for"]
 
 
 @dataclass(frozen=True, eq=False)
 class Tree:
     """Nested partitions of the cells of a table of ``shape``.
 
-    ``labels[l][c]`` is the node (0 .. sizes[l]-1) of level l holding flat cell c; ``parents[l]`` (l >= 1) maps
-    each node of level l to its node on level l-1 (``parents[0]`` is empty).
+    ``sizes[l]`` is the number of nodes on level l; ``parents[l]`` (l >= 1) maps each node of level l to its
+    node on level l-1 (``parents[0]`` is empty).  ``labels(l)`` gives, for every flat cell, its node on level l.
     """
 
     shape: tuple[int, ...]
-    labels: tuple[np.ndarray, ...]
     sizes: tuple[int, ...]
     parents: tuple[np.ndarray, ...]
 
@@ -43,10 +43,16 @@ class Tree:
     def n_cells(self) -> int:
         return self.sizes[-1]
 
+    def labels(self, level: int) -> np.ndarray:
+        raise NotImplementedError
+
     def level_sums(self, counts: np.ndarray) -> list[np.ndarray]:
         """The sum over every node, level by level.  Integer counts give exact int64 sums (below 2**53)."""
         flat = np.asarray(counts).ravel()
-        sums = [np.bincount(lab, weights=flat, minlength=size) for lab, size in zip(self.labels, self.sizes)]
+        # Bottom-up: each level adds up the level below through the parent map, O(nodes) per level.
+        sums = [flat.astype(np.float64)]
+        for level in range(self.levels - 1, 0, -1):
+            sums.insert(0, np.bincount(self.parents[level], weights=sums[0], minlength=self.sizes[level - 1]))
         if np.issubdtype(flat.dtype, np.integer):
             # float64 adds integers exactly below 2**53, far above any row count.
             sums = [np.rint(s).astype(np.int64) for s in sums]
@@ -59,6 +65,45 @@ class Tree:
 
     def describe(self) -> dict:
         return {"levels": self.levels, "nodes_per_level": list(self.sizes)}
+
+
+@dataclass(frozen=True, eq=False)
+class LabelTree(Tree):
+    """A tree given by explicit cell labels per level (any nested partitions, e.g. a category hierarchy)."""
+
+    label_arrays: tuple[np.ndarray, ...] = ()
+
+    @classmethod
+    def from_labels(cls, shape: tuple[int, ...], labels: list[np.ndarray]) -> "LabelTree":
+        sizes = tuple(int(l.max()) + 1 for l in labels)
+        parents = [np.zeros(0, dtype=np.int64)]
+        for level in range(1, len(labels)):
+            parent = np.zeros(sizes[level], dtype=np.int64)
+            parent[labels[level]] = labels[level - 1]
+            parents.append(parent)
+        return cls(tuple(shape), sizes, tuple(parents), tuple(np.asarray(l) for l in labels))
+
+    def labels(self, level: int) -> np.ndarray:
+        return self.label_arrays[level]
+
+
+@dataclass(frozen=True, eq=False)
+class GridTree(Tree):
+    """A product of per-axis range trees: ``cuts[l][k]`` are the boundaries of axis k on level l.
+
+    Memory is proportional to the number of nodes: cell labels are computed only when asked for.
+    """
+
+    cuts: tuple[tuple[np.ndarray, ...], ...] = ()
+
+    def labels(self, level: int) -> np.ndarray:
+        lab = np.zeros(self.shape, dtype=np.int64)
+        for k, (cut, n) in enumerate(zip(self.cuts[level], self.shape)):
+            axis_labels = np.searchsorted(cut, np.arange(n), side="right") - 1
+            index = [None] * len(self.shape)
+            index[k] = slice(None)
+            lab = lab * (len(cut) - 1) + axis_labels[tuple(index)]
+        return lab.ravel()
 
 
 def height_for(n: int, b: int) -> int:
@@ -91,35 +136,32 @@ def range_boundaries(n: int, b: int) -> list[np.ndarray]:
     return levels
 
 
-def _tree_from_axes(shape: tuple[int, ...], axes: list[list[np.ndarray]]) -> Tree:
+def _tree_from_axes(shape: tuple[int, ...], axes: list[list[np.ndarray]]) -> GridTree:
     """Combine per-axis range boundaries level by level (axes that are finished repeat their last level)."""
     depth = max(len(a) for a in axes)
     axes = [a + [a[-1]] * (depth - len(a)) for a in axes]
-    labels, sizes = [], []
-    for level in range(depth):
-        per_axis = [np.searchsorted(a[level], np.arange(n), side="right") - 1 for a, n in zip(axes, shape)]
-        counts = [len(a[level]) - 1 for a in axes]
-        lab = np.zeros(shape, dtype=np.int64)
-        for k, axis_labels in enumerate(per_axis):
-            index = [None] * len(shape)
-            index[k] = slice(None)
-            lab = lab * counts[k] + axis_labels[tuple(index)]
-        labels.append(lab.ravel())
-        sizes.append(int(np.prod(counts)))
+    cuts = tuple(tuple(a[level] for a in axes) for level in range(depth))
+    sizes = tuple(int(np.prod([len(c) - 1 for c in level_cuts])) for level_cuts in cuts)
     parents = [np.zeros(0, dtype=np.int64)]
     for level in range(1, depth):
-        parent = np.zeros(sizes[level], dtype=np.int64)
-        parent[labels[level]] = labels[level - 1]
-        parents.append(parent)
-    return Tree(tuple(shape), tuple(labels), tuple(sizes), tuple(parents))
+        # Per axis, the parent range of each child range; the node's parent combines them in C order.
+        parent = np.zeros((1,) * len(shape), dtype=np.int64)
+        for k in range(len(shape)):
+            upper, lower = cuts[level - 1][k], cuts[level][k]
+            axis_parent = np.searchsorted(upper, lower[:-1], side="right") - 1
+            index = [None] * len(shape)
+            index[k] = slice(None)
+            parent = parent * (len(upper) - 1) + axis_parent[tuple(index)]
+        parents.append(parent.ravel())
+    return GridTree(tuple(shape), sizes, tuple(parents), cuts)
 
 
-def range_tree(n: int, b: int) -> Tree:
+def range_tree(n: int, b: int) -> GridTree:
     """The b-ary tree of ranges over a 1-D domain of n cells (Hay et al.; any n, no padding)."""
     return _tree_from_axes((n,), [range_boundaries(n, b)])
 
 
-def product_tree(shape: tuple[int, ...], branching: int | tuple[int, ...]) -> Tree:
+def product_tree(shape: tuple[int, ...], branching: int | tuple[int, ...]) -> GridTree:
     """A d-dimensional hierarchy: every level splits each axis b_k ways (b = 2 in 2-D is the quadtree).
 
     Node counts per level are the products of the per-axis counts; leaves are single cells.

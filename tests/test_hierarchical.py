@@ -25,7 +25,7 @@ def strategy_of(tree, measured, variances):
     n = tree.n_cells
     for level, v in zip(measured, variances):
         size = tree.sizes[level]
-        rows.append(sparse.csr_matrix((np.ones(n), (tree.labels[level], np.arange(n))), shape=(size, n)))
+        rows.append(sparse.csr_matrix((np.ones(n), (tree.labels(level), np.arange(n))), shape=(size, n)))
         var.append(np.full(size, v))
     return sparse.vstack(rows).tocsr(), np.concatenate(var)
 

@@ -11,10 +11,10 @@ from hypothesis import strategies as st
 
 from dphist.inference import (grouped_rounding, grouped_simplex_projection, least_squares, tree_least_squares,
                               tree_nonnegative_integers)
-from dphist.trees import Tree, height_for, product_tree, range_boundaries, range_tree
+from dphist.trees import GridTree, LabelTree, height_for, product_tree, range_boundaries, range_tree
 
 
-def random_tree(rng, n_cells: int) -> Tree:
+def random_tree(rng, n_cells: int) -> LabelTree:
     """A random hierarchy of nested partitions (not contiguous, uneven fan-out, chains allowed)."""
     labels = [np.arange(n_cells)]
     while labels[0].max() > 0:
@@ -22,13 +22,7 @@ def random_tree(rng, n_cells: int) -> Tree:
         groups = rng.integers(0, max(1, nodes // rng.integers(1, 4)), nodes)  # fan-out 1..many
         _, groups = np.unique(groups, return_inverse=True)
         labels.insert(0, groups[labels[0]])
-    sizes = [int(l.max()) + 1 for l in labels]
-    parents = [np.zeros(0, dtype=np.int64)]
-    for level in range(1, len(labels)):
-        parent = np.zeros(sizes[level], dtype=np.int64)
-        parent[labels[level]] = labels[level - 1]
-        parents.append(parent)
-    return Tree((n_cells,), tuple(labels), tuple(sizes), tuple(parents))
+    return LabelTree.from_labels((n_cells,), labels)
 
 
 def dense_system(tree: Tree, measured_levels, variances):
@@ -38,7 +32,7 @@ def dense_system(tree: Tree, measured_levels, variances):
         for node in range(tree.sizes[level]):
             if np.isinf(variances[level][node]):
                 continue
-            rows.append((tree.labels[level] == node).astype(float))
+            rows.append((tree.labels(level) == node).astype(float))
             var.append(variances[level][node])
     return np.array(rows), np.array(var)
 
@@ -66,7 +60,7 @@ def test_tree_inference_equals_dense_least_squares(seed):
     cov = np.linalg.inv(A.T @ (A / v[:, None]))
     assert np.allclose(fit.variances[-1], np.diag(cov), atol=1e-9, rtol=1e-9)
     for l in range(L):  # every level is the tree-sum of the leaves, and its variance matches
-        Q = np.stack([(tree.labels[l] == k).astype(float) for k in range(tree.sizes[l])])
+        Q = np.stack([(tree.labels(l) == k).astype(float) for k in range(tree.sizes[l])])
         assert np.allclose(fit.values[l], Q @ x_hat, atol=1e-9)
         assert np.allclose(fit.variances[l], np.einsum("ij,jk,ik->i", Q, cov, Q), atol=1e-8)
 
@@ -171,3 +165,16 @@ def test_general_least_squares_matches_dense():
     W = 1 / np.sqrt(v[keep])
     dense = np.linalg.lstsq(A[keep] * W[:, None], y[keep] * W, rcond=None)[0]
     assert np.allclose(least_squares(A, y, v), dense, atol=1e-9)
+
+
+@pytest.mark.parametrize("shape, b", [((37,), 3), ((16, 16), 2), ((5, 7), 4), ((3, 4, 5), 2), ((1, 9), 3)])
+def test_grid_tree_parents_and_sums_agree_with_its_labels(shape, b):
+    grid = product_tree(shape, b)
+    explicit = LabelTree.from_labels(shape, [grid.labels(l) for l in range(grid.levels)])
+    assert grid.sizes == explicit.sizes
+    for l in range(1, grid.levels):
+        assert np.array_equal(grid.parents[l], explicit.parents[l])
+    x = np.random.default_rng(0).integers(0, 100, shape)
+    for a, e in zip(grid.level_sums(x), [np.bincount(explicit.labels(l), weights=x.ravel(),
+                                                      minlength=explicit.sizes[l]) for l in range(grid.levels)]):
+        assert np.array_equal(a, e)
