@@ -206,6 +206,39 @@ def evaluate_command(input, epsilon, schema_path, columns, algorithms, trials, w
                    f"{1000 * row.seconds_per_run:>8.1f}")
 
 
+@main.command("audit")
+@click.option("--algorithm", "-a", "algorithm", default="all", show_default=True, metavar="NAME|all",
+              help="Audit one algorithm, or every registered one.")
+@click.option("--quick", is_flag=True, help="Fewer samples (the CI setting): 3e5 runs per table instead of 2e6.")
+@click.option("--seed", default=0, show_default=True, type=click.IntRange(min=0), help="Audit seed.")
+@click.option("--no-mutants", is_flag=True, help="Skip the deliberately broken variants.")
+def audit_command(algorithm, quick, seed, no_mutants):
+    """Black-box privacy audit: try to show that an algorithm leaks more than its claimed ε.
+
+    For every case (algorithm, tiny table, neighbouring table with one record more or less), runs the algorithm
+    many times on both, picks the most revealing event of its noisy outputs on one sample and bounds the
+    privacy loss of that event from below on fresh samples (Clopper–Pearson, Bonferroni over cases, total
+    false-alarm rate 1e-6). Real algorithms must pass; deliberately broken mutants must be caught.
+    Exits 0 only if both hold.
+    """
+    from .audit import audit, default_cases
+
+    names = None if algorithm == "all" else [algorithm]
+    if names and names[0] not in REGISTRY:
+        raise UsageError(f"unknown algorithm '{algorithm}' (available: {', '.join(sorted(REGISTRY))}, all)")
+    cases = default_cases(names, mutants=not no_mutants)
+    n_test = 300_000 if quick else 2_000_000
+    results = audit(cases, n_test=n_test, seed=seed)
+    click.echo(f"{'case':<52} {'claimed ε':>9} {'ε lower bound':>13}  verdict")
+    for r in results:
+        click.echo(f"{r.case:<52} {float(r.epsilon):>9.3g} {r.lower_bound:>13.3f}  {r.verdict}")
+    bad = [r for r in results if not r.ok]
+    click.echo(f"{len(results)} cases, {n_test:,} runs per table, seed {seed}: "
+               + ("all real algorithms pass, all mutants caught" if not bad else f"{len(bad)} problem(s)"))
+    if bad:
+        sys.exit(1)
+
+
 @main.command("algorithms")
 def algorithms_command():
     """List the available algorithms."""

@@ -112,7 +112,8 @@ def tree_least_squares(tree: Tree, noisy: list[np.ndarray | None], noise_varianc
     noise variance of each (a scalar or one per node; ``math.inf`` marks a node that is not measured).  Returns
     the minimum-variance linear unbiased estimate of every node, which is exactly additive, and its variances.
     Linear time: one bottom-up pass (the best estimate of each node from its own subtree) and one top-down pass
-    (spreading each parent's residual over its children in proportion to their variances).
+    (spreading each parent's residual over its children in proportion to their variances).  Noisy arrays may
+    carry leading axes (independent repetitions, for audits); the variances may not.
     """
     L = tree.levels
     y = [np.zeros(tree.sizes[l]) if noisy[l] is None else np.asarray(noisy[l], dtype=np.float64) for l in range(L)]
@@ -123,7 +124,7 @@ def tree_least_squares(tree: Tree, noisy: list[np.ndarray | None], noise_varianc
     z[-1], V[-1] = np.where(np.isinf(var[-1]), 0.0, y[-1]), var[-1].copy()
     for l in range(L - 2, -1, -1):
         parent = tree.parents[l + 1]
-        S[l] = np.bincount(parent, weights=z[l + 1], minlength=tree.sizes[l])
+        S[l] = _sum_by_parent(z[l + 1], parent, tree.sizes[l])
         VS[l] = np.bincount(parent, weights=V[l + 1], minlength=tree.sizes[l])
         own, below = var[l], VS[l]
         with np.errstate(invalid="ignore", divide="ignore"):
@@ -136,10 +137,20 @@ def tree_least_squares(tree: Tree, noisy: list[np.ndarray | None], noise_varianc
     for l in range(L - 1):
         parent = tree.parents[l + 1]
         share = _residual_shares(V[l + 1], VS[l], parent, tree.child_counts[l])
-        values.append(z[l + 1] + share * (values[l] - S[l])[parent])
+        values.append(z[l + 1] + share * (values[l] - S[l])[..., parent])
         with np.errstate(invalid="ignore"):
             variances.append(V[l + 1] + share**2 * (variances[l] - VS[l])[parent])
     return TreeFit(values, variances)
+
+
+def _sum_by_parent(values: np.ndarray, parent: np.ndarray, size: int) -> np.ndarray:
+    """Add up the last axis of ``values`` into ``size`` parents (leading axes are independent repetitions)."""
+    if values.ndim == 1:
+        return np.bincount(parent, weights=values, minlength=size)
+    flat = values.reshape(-1, values.shape[-1])
+    summed = sparse.csr_matrix((np.ones(parent.size), (parent, np.arange(parent.size))),
+                               shape=(size, parent.size)) @ flat.T
+    return np.asarray(summed).T.reshape(values.shape[:-1] + (size,))
 
 
 def _residual_shares(child_var, sum_var, parent, counts):

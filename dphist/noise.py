@@ -34,6 +34,7 @@ __all__ = [
     "BitSource",
     "SystemBits",
     "SeededBits",
+    "Replicated",
     "bernoulli",
     "geometric",
     "discrete_laplace",
@@ -81,6 +82,21 @@ class SeededBits(BitSource):
     def words(self, n: int) -> np.ndarray:
         raw = self._generator.random_raw((n + 1) // 2)
         return raw.view(np.uint32)[:n]
+
+
+class Replicated(BitSource):
+    """A bit source that asks algorithms to draw every noise array ``reps`` times at once.
+
+    For audits and simulations only: ``algorithms.base.measure`` then returns noisy answers with a leading axis
+    of length ``reps``, i.e. ``reps`` independent runs of the measurement in one vectorised call.
+    """
+
+    def __init__(self, bits: BitSource, reps: int):
+        self.bits, self.reps = bits, int(reps)
+        self.private = bits.private
+
+    def words(self, n: int) -> np.ndarray:
+        return self.bits.words(n)
 
 
 # --------------------------------------------------------------------------------------------------------------

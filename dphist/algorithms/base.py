@@ -17,7 +17,7 @@ from typing import Any, ClassVar
 import numpy as np
 
 from ..errors import UsageError
-from ..noise import BitSource, discrete_laplace, discrete_laplace_variance
+from ..noise import BitSource, Replicated, discrete_laplace, discrete_laplace_variance
 
 __all__ = ["Algorithm", "Estimate", "Measurement", "measure"]
 
@@ -47,10 +47,14 @@ def measure(answers: np.ndarray, sensitivity: int, epsilon: Fraction, bits: BitS
     """Add exact discrete Laplace noise of scale sensitivity/epsilon to integer ``answers``.
 
     Returns the noisy integer answers and the Measurement record.  This is epsilon-DP for a query set whose
-    L1 sensitivity under add/remove of one record is ``sensitivity``.
+    L1 sensitivity under add/remove of one record is ``sensitivity``.  With a :class:`Replicated` bit source the
+    answers carry a leading axis of ``bits.reps`` independent repetitions (audits only).
     """
     scale = Fraction(sensitivity) / Fraction(epsilon)
-    noisy = np.asarray(answers) + discrete_laplace(scale, np.shape(answers), bits)
+    shape = np.shape(answers)
+    if isinstance(bits, Replicated):
+        shape = (bits.reps, *shape)
+    noisy = np.asarray(answers) + discrete_laplace(scale, shape, bits)
     record = Measurement(what=what, mechanism="discrete Laplace", sensitivity=sensitivity, scale=scale,
                          epsilon=Fraction(epsilon), queries=int(np.size(answers)),
                          noise_sd=discrete_laplace_variance(scale) ** 0.5, composition=composition)
@@ -67,7 +71,8 @@ class Estimate:
     ``variance`` is used).  ``measurements``: everything that was measured with noise.  ``integers``: the
     algorithm's own non-negative, total-preserving integer post-processing (e.g. top-down on its tree), if it
     has one; otherwise the table-wide projection is used.  ``structure``: public facts about the strategy for
-    the report (tree shape, branching).
+    the report (tree shape, branching).  ``noisy``: the noisy answers of each measurement, in order (for audits;
+    never published as such).
     """
 
     values: np.ndarray
@@ -77,6 +82,7 @@ class Estimate:
     total: float | None = None
     integers: Callable[[], np.ndarray] | None = None
     structure: dict = field(default_factory=dict)
+    noisy: list[np.ndarray] = field(default_factory=list)
 
 
 class Algorithm(ABC):

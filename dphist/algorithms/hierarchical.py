@@ -124,13 +124,15 @@ class _TreeMethod(Algorithm):
             records.append(record)
 
         fit = tree_least_squares(tree, noisy, variances)
+        leaves = fit.values[-1]
         return Estimate(
-            values=fit.values[-1].reshape(shape),
+            values=leaves.reshape(leaves.shape[:-1] + shape),
             measurements=records,
             variance=fit.variances[-1].reshape(shape),
-            total=float(fit.values[0][0]),
+            total=fit.values[0][..., 0] if leaves.ndim > 1 else float(fit.values[0][0]),
             integers=lambda: tree_nonnegative_integers(tree, fit),
             structure={"branching": b, "root_measured": keep_root, "budget_split": split, **tree.describe()},
+            noisy=[noisy[level] for level in measured],
         )
 
 

@@ -29,4 +29,5 @@ class Identity(Algorithm):
             measurements=[record],
             variance=np.full(counts.shape, discrete_laplace_variance(scale)),
             halfwidth=np.full(counts.shape, discrete_laplace_halfwidth(scale)),
+            noisy=[noisy],
         )

@@ -1,0 +1,57 @@
+"""Deliberately broken algorithms.  Each claims the ε it is given but spends more; the audit must catch them all.
+
+They mirror real bugs in DP code (privacy-engineering.md §3): a noise scale off by a factor, a tree whose
+height was forgotten in its sensitivity, a budget split that overspends.
+"""
+
+from __future__ import annotations
+
+from fractions import Fraction
+
+import numpy as np
+
+from ..algorithms.hierarchical import H
+from ..algorithms.identity import Identity
+from ..noise import BitSource
+
+__all__ = ["MUTANTS"]
+
+
+class HalfScaleIdentity(Identity):
+    """Identity with half the noise scale it should have (a factor-2 slip, e.g. replace-one vs add/remove)."""
+
+    name = "mutant-identity-half-scale"
+
+    def run(self, counts: np.ndarray, epsilon: Fraction, bits: BitSource):
+        return super().run(counts, epsilon * 2, bits)
+
+
+class ShrunkScaleIdentity(Identity):
+    """Identity with 0.8 times the noise scale it should have."""
+
+    name = "mutant-identity-scale-0.8"
+
+    def run(self, counts: np.ndarray, epsilon: Fraction, bits: BitSource):
+        return super().run(counts, epsilon * Fraction(5, 4), bits)
+
+
+class HeightForgottenTree(H):
+    """A binary tree that gives every level the whole ε, as if a record touched only one node of the tree."""
+
+    name = "mutant-tree-height-forgotten"
+
+    def run(self, counts: np.ndarray, epsilon: Fraction, bits: BitSource):
+        levels = self.tree_for(counts.shape)[0].levels - 1  # measured levels (root dropped)
+        return super().run(counts, epsilon * levels, bits)
+
+
+class OverspentTree(H):
+    """A binary tree whose level budgets add up to 1.1 ε (a 10 % overspent split)."""
+
+    name = "mutant-tree-overspent-10pct"
+
+    def run(self, counts: np.ndarray, epsilon: Fraction, bits: BitSource):
+        return super().run(counts, epsilon * Fraction(11, 10), bits)
+
+
+MUTANTS = [HalfScaleIdentity, ShrunkScaleIdentity, HeightForgottenTree, OverspentTree]

@@ -1,0 +1,148 @@
+"""The black-box ε audit (privacy-engineering.md §2.3, layer 2) and its case list.
+
+For each case, an algorithm, a claimed ε and a pair of neighbouring tables D, D′ (one record added or removed):
+
+1. run the algorithm many times on each table (vectorised: :class:`~dphist.noise.Replicated`) and reduce each
+   run's noisy measurements to one number, the log-likelihood-ratio statistic under the algorithm's own stated
+   scales, T = Σ_i (|y_i − a_i| − |y_i − a′_i|) / b_i, with a, a′ the answers on D and D′ (their sample medians:
+   discrete Laplace noise has median 0);
+2. on a *selection* sample, choose the event {T ≥ t} or {T ≤ t}, and the direction, whose probability ratio
+   looks largest by a loose lower confidence bound;
+3. on fresh *test* samples, bound ln(P[event | D] / P[event | D′]) from below with Clopper–Pearson at level
+   α / (number of cases) (Bonferroni), and FAIL the case if that lower bound exceeds the claimed ε.
+
+A correct algorithm fails a case with probability at most α/m; a mutant is caught when its bound exceeds ε.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from fractions import Fraction
+
+import numpy as np
+
+from ..algorithms import REGISTRY, Algorithm
+from ..noise import Replicated, SeededBits
+from .bounds import cp_lower, cp_upper, epsilon_lower_bound
+from .mutants import MUTANTS
+
+__all__ = ["Case", "AuditResult", "default_cases", "audit", "ALPHA"]
+
+ALPHA = 1e-6  # total false-alarm probability for a correct algorithm, over all cases of one audit
+
+
+@dataclass(frozen=True)
+class Case:
+    name: str
+    algorithm: Algorithm
+    data: np.ndarray
+    neighbour: np.ndarray
+    epsilon: Fraction
+    mutant: bool = False
+
+
+@dataclass(frozen=True)
+class AuditResult:
+    case: str
+    algorithm: str
+    epsilon: Fraction
+    lower_bound: float
+    mutant: bool
+
+    @property
+    def flagged(self) -> bool:
+        return self.lower_bound > float(self.epsilon)
+
+    @property
+    def ok(self) -> bool:
+        """A real algorithm must not be flagged; a mutant must be."""
+        return self.flagged if self.mutant else not self.flagged
+
+    @property
+    def verdict(self) -> str:
+        if self.mutant:
+            return "caught" if self.flagged else "MISSED"
+        return "FAIL" if self.flagged else "pass"
+
+
+_BASE_1D = np.array([3, 0, 5, 1, 0, 2, 4, 1], dtype=np.int64)
+
+
+def _pairs(shape: tuple[int, ...]) -> list[tuple[str, np.ndarray, np.ndarray]]:
+    """Worst-case neighbours on a tiny table: add a record to the first cell, remove one from the largest,
+    add one to the last cell (a different root-to-leaf path from the first)."""
+    base = np.resize(_BASE_1D, int(np.prod(shape))).reshape(shape)
+    first, largest, last = base.copy(), base.copy(), base.copy()
+    first.flat[0] += 1
+    largest.flat[int(np.argmax(base))] -= 1
+    last.flat[-1] += 1
+    return [("add to first cell", base, first), ("remove from largest cell", base, largest),
+            ("add to last cell", base, last)]
+
+
+def default_cases(algorithms: list[str] | None = None, mutants: bool = True,
+                  epsilon: Fraction = Fraction(1)) -> list[Case]:
+    """Every registered algorithm on 1-D (8 cells) and 2-D (4x4) tables, each with its neighbour pairs, plus
+    every mutant on one 1-D pair."""
+    names = sorted(REGISTRY) if algorithms is None else algorithms
+    cases = []
+    for name in names:
+        for shape in ((8,), (4, 4)):
+            for label, data, neighbour in _pairs(shape):
+                cases.append(Case(f"{name} {shape} {label}", REGISTRY[name](), data, neighbour, epsilon))
+    if mutants:
+        for cls in MUTANTS:
+            label, data, neighbour = _pairs((8,))[0]
+            cases.append(Case(f"{cls.name} {label}", cls(), data, neighbour, epsilon, mutant=True))
+    return cases
+
+
+def _statistic_samples(case: Case, table: np.ndarray, reps: int, bits) -> tuple[np.ndarray, np.ndarray]:
+    """Each run's noisy measurements, concatenated: (reps, M); and each value's noise scale, (M,)."""
+    est = case.algorithm.run(table, case.epsilon, Replicated(bits, reps))
+    values = np.concatenate([np.asarray(v, dtype=np.float64).reshape(reps, -1) for v in est.noisy], axis=1)
+    scales = np.concatenate([np.full(int(np.size(v) // reps), float(m.scale))
+                             for v, m in zip(est.noisy, est.measurements)])
+    return values, scales
+
+
+def _llr(values: np.ndarray, centre: np.ndarray, other: np.ndarray, scales: np.ndarray) -> np.ndarray:
+    return ((np.abs(values - centre) - np.abs(values - other)) / scales).sum(axis=1)
+
+
+def audit_case(case: Case, alpha: float, n_select: int, n_test: int, seed: int) -> AuditResult:
+    bits = SeededBits(seed)
+    sel_d, scales = _statistic_samples(case, case.data, n_select, bits)
+    sel_n, _ = _statistic_samples(case, case.neighbour, n_select, bits)
+    centre_d, centre_n = np.rint(np.median(sel_d, axis=0)), np.rint(np.median(sel_n, axis=0))
+    t_d, t_n = _llr(sel_d, centre_d, centre_n, scales), _llr(sel_n, centre_d, centre_n, scales)
+
+    # Candidate events: thresholds at quantiles of the pooled statistic, both tails, both directions.
+    thresholds = np.unique(np.quantile(np.concatenate([t_d, t_n]), np.linspace(0.005, 0.995, 199)))
+    sd, sn = np.sort(t_d), np.sort(t_n)
+    ge_d, ge_n = n_select - np.searchsorted(sd, thresholds, "left"), n_select - np.searchsorted(sn, thresholds, "left")
+    le_d, le_n = np.searchsorted(sd, thresholds, "right"), np.searchsorted(sn, thresholds, "right")
+    candidates = []  # (score, threshold, upper_tail, d_first)
+    for upper, kd, kn in ((True, ge_d, ge_n), (False, le_d, le_n)):
+        for d_first, k1, k2 in ((True, kd, kn), (False, kn, kd)):
+            with np.errstate(divide="ignore"):
+                score = np.log(cp_lower(k1, n_select, 0.01)) - np.log(cp_upper(k2, n_select, 0.01))
+            best = int(np.argmax(score))
+            candidates.append((float(score[best]), float(thresholds[best]), upper, d_first))
+    _, threshold, upper, d_first = max(candidates)
+
+    test_d, _ = _statistic_samples(case, case.data, n_test, bits)
+    test_n, _ = _statistic_samples(case, case.neighbour, n_test, bits)
+    t_d, t_n = _llr(test_d, centre_d, centre_n, scales), _llr(test_n, centre_d, centre_n, scales)
+    event = (lambda t: t >= threshold) if upper else (lambda t: t <= threshold)
+    k_d, k_n = int(event(t_d).sum()), int(event(t_n).sum())
+    k1, k2 = (k_d, k_n) if d_first else (k_n, k_d)
+    bound = epsilon_lower_bound(k1, k2, n_test, alpha)
+    return AuditResult(case.name, case.algorithm.name, case.epsilon, bound, case.mutant)
+
+
+def audit(cases: list[Case], n_select: int = 20_000, n_test: int = 300_000, seed: int = 0,
+          alpha: float = ALPHA) -> list[AuditResult]:
+    """Audit every case with a Bonferroni share alpha / len(cases) of the false-alarm budget."""
+    return [audit_case(case, alpha / len(cases), n_select, n_test, seed * 1_000_003 + i)
+            for i, case in enumerate(cases)]

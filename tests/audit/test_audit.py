@@ -1,0 +1,63 @@
+"""The privacy audit in CI: every registered algorithm passes, every mutant is caught (quick settings).
+
+False alarms: the audit's total false-alarm probability for correct algorithms is 1e-6 (Bonferroni over cases),
+and the seed is fixed, so this test is deterministic.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+from click.testing import CliRunner
+
+from dphist.algorithms import REGISTRY
+from dphist.audit import audit, default_cases
+from dphist.audit.bounds import cp_lower, cp_upper, epsilon_lower_bound
+from dphist.audit.mutants import MUTANTS
+from dphist.cli import main
+
+
+@pytest.fixture(scope="module")
+def results():
+    return audit(default_cases(), n_test=300_000, seed=0)
+
+
+def test_every_algorithm_and_mutant_is_covered(results):
+    audited = {r.algorithm for r in results}
+    assert set(REGISTRY) <= audited
+    assert {m.name for m in MUTANTS} <= audited
+
+
+def test_real_algorithms_pass(results):
+    for r in results:
+        if not r.mutant:
+            assert r.verdict == "pass", (r.case, r.lower_bound)
+            assert r.lower_bound > 0.5  # the audit is sharp: it gets close to the true ε
+
+
+def test_mutants_are_caught(results):
+    for r in results:
+        if r.mutant:
+            assert r.verdict == "caught", (r.case, r.lower_bound)
+
+
+def test_clopper_pearson_bounds():
+    # Exact binomial tail checks of the one-sided bounds.
+    from scipy import stats
+    n, k, a = 1000, 37, 0.01
+    lo, hi = float(cp_lower(k, n, a)), float(cp_upper(k, n, a))
+    assert stats.binom.sf(k - 1, n, lo) == pytest.approx(a, rel=1e-6)
+    assert stats.binom.cdf(k, n, hi) == pytest.approx(a, rel=1e-6)
+    assert float(cp_lower(0, n, a)) == 0 and float(cp_upper(n, n, a)) == 1
+    assert epsilon_lower_bound(0, 10, n, a) == -math.inf
+    assert epsilon_lower_bound(500, 100, n, a) < math.log(5)
+
+
+def test_cli_single_algorithm_quick():
+    result = CliRunner().invoke(main, ["audit", "--algorithm", "identity", "--quick", "--no-mutants"])
+    assert result.exit_code == 0, result.output
+    assert "all real algorithms pass" in result.output and result.output.count(" pass") >= 6
+    bad = CliRunner().invoke(main, ["audit", "--algorithm", "nosuch"])
+    assert bad.exit_code == 2
