@@ -4,7 +4,7 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 
-.PHONY: install demo test test-fast bench clean
+.PHONY: install demo test test-fast bench bench-quick clean
 
 install: $(STAMP)
 
@@ -26,9 +26,14 @@ test: install
 test-fast: install
 	$(PY) -m pytest -q -m "not slow"
 
+# Speed and DPBench accuracy; results in bench/RESULTS.md.  The accuracy part needs ../shared/data/dpbench.
 bench: install
 	$(PY) bench/run.py
 	$(PY) bench/dpbench.py
+
+bench-quick: install
+	$(PY) bench/run.py --quick
+	$(PY) bench/dpbench.py --quick
 
 clean:
 	rm -rf $(VENV) demo_release release .pytest_cache .hypothesis build *.egg-info

@@ -1,7 +1,8 @@
-"""dphist benchmarks: sampler throughput and end-to-end release time and peak memory.
+"""dphist speed benchmarks: sampler throughput, algorithm run times, end-to-end release time and peak memory,
+each beside a baseline measured in the same run.
 
-    make bench                 # all benchmarks; writes bench/results.md
-    .venv/bin/python bench/run.py --rows 10000000 --skip-sampler
+    .venv/bin/python bench/run.py            # the speed section of bench/RESULTS.md (10M-row release included)
+    .venv/bin/python bench/run.py --quick    # 1M rows, 1M samples
 
 Speed and memory are measured here, never in tests.  Ratios compare runs made side by side in this one process
 on this machine; absolute figures depend on the machine and its load.
@@ -26,6 +27,9 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+from sections import replace_section  # noqa: E402
+
 ROOT = HERE.parent
 OUT = HERE / "out"
 SHARED_REAL = ROOT.parent / "shared" / "data" / "real"
@@ -135,6 +139,55 @@ def release_benchmarks(rows_list: list[int], with_csv: bool) -> list[dict]:
     return results
 
 
+BASELINE = r"""
+import sys, time, resource
+import numpy as np, pyarrow.parquet as pq, pyarrow.compute as pc
+t = time.perf_counter()
+f = pq.ParquetFile(sys.argv[1], pre_buffer=False)
+counts = np.zeros(16 * 2, dtype=np.int64)
+for b in f.iter_batches(batch_size=1 << 17, columns=["age", "sex"]):
+    age = np.clip((b.column(0).to_numpy() - 15) // 5, 0, 15)
+    sex = (pc.equal(b.column(1), "M").to_numpy(zero_copy_only=False)).astype(np.int64)
+    counts += np.bincount(age * 2 + sex, minlength=32)
+print(time.perf_counter() - t, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)
+"""
+
+
+def baseline_versus_release(path: Path, schema: Path) -> dict:
+    """A bare pyarrow scan + bincount of one 2-way table, against `dphist release` of the same table."""
+    res = subprocess.run([sys.executable, "-c", BASELINE, str(path)], capture_output=True, text=True, check=True)
+    t0 = time.perf_counter()
+    subprocess.run([sys.executable, "-c", "import numpy, pyarrow.parquet, pyarrow.compute"], check=True)
+    startup = time.perf_counter() - t0
+    scan, rss = (float(v) for v in res.stdout.split())
+    release = timed_release([str(path), "--schema", str(schema), "--epsilon", "1", "--columns", "age,sex"])
+    return {"baseline_scan_s": scan, "baseline_with_startup_s": scan + startup, "baseline_rss_mb": rss,
+            "release_s": release["wall"], "release_rss_mb": release["rss_mb"]}
+
+
+def algorithm_timings(repeat: int = 10) -> list[dict]:
+    from dphist.algorithms import REGISTRY, get_algorithm
+    from dphist.noise import SystemBits
+    rows = []
+    rng = np.random.default_rng(0)
+    for shape in ((4096,), (256, 256)):
+        x = rng.poisson(20, shape)
+        for name in sorted(REGISTRY):
+            algo = get_algorithm(name)
+
+            def once():
+                est = algo.run(x, Fraction(1, 10), SystemBits())
+                est.integers() if est.integers else None
+            once()
+            times = []
+            for _ in range(repeat):
+                t = time.perf_counter()
+                once()
+                times.append(time.perf_counter() - t)
+            rows.append({"shape": "x".join(map(str, shape)), "algorithm": name, "ms": 1000 * float(np.median(times))})
+    return rows
+
+
 def write_spec(name: str, tables: list[list[str]]) -> Path:
     import yaml
     OUT.mkdir(exist_ok=True)
@@ -145,31 +198,45 @@ def write_spec(name: str, tables: list[list[str]]) -> Path:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--samples", type=int, default=10_000_000)
-    parser.add_argument("--rows", type=int, nargs="*", default=[1_000_000, 10_000_000])
+    parser.add_argument("--quick", action="store_true", help="1M rows and 1M samples only")
+    parser.add_argument("--samples", type=int, default=None)
+    parser.add_argument("--rows", type=int, nargs="*", default=None)
     parser.add_argument("--csv", action="store_true", help="also time the generated tables as CSV")
-    parser.add_argument("--skip-sampler", action="store_true")
-    parser.add_argument("--results", default=str(HERE / "results.md"))
     args = parser.parse_args()
+    samples = args.samples or (1_000_000 if args.quick else 10_000_000)
+    rows = args.rows or ([1_000_000] if args.quick else [1_000_000, 10_000_000])
 
-    lines = [f"# dphist benchmark results", "",
+    lines = ["## Speed" + (" (quick mode)" if args.quick else ""), "",
              f"{dt.datetime.now():%Y-%m-%d %H:%M}, {platform.processor() or platform.machine()}, "
              f"{os.cpu_count()} cores, Python {platform.python_version()}, numpy {np.__version__}, "
-             f"pyarrow {pa.__version__}", ""]
-    if not args.skip_sampler:
-        lines += ["## Discrete Laplace sampler (best of 3)", "",
-                  "| sampler | scale | samples | seconds | samples/s |", "|---|---|---|---|---|"]
-        for r in sampler_benchmark(args.samples):
-            lines.append(f"| {r['sampler']} | {r['scale']} | {r['n']:,} | {r['seconds']:.3f} | {r['per_second']:,.0f} |")
-            print(lines[-1], flush=True)
-        lines.append("")
-    lines += ["## End-to-end release (fresh process; wall time and peak RSS)", "",
+             f"pyarrow {pa.__version__}. Reproduce: `.venv/bin/python bench/run.py{' --quick' if args.quick else ''}`.",
+             "", "### Discrete Laplace sampler (best of 3)", "",
+             "| sampler | scale | samples | seconds | samples/s |", "|---|---|---|---|---|"]
+    for r in sampler_benchmark(samples):
+        lines.append(f"| {r['sampler']} | {r['scale']} | {r['n']:,} | {r['seconds']:.3f} | {r['per_second']:,.0f} |")
+        print(lines[-1], flush=True)
+    lines += ["", "### Algorithms (ε = 0.1, OS CSPRNG noise, inference and post-processing included; median of 10)",
+              "", "| table | algorithm | ms per run |", "|---|---|---|"]
+    for r in algorithm_timings():
+        lines.append(f"| {r['shape']} | {r['algorithm']} | {r['ms']:.1f} |")
+        print(lines[-1], flush=True)
+    lines += ["", "### End-to-end release (fresh process; wall time and peak RSS)", "",
               "| input | rows | tables | wall s | peak RSS MB |", "|---|---|---|---|---|"]
-    for r in release_benchmarks(args.rows, args.csv):
+    for r in release_benchmarks(rows, args.csv):
         lines.append(f"| {r['input']} | {r['rows']:,} | {r['tables']} | {r['wall']:.2f} | {r['rss_mb']:.0f} |")
         print(lines[-1], flush=True)
-    Path(args.results).write_text("\n".join(lines) + "\n")
-    print(f"wrote {args.results}")
+    biggest = OUT / f"big_{max(rows)}.parquet"
+    b = baseline_versus_release(biggest, OUT / "big.schema.yaml")
+    lines += ["", f"### Against a bare scan ({max(rows):,}-row Parquet, one age x sex table)", "",
+              "| | wall s | peak RSS MB |", "|---|---|---|",
+              f"| pyarrow scan + numpy bincount, no privacy (in-process time) | {b['baseline_scan_s']:.2f} | "
+              f"{b['baseline_rss_mb']:.0f} |",
+              f"| the same plus interpreter start and imports | {b['baseline_with_startup_s']:.2f} | |",
+              f"| `dphist release --columns age,sex` (whole command) | {b['release_s']:.2f} | {b['release_rss_mb']:.0f} |",
+              "", f"Release ÷ baseline with start-up: {b['release_s'] / b['baseline_with_startup_s']:.2f}.", ""]
+    print("\n".join(lines[-8:]))
+    replace_section("speed", "\n".join(lines))
+    print("wrote bench/RESULTS.md (speed)")
 
 
 if __name__ == "__main__":

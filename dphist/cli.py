@@ -6,6 +6,7 @@ Every failure a user can cause ends with one line on stderr, exit code 2 (usage:
 
 from __future__ import annotations
 
+import json
 import os
 import sys
 import traceback
@@ -237,6 +238,43 @@ def audit_command(algorithm, quick, seed, no_mutants):
                + ("all real algorithms pass, all mutants caught" if not bad else f"{len(bad)} problem(s)"))
     if bad:
         sys.exit(1)
+
+
+@main.command("bench")
+@click.argument("files", nargs=-1, required=True, metavar="FILE...")
+@click.option("--algorithm", "-a", "algorithms", default=None, metavar="A,B", help="Algorithms [all].")
+@click.option("--scale", "scales", multiple=True, type=click.IntRange(1), default=(1_000, 100_000),
+              show_default=True, help="Records drawn per sample (repeatable).")
+@click.option("--epsilon", "-e", "epsilons", multiple=True, default=("0.1", "1"), show_default=True,
+              help="Budgets to try (repeatable).")
+@click.option("--samples", default=5, show_default=True, type=click.IntRange(1), help="Data samples per setting.")
+@click.option("--runs", default=2, show_default=True, type=click.IntRange(1), help="Noise runs per sample.")
+@click.option("--jsonl", metavar="FILE", help="Also write one JSON record per run here.")
+def bench_command(files, algorithms, scales, epsilons, samples, runs, jsonl):
+    """Benchmark algorithms on your own count histograms (.npy, or CSV of numbers), DPBench style.
+
+    Each FILE is treated as a distribution: samples of --scale records are drawn from it and every algorithm
+    is scored on range queries (prefix queries in 1-D, 2000 random boxes in 2-D) by the scaled average L1
+    error. Uses the histograms' true counts: the output is NOT private; do not publish it.
+    """
+    from .accountant import parse_epsilon
+    from .benchmark import load_histogram, run_benchmark, summarize
+
+    for e in epsilons:
+        parse_epsilon(e)
+    names = [a.strip() for a in algorithms.split(",")] if algorithms else sorted(REGISTRY)
+    for name in names:
+        if name not in REGISTRY:
+            raise UsageError(f"unknown algorithm '{name}' (available: {', '.join(sorted(REGISTRY))})")
+    data = {}
+    for f in files:
+        x = load_histogram(f)
+        data[os.path.basename(f)] = x
+    click.secho("NOT PRIVATE: computed from the histograms' true counts; do not publish.", err=True, fg="yellow")
+    records = run_benchmark(data, names, list(scales), list(epsilons), samples, runs)
+    if jsonl:
+        write_text_atomic(jsonl, "".join(json.dumps(r) + "\n" for r in records))
+    click.echo(summarize(records))
 
 
 @main.command("algorithms")

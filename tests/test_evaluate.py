@@ -48,3 +48,23 @@ def test_bad_arguments(kwargs, message):
 def test_unknown_algorithm_is_a_usage_error():
     result = CliRunner().invoke(main, ["evaluate", *ARGS, "-c", "income", "-e", "1", "-a", "nosuch"])
     assert result.exit_code == 2 and "unknown algorithm" in result.stderr
+
+
+def test_bench_command_on_own_histograms(tmp_path):
+    np.save(tmp_path / "h1.npy", np.random.default_rng(0).integers(0, 50, 64))
+    (tmp_path / "h2.csv").write_text("\n".join(",".join(str(v) for v in row)
+                                               for row in np.random.default_rng(1).integers(0, 9, (8, 8))))
+    out = tmp_path / "runs.jsonl"
+    result = CliRunner().invoke(main, ["bench", str(tmp_path / "h1.npy"), str(tmp_path / "h2.csv"), "-a",
+                                       "identity,hb", "--scale", "1000", "-e", "1", "--samples", "2", "--runs", "1",
+                                       "--jsonl", str(out)])
+    assert result.exit_code == 0, result.stderr
+    assert "1-D, scale 1,000" in result.output and "2-D, scale 1,000" in result.output
+    assert "NOT PRIVATE" in result.stderr
+    assert len(out.read_text().splitlines()) == 2 * 2 * 2  # files x algorithms x samples
+
+
+def test_bench_command_rejects_bad_histograms(tmp_path):
+    (tmp_path / "bad.csv").write_text("1,-2\n3,4\n")
+    result = CliRunner().invoke(main, ["bench", str(tmp_path / "bad.csv")])
+    assert result.exit_code == 1 and "non-negative" in result.stderr
