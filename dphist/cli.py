@@ -216,13 +216,25 @@ def evaluate_command(input, epsilon, schema_path, columns, algorithms, trials, w
 def audit_command(algorithm, quick, seed, no_mutants):
     """Black-box privacy audit: try to show that an algorithm leaks more than its claimed ε.
 
-    For every case (algorithm, tiny table, neighbouring table with one record more or less), runs the algorithm
+    First the production sampler: χ² against the exact discrete Laplace pmf must pass (p > 1e-9, unseeded) and
+    must reject 0.9x and 1.1x the scale. Then for every case (algorithm, tiny table, neighbouring table with one record more or less), runs the algorithm
     many times on both, picks the most revealing event of its noisy outputs on one sample and bounds the
     privacy loss of that event from below on fresh samples (Clopper–Pearson, Bonferroni over cases, total
     false-alarm rate 1e-6). Real algorithms must pass; deliberately broken mutants must be caught.
     Exits 0 only if both hold.
     """
     from .audit import audit, default_cases
+    from .audit.sampler import check_sampler
+    from .noise import SystemBits
+
+    draws = 300_000 if quick else 2_000_000
+    click.echo(f"{'sampler (OS CSPRNG)':<30} {'draws':>10} {'p exact':>9} {'p x0.9':>9} {'p x1.1':>9}  verdict")
+    sampler_ok = True
+    for scale in ("1", "10", "100/3"):
+        s = check_sampler(scale, draws, SystemBits(), threshold=1e-9)
+        sampler_ok &= s.ok
+        click.echo(f"{'discrete Laplace, scale ' + scale:<30} {draws:>10,} {s.p_exact:>9.2g} {s.p_smaller:>9.2g} "
+                   f"{s.p_larger:>9.2g}  {'pass' if s.ok else 'FAIL'}")
 
     names = None if algorithm == "all" else [algorithm]
     if names and names[0] not in REGISTRY:
@@ -235,8 +247,9 @@ def audit_command(algorithm, quick, seed, no_mutants):
         click.echo(f"{r.case:<52} {float(r.epsilon):>9.3g} {r.lower_bound:>13.3f}  {r.verdict}")
     bad = [r for r in results if not r.ok]
     click.echo(f"{len(results)} cases, {n_test:,} runs per table, seed {seed}: "
-               + ("all real algorithms pass, all mutants caught" if not bad else f"{len(bad)} problem(s)"))
-    if bad:
+               + ("all real algorithms pass, all mutants caught" if not bad else f"{len(bad)} problem(s)")
+               + ("" if sampler_ok else "; the sampler check FAILED"))
+    if bad or not sampler_ok:
         sys.exit(1)
 
 

@@ -12,31 +12,12 @@ from fractions import Fraction
 
 import numpy as np
 import pytest
-from scipy import stats
-
 from dphist import noise
+from dphist.audit.sampler import chi2_pvalue
 from dphist.noise import (SeededBits, SystemBits, bernoulli, discrete_laplace, discrete_laplace_halfwidth,
                           discrete_laplace_pmf, discrete_laplace_variance, geometric)
 
 P_THRESHOLD = 1e-6
-
-
-def chi2_pvalue(sample: np.ndarray, scale: float) -> float:
-    """χ² goodness of fit of an integer sample against the discrete Laplace pmf of ``scale``.
-
-    Cells: every integer with expected count >= 20, plus the two tails merged.
-    """
-    n = sample.size
-    a = math.exp(-1 / scale)
-    k = 0
-    while n * discrete_laplace_pmf(k + 1, scale) >= 20:
-        k += 1
-    centre = np.arange(-k, k + 1)
-    expected = n * discrete_laplace_pmf(centre, scale)
-    tail = n * a ** (k + 1) / (1 + a)  # P(Z > k) = P(Z < -k) = a^(k+1)/(1+a)
-    observed = np.concatenate([[np.sum(sample < -k)], [np.sum(sample == c) for c in centre], [np.sum(sample > k)]])
-    expected = np.concatenate([[tail], expected, [tail]])
-    return stats.chisquare(observed, expected).pvalue
 
 
 @pytest.mark.parametrize("scale", [Fraction(10), Fraction(1, 2), Fraction(10, 3), Fraction(1000)])

@@ -59,5 +59,15 @@ def test_cli_single_algorithm_quick():
     result = CliRunner().invoke(main, ["audit", "--algorithm", "identity", "--quick", "--no-mutants"])
     assert result.exit_code == 0, result.output
     assert "all real algorithms pass" in result.output and result.output.count(" pass") >= 6
+    assert "discrete Laplace, scale 10" in result.output and "FAILED" not in result.output
     bad = CliRunner().invoke(main, ["audit", "--algorithm", "nosuch"])
     assert bad.exit_code == 2
+
+
+def test_sampler_check_passes_the_sampler_and_rejects_a_misscaled_one():
+    from dphist.audit.sampler import check_sampler, chi2_pvalue
+    from dphist.noise import SeededBits, discrete_laplace
+
+    assert check_sampler("10", 300_000, SeededBits(1)).ok
+    # Draws that are 10 % too narrow fail the exact-pmf test for the claimed scale.
+    assert chi2_pvalue(discrete_laplace(9, 300_000, SeededBits(2)), 10.0) < 1e-6
