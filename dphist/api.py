@@ -19,7 +19,7 @@ import pandas as pd
 from . import __version__
 from .accountant import (NEIGHBOURING, PRIVACY_UNIT, SAMPLER, TEST_SAMPLER, check_spent, format_fraction,
                          parse_epsilon, split_budget, step_report)
-from .algorithms import Algorithm, Estimate, get_algorithm
+from .algorithms import Algorithm, Estimate, applicable_options, get_algorithm
 from .counting import TableShape, count_tables
 from .errors import UsageError
 from .inference import nonnegative_integer_table
@@ -111,9 +111,13 @@ def plan_release(
     schema = schema if isinstance(schema, Schema) else (
         parse_schema(schema) if isinstance(schema, dict) else load_schema(schema))
     requests = _table_requests(schema, columns, tables)
-    algorithms = [get_algorithm(t.algorithm or algorithm or DEFAULT_ALGORITHM, **{**(algorithm_options or {}),
-                                                                                  **t.options})
-                  for t in requests]
+    names = [t.algorithm or algorithm or DEFAULT_ALGORITHM for t in requests]
+    # Options given for the whole run apply to the tables whose algorithm has them; a table's own win.
+    algorithms = [get_algorithm(n, **{**applicable_options(n, algorithm_options), **t.options})
+                  for n, t in zip(names, requests)]
+    for key in algorithm_options or {}:
+        if not any(key in applicable_options(n, {key: None}) for n in names):
+            raise UsageError(f"option '{key}' does not apply to {', '.join(sorted(set(names)))}")
     shapes = [_table_shape(schema, t) for t in requests]
     budgets = split_budget(total_epsilon, [Fraction(t.share) for t in requests], [t.name for t in requests])
     if seed is not None and (isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0):

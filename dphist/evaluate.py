@@ -14,7 +14,7 @@ import numpy as np
 import pandas as pd
 
 from . import workloads
-from .algorithms import get_algorithm
+from .algorithms import applicable_options
 from .accountant import format_fraction
 from .api import plan_release
 from .counting import count_tables
@@ -62,7 +62,7 @@ def evaluate(source: Any, epsilon: Any, schema: Any, columns: list[str] | str, a
     if not algorithms:
         raise UsageError("name at least one algorithm")
     plans = [plan_release(source, epsilon, schema, columns=columns, algorithm=a,
-                          algorithm_options=_applicable(a, algorithm_options)) for a in algorithms]
+                          algorithm_options=applicable_options(a, algorithm_options)) for a in algorithms]
     plan = plans[0]
     shape = plan.shapes[0]
     W = _workload(workload, shape.shape)
@@ -84,11 +84,3 @@ def evaluate(source: Any, epsilon: Any, schema: Any, columns: list[str] | str, a
     info = {"table": shape.name, "cells": shape.n_cells, "workload": W.name, "queries": W.size,
             "trials": trials, "epsilon": format_fraction(plan.epsilon)}
     return pd.DataFrame(rows), info
-
-
-def _applicable(name: str, options: dict | None) -> dict:
-    """The options this algorithm accepts (tree options do not apply to identity, for instance)."""
-    if not options:
-        return {}
-    accepted = type(get_algorithm(name)).options
-    return {k: v for k, v in options.items() if k in accepted}

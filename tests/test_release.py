@@ -231,3 +231,17 @@ def test_output_column_names_must_not_collide(columns):
     frame = pd.DataFrame({name: ["a"] for name in columns})
     with pytest.raises(dphist.errors.UsageError, match="two columns named"):
         dphist.release(frame, epsilon="1", schema={"columns": columns}, columns=list(columns), seed=1)
+
+
+def test_run_wide_tree_options_apply_only_where_they_fit():
+    frame = pd.DataFrame({"a": np.arange(100) % 16, "b": np.arange(100) % 7})
+    schema = {"columns": {"a": {"type": "numeric", "lower": 0, "upper": 16, "bins": 16},
+                          "b": {"type": "numeric", "lower": 0, "upper": 7, "bins": 7}}}
+    tables = [{"columns": ["a"], "algorithm": "hb"}, {"columns": ["b"], "algorithm": "identity"},
+              {"name": "a4", "columns": ["a"], "algorithm": "hb", "options": {"branching": 2}}]
+    result = dphist.release(frame, epsilon="1", schema=schema, tables=tables, seed=1,
+                            algorithm_options={"branching": 4})
+    structures = [t["structure"] for t in result.report["tables"]]
+    assert structures[0]["branching"] == 4 and structures[1] == {} and structures[2]["branching"] == 2
+    with pytest.raises(dphist.errors.UsageError, match="does not apply"):
+        dphist.release(frame, epsilon="1", schema=schema, columns="b", seed=1, algorithm_options={"branching": 4})

@@ -7,7 +7,7 @@ from .base import Algorithm, Estimate, Measurement, measure
 from .hierarchical import H, Hb, QuadTree
 from .identity import Identity
 
-__all__ = ["Algorithm", "Estimate", "Measurement", "REGISTRY", "get_algorithm", "measure", "register"]
+__all__ = ["Algorithm", "Estimate", "Measurement", "REGISTRY", "applicable_options", "get_algorithm", "measure", "register"]
 
 REGISTRY: dict[str, type[Algorithm]] = {}
 
@@ -18,6 +18,15 @@ def register(cls: type[Algorithm]) -> type[Algorithm]:
         raise ValueError(f"algorithm '{cls.name}' registered twice")
     REGISTRY[cls.name] = cls
     return cls
+
+
+def applicable_options(name: str, options: dict | None) -> dict:
+    """The subset of ``options`` that the named algorithm accepts (tree options do not apply to identity)."""
+    if not options:
+        return {}
+    key = str(name).strip().lower()
+    accepted = REGISTRY[key].options if key in REGISTRY else {}
+    return {k: v for k, v in options.items() if k in accepted}
 
 
 def get_algorithm(name: str, **options) -> Algorithm:
