@@ -28,9 +28,10 @@ from dphist.benchmark import load_histogram, run_benchmark, summarize  # noqa: E
 
 DATA = HERE.parent.parent / "shared" / "data" / "dpbench"
 QUICK = {"1D": ["ADULT", "HEPTH", "SEARCHLOGS"], "2D": ["ADULT-2D", "GOWALLA"]}
-ALGORITHMS = {1: ["identity", "h", "hb"], 2: ["identity", "hb", "quadtree"]}
+ALGORITHMS = {1: ["identity", "h", "hb", "privelet"], 2: ["identity", "hb", "quadtree", "privelet"]}
 # Expected error of the reference implementation (dpcomp_core) at scale 1e5, ε = 0.1, from the issue tracker.
-REFERENCE = {1: {"identity": 5.05e-3, "h": 1.82e-3, "hb": 1.28e-3}, 2: {"hb": 8.3e-3, "quadtree": 7.9e-3}}
+REFERENCE = {1: {"identity": 5.05e-3, "h": 1.82e-3, "hb": 1.28e-3, "privelet": 1.73e-3},
+             2: {"hb": 8.3e-3, "quadtree": 7.9e-3, "privelet": 1.42e-2}}
 
 
 def manifest(quick: bool) -> dict[str, tuple[int, Path]]:

@@ -267,7 +267,8 @@ def _tidy_table(shape: TableShape, estimate: Estimate, raw: bool) -> pd.DataFram
         stride //= size
         position = (flat_index // stride) % size
         for label, values in column.labels().items():
-            data[label] = pd.array(np.asarray(values, dtype=object)[position].tolist())
+            # Infer the label type once on the axis's few labels, then repeat them (fast for big tables).
+            data[label] = pd.Series(pd.array(values)).take(position).reset_index(drop=True)
     noisy = estimate.values.ravel()
     if raw:
         count = _integral_or_float(noisy)

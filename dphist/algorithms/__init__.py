@@ -6,6 +6,7 @@ from ..errors import UsageError
 from .base import Algorithm, Estimate, Measurement, measure
 from .hierarchical import H, Hb, QuadTree
 from .identity import Identity
+from .privelet import Privelet
 
 __all__ = ["Algorithm", "Estimate", "Measurement", "REGISTRY", "applicable_options", "get_algorithm", "measure", "register"]
 
@@ -41,3 +42,4 @@ register(Identity)
 register(H)
 register(Hb)
 register(QuadTree)
+register(Privelet)

@@ -12,6 +12,7 @@ import numpy as np
 
 from ..algorithms.hierarchical import H
 from ..algorithms.identity import Identity
+from ..algorithms.privelet import Privelet
 from ..noise import BitSource
 
 __all__ = ["MUTANTS"]
@@ -54,4 +55,15 @@ class OverspentTree(H):
         return super().run(counts, epsilon * Fraction(11, 10), bits)
 
 
-MUTANTS = [HalfScaleIdentity, ShrunkScaleIdentity, HeightForgottenTree, OverspentTree]
+class TotalForgottenPrivelet(Privelet):
+    """Privelet whose sensitivity counts the differences but forgets the total coefficient: L instead of L + 1."""
+
+    name = "mutant-privelet-total-forgotten"
+
+    def run(self, counts: np.ndarray, epsilon: Fraction, bits: BitSource):
+        rho = int(np.prod([a.sensitivity for a in self.axes_for(counts.shape)]))
+        forgotten = int(np.prod([max(a.sensitivity - 1, 1) for a in self.axes_for(counts.shape)]))
+        return super().run(counts, epsilon * Fraction(rho, forgotten), bits)
+
+
+MUTANTS = [HalfScaleIdentity, ShrunkScaleIdentity, HeightForgottenTree, OverspentTree, TotalForgottenPrivelet]

@@ -1,0 +1,115 @@
+"""Privelet: exact transform, sensitivity (bound and equality), the closed-form range variance of algorithms.md
+§2.2 checked by Monte Carlo (5-standard-error band, fixed seeds), and the per-cell variances."""
+
+from __future__ import annotations
+
+from fractions import Fraction
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from dphist.algorithms import get_algorithm
+from dphist.algorithms.privelet import HaarAxis
+from dphist.noise import Replicated, SeededBits, discrete_laplace_variance
+
+
+def haar_matrix(n: int) -> np.ndarray:
+    """Row c of the result is coefficient c as a linear query over the n cells."""
+    return HaarAxis(n).forward(np.eye(n, dtype=np.int64), 1).T
+
+
+@given(st.integers(1, 70), st.integers(0, 2**31))
+@settings(max_examples=60, deadline=None)
+def test_transform_is_exact_and_invertible(n, seed):
+    axis = HaarAxis(n)
+    x = np.random.default_rng(seed).integers(0, 1000, (2, n))
+    c = axis.forward(x, 1)
+    assert c.dtype.kind == "i" and c.shape == (2, n)
+    assert np.array_equal(axis.inverse(c, 1), x)
+    assert c[0, 0] == x[0].sum()  # the first coefficient is the total
+
+
+@pytest.mark.parametrize("n", [1, 2, 3, 5, 8, 13, 16, 100, 1000])
+def test_sensitivity_bound_is_reached_and_never_exceeded(n):
+    axis = HaarAxis(n)
+    per_cell = np.abs(haar_matrix(n)).sum(axis=0)  # L1 change of the coefficients when cell i gains a record
+    assert per_cell.max() == axis.sensitivity == 1 + int(np.ceil(np.log2(n)))
+
+
+@given(shape=st.sampled_from([(20,), (17, 40), (18, 3, 19)]), data=st.data())
+@settings(max_examples=30, deadline=None)
+def test_random_neighbours_change_coefficients_by_at_most_rho(shape, data):
+    algo = get_algorithm("privelet")
+    axes = algo.axes_for(shape)
+    rho = int(np.prod([a.sensitivity for a in axes]))
+    x = np.random.default_rng(data.draw(st.integers(0, 2**31))).integers(0, 5, shape)
+    y = x.copy()
+    y.flat[data.draw(st.integers(0, x.size - 1))] += data.draw(st.sampled_from([-1, 1]))
+
+    def coefficients(t):
+        for k, a in enumerate(axes):
+            t = a.forward(t, k)
+        return t
+    assert np.abs(coefficients(x) - coefficients(y)).sum() <= rho
+
+
+def test_multidimensional_sensitivity_is_the_product_and_is_reached():
+    algo = get_algorithm("privelet")
+    shape = (17, 20)
+    axes = algo.axes_for(shape)
+    worst = 0
+    for i in range(shape[0]):
+        for j in range(shape[1]):
+            e = np.zeros(shape, dtype=np.int64)
+            e[i, j] = 1
+            c = axes[1].forward(axes[0].forward(e, 0), 1)
+            worst = max(worst, int(np.abs(c).sum()))
+    assert worst == axes[0].sensitivity * axes[1].sensitivity == 6 * 6
+
+
+def range_variance(n: int, lo: int, hi: int, coefficient_variance: float) -> float:
+    inverse = np.linalg.inv(haar_matrix(n).astype(float))
+    q = np.zeros(n)
+    q[lo:hi] = 1
+    return coefficient_variance * float(np.sum((q @ inverse) ** 2))
+
+
+def test_range_variance_oracle_values():
+    # algorithms.md §2.2: n = 16, ε = 1, λ = 5 (continuous Laplace, variance 2λ² per coefficient).
+    for (lo, hi), expected in {(0, 1): 16.797, (0, 8): 25.0, (3, 11): 58.594, (0, 16): 50.0}.items():
+        assert range_variance(16, lo, hi, 2 * 25) == pytest.approx(expected, abs=1e-3)
+
+
+def test_monte_carlo_range_variance_matches_closed_form():
+    eps = Fraction(1)
+    algo = get_algorithm("privelet", small_axis=0)
+    x = np.random.default_rng(0).integers(0, 20, 16)
+    est = algo.run(x, eps, SeededBits(5))  # one run to read the plan
+    assert est.measurements[0].sensitivity == 5 and est.measurements[0].scale == 5
+    batch = algo.run(x, eps, Replicated(SeededBits(6), 200_000)).values
+    errors = batch[:, 3:11].sum(axis=1) - x[3:11].sum()
+    expected = range_variance(16, 3, 11, discrete_laplace_variance(5))
+    se = expected * np.sqrt(2 / errors.size) * 2  # sd of a sample variance, with room for Laplace kurtosis
+    assert abs(errors.var() - expected) < 5 * se
+    assert abs(errors.var() - 58.594 * discrete_laplace_variance(5) / 50) < 5 * se
+    assert abs(errors.mean()) < 5 * np.sqrt(expected / errors.size)
+
+
+def test_reported_cell_variances_are_exact():
+    algo = get_algorithm("privelet", small_axis=0)
+    est = algo.run(np.zeros((13, 6), dtype=np.int64), Fraction(1, 2), SeededBits(1))
+    axes = algo.axes_for((13, 6))
+    Hinv = [np.linalg.inv(haar_matrix(a.n).astype(float)) for a in axes]
+    dense = np.outer((Hinv[0] ** 2).sum(axis=1), (Hinv[1] ** 2).sum(axis=1))
+    sigma2 = discrete_laplace_variance(est.measurements[0].scale)
+    assert np.allclose(est.variance, sigma2 * dense)
+
+
+def test_small_axes_are_left_untransformed_and_structure_is_public():
+    algo = get_algorithm("privelet")
+    a = algo.run(np.zeros((2, 64), dtype=np.int64), Fraction(1), SeededBits(1))
+    b = algo.run(np.full((2, 64), 1000, dtype=np.int64), Fraction(1), SeededBits(2))
+    assert a.structure == b.structure == {"transforms": ["identity", "haar"], "sensitivity_factors": [1, 7]}
+    assert a.measurements[0].sensitivity == 7 and a.measurements[0].epsilon == 1
