@@ -172,7 +172,7 @@ def run_plan(plan: ReleasePlan) -> Release:
     spent = Fraction(0)
     for request, algo, shape, budget, table_counts in zip(plan.requests, plan.algorithms, plan.shapes,
                                                           plan.budgets, counts):
-        estimate = algo.run(table_counts, budget, bits)
+        estimate = algo.run(table_counts, budget, bits, columns=shape.columns)
         spent += check_spent(estimate.measurements, budget, request.name)
         frames[request.name] = _tidy_table(shape, estimate, raw)
         table_reports.append({

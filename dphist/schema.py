@@ -107,9 +107,16 @@ class NumericColumn(_Column):
 
 @dataclass(frozen=True)
 class CategoricalColumn(_Column):
-    """One cell per declared value, in the declared order."""
+    """One cell per declared value, in the declared order.
+
+    ``hierarchy``, if declared, groups the cells: ``hierarchy[l][i]`` is the group of cell i on level l, from
+    the coarsest level down (the root, every cell in group 0, is not stored; cells are the implicit last
+    level; the null cell, if any, is its own group on every level).  ``group_names[l]`` names those groups.
+    """
 
     values: tuple[str, ...]
+    hierarchy: tuple[tuple[int, ...], ...] = ()
+    group_names: tuple[tuple[str, ...], ...] = ()
     kind: str = field(default="categorical", init=False)
 
     @property
@@ -120,7 +127,10 @@ class CategoricalColumn(_Column):
         return {self.name: list(self.values) + ([None] if self.null_cell else [])}
 
     def describe(self) -> dict:
-        return {"type": "categorical", "values": list(self.values), "nulls": self.nulls}
+        out = {"type": "categorical", "values": list(self.values), "nulls": self.nulls}
+        if self.hierarchy:
+            out["hierarchy_levels"] = [list(names) for names in self.group_names]
+        return out
 
 
 @dataclass(frozen=True)
@@ -249,7 +259,7 @@ class _Fields:
 
 _FIELDS = {
     "numeric": {"type", "lower", "upper", "bins", "width", "edges", "out_of_domain", "nulls"},
-    "categorical": {"type", "values", "out_of_domain", "nulls"},
+    "categorical": {"type", "values", "out_of_domain", "nulls", "hierarchy"},
     "date": {"type", "lower", "upper", "unit", "width", "out_of_domain", "nulls"},
 }
 
@@ -344,7 +354,60 @@ def _parse_categorical(f: _Fields) -> CategoricalColumn:
         if v in seen:
             raise f.error("values", f"lists the label '{v}' twice")
         seen.add(v)
-    return CategoricalColumn(f.name, nulls, tuple(values))
+    hierarchy, names = _parse_hierarchy(f, values, nulls == "category") if f.has("hierarchy") else ((), ())
+    return CategoricalColumn(f.name, nulls, tuple(values), hierarchy, names)
+
+
+def _parse_hierarchy(f: _Fields, values: list[str], null_cell: bool):
+    """A nested mapping {group: [labels] or {subgroup: ...}} covering every declared label exactly once.
+
+    Returns per level (coarsest first) the group index of every cell, and the group names.  Groups on a
+    branch that is shallower than the deepest one simply continue unchanged to the next level.
+    """
+    raw = f.get("hierarchy")
+    if not isinstance(raw, dict) or not raw:
+        raise f.error("hierarchy", "must be a mapping of group names to lists of labels (or to nested groups)")
+    paths: dict[str, list[str]] = {}
+
+    def walk(node, path):
+        if isinstance(node, dict):
+            if not node:
+                raise f.error("hierarchy", f"group '{'/'.join(path)}' is empty")
+            for key, child in node.items():
+                walk(child, path + [normalise_label(key)])
+        elif isinstance(node, list):
+            if not node:
+                raise f.error("hierarchy", f"group '{'/'.join(path)}' is empty")
+            for label in node:
+                if isinstance(label, (dict, list)) or label is None:
+                    raise f.error("hierarchy", f"group '{'/'.join(path)}' must list labels")
+                label = normalise_label(label)
+                if label not in values:
+                    raise f.error("hierarchy", f"names '{label}', which is not in 'values'")
+                if label in paths:
+                    raise f.error("hierarchy", f"places '{label}' in two groups")
+                paths[label] = path
+        else:
+            raise f.error("hierarchy", f"group '{'/'.join(path)}' must be a list of labels or a mapping")
+
+    walk(raw, [])
+    missing = [v for v in values if v not in paths]
+    if missing:
+        raise f.error("hierarchy", f"does not place '{missing[0]}' in any group")
+    depth = max(len(p) for p in paths.values())
+    levels, names = [], []
+    for level in range(depth):
+        keys = []
+        for v in values:
+            p = paths[v]
+            # A branch that ends above this level continues as the group (or cell) it ended with.
+            keys.append(tuple(p[: level + 1]) if len(p) > level else tuple(p) + ("", v))
+        if null_cell:
+            keys.append(("", "null"))
+        order = list(dict.fromkeys(keys))
+        levels.append(tuple(order.index(k) for k in keys))
+        names.append(tuple("/".join(x for x in k if x) for k in order))
+    return tuple(levels), tuple(names)
 
 
 def _parse_date(f: _Fields) -> DateColumn:

@@ -113,3 +113,80 @@ def test_small_axes_are_left_untransformed_and_structure_is_public():
     b = algo.run(np.full((2, 64), 1000, dtype=np.int64), Fraction(1), SeededBits(2))
     assert a.structure == b.structure == {"transforms": ["identity", "haar"], "sensitivity_factors": [1, 7]}
     assert a.measurements[0].sensitivity == 7 and a.measurements[0].epsilon == 1
+
+
+# ---- the nominal wavelet -----------------------------------------------------------------------------------------
+
+from dphist.algorithms.privelet import NominalAxis  # noqa: E402
+from dphist.errors import UsageError  # noqa: E402
+from dphist.schema import parse_schema  # noqa: E402
+
+STATES = {"type": "categorical", "values": ["CA", "OR", "NY", "TX", "FL", "AK", "WA", "NJ"], "nulls": "category",
+          "hierarchy": {"West": {"Pacific": ["CA", "OR", "WA"], "Alaska": ["AK"]},
+                        "East": ["NY", "FL", "NJ"], "South": ["TX"]}}
+
+
+def states():
+    return parse_schema({"columns": {"st": STATES}})["st"]
+
+
+def test_nominal_transform_is_exact_and_its_weighted_sensitivity_is_reached():
+    column = states()
+    axis = NominalAxis(column.hierarchy, column.n_cells)
+    x = np.random.default_rng(1).integers(0, 50, (3, column.n_cells))
+    c = axis.forward(x, 1)
+    assert c.dtype.kind == "i" and np.allclose(axis.inverse(c, 1), x)
+    unit = axis.forward(np.eye(column.n_cells, dtype=np.int64), 1)
+    weighted = (np.abs(unit) / axis.relative_scales).sum(axis=1)
+    # Root total + groups with >= 2 children on the deepest path (root -> West -> Pacific -> CA).
+    assert weighted.max() == axis.sensitivity == 4
+
+
+def test_nominal_variance_factors_match_the_linear_reconstruction():
+    column = states()
+    n = column.n_cells
+    axis = NominalAxis(column.hierarchy, n)
+    m = axis.forward(np.zeros((1, n), dtype=np.int64), 1).shape[1]
+    reconstruction = np.stack([axis.inverse(np.eye(m)[i][None, :], 1)[0] for i in range(m)])  # (m, n)
+    dense = ((reconstruction * axis.relative_scales[:, None]) ** 2).sum(axis=0)
+    assert np.allclose(axis.variance_factors(), dense)
+
+
+def test_nominal_release_monte_carlo_variance_is_within_the_reported_bound():
+    column = states()
+    algo = get_algorithm("privelet")
+    x = np.random.default_rng(2).integers(0, 30, column.n_cells)
+    batch = algo.run(x, Fraction(1), Replicated(SeededBits(3), 100_000), columns=(column,))
+    est = algo.run(x, Fraction(1), SeededBits(4), columns=(column,))
+    assert est.structure["transforms"] == ["nominal"] and est.measurements[0].sensitivity == 4
+    empirical = batch.values.var(axis=0)
+    # The report uses continuous-Laplace variances, an upper bound; the discrete noise is a little smaller.
+    assert np.all(empirical < est.variance * 1.03) and np.all(empirical > est.variance * 0.85)
+    assert np.allclose(batch.values.mean(axis=0), x, atol=5 * np.sqrt(est.variance / 100_000))
+
+
+@pytest.mark.parametrize("hierarchy, message", [
+    ({"A": ["CA", "OR"], "B": ["NY"]}, "does not place"),
+    ({"A": ["CA", "OR", "XX"], "B": ["NY", "TX", "FL", "AK", "WA", "NJ"]}, "not in 'values'"),
+    ({"A": ["CA", "OR", "NY"], "B": ["NY", "TX", "FL", "AK", "WA", "NJ"]}, "two groups"),
+    ({"A": [], "B": ["CA", "OR", "NY", "TX", "FL", "AK", "WA", "NJ"]}, "empty"),
+    (["CA"], "mapping"),
+])
+def test_bad_hierarchies_are_refused(hierarchy, message):
+    with pytest.raises(UsageError, match=message):
+        parse_schema({"columns": {"st": {**STATES, "hierarchy": hierarchy}}})
+
+
+def test_privelet_with_a_hierarchy_through_the_pipeline():
+    import pandas as pd
+    import dphist
+    rng = np.random.default_rng(5)
+    frame = pd.DataFrame({"st": rng.choice(STATES["values"], 3000), "v": rng.integers(0, 64, 3000)})
+    schema = {"columns": {"st": STATES, "v": {"type": "numeric", "lower": 0, "upper": 64, "bins": 64}}}
+    result = dphist.release(frame, epsilon="1", schema=schema, columns="st,v", algorithm="privelet", seed=6)
+    table = result.tables["st_v"]
+    assert len(table) == 9 * 64 and (table["count"] >= 0).all()
+    report = result.report["tables"][0]
+    assert report["structure"]["transforms"] == ["nominal", "haar"]
+    assert report["steps"][0]["sensitivity"] == 4 * 7
+    assert report["domain"]["st"]["hierarchy_levels"][0] == ["West", "East", "South", "null"]

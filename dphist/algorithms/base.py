@@ -19,7 +19,7 @@ import numpy as np
 from ..errors import UsageError
 from ..noise import BitSource, Replicated, discrete_laplace, discrete_laplace_variance
 
-__all__ = ["Algorithm", "Estimate", "Measurement", "measure"]
+__all__ = ["Algorithm", "Estimate", "Measurement", "measure", "measure_weighted"]
 
 
 @dataclass(frozen=True)
@@ -59,6 +59,28 @@ def measure(answers: np.ndarray, sensitivity: int, epsilon: Fraction, bits: BitS
                          epsilon=Fraction(epsilon), queries=int(np.size(answers)),
                          noise_sd=discrete_laplace_variance(scale) ** 0.5, composition=composition)
     return noisy, record
+
+
+def measure_weighted(answers: np.ndarray, relative: np.ndarray, sensitivity: int, epsilon: Fraction,
+                     bits: BitSource, what: str, composition: str) -> tuple[np.ndarray, Measurement]:
+    """Like :func:`measure`, but answer i gets noise of scale b·relative[i], b = sensitivity/epsilon.
+
+    ε-DP when Σ_i |Δanswer_i| / relative[i] <= sensitivity for every neighbouring pair (a weighted, or
+    "generalised", sensitivity).  ``relative`` holds positive integers (or integer-valued floats).
+    """
+    base = Fraction(sensitivity) / Fraction(epsilon)
+    shape = np.shape(answers)
+    if isinstance(bits, Replicated):
+        shape = (bits.reps, *shape)
+    noise = np.zeros(shape, dtype=np.int64)
+    relative = np.broadcast_to(relative, np.shape(answers))
+    for factor in np.unique(relative):
+        where = np.broadcast_to(relative == factor, shape)
+        noise[where] = discrete_laplace(base * Fraction(int(factor)), int(where.sum()), bits)
+    record = Measurement(what=what, mechanism="discrete Laplace", sensitivity=sensitivity, scale=base,
+                         epsilon=Fraction(epsilon), queries=int(np.size(answers)),
+                         noise_sd=discrete_laplace_variance(base) ** 0.5, composition=composition)
+    return np.asarray(answers) + noise, record
 
 
 @dataclass
@@ -110,8 +132,11 @@ class Algorithm(ABC):
             self.params.setdefault(key, default)
 
     @abstractmethod
-    def run(self, counts: np.ndarray, epsilon: Fraction, bits: BitSource) -> Estimate:
+    def run(self, counts: np.ndarray, epsilon: Fraction, bits: BitSource, columns=None) -> Estimate:
         """Publish ``counts`` (int64, any shape) with pure ``epsilon``-DP under add/remove of one record.
+
+        ``columns``, when given, are the table's public column declarations (one per axis), e.g. for a
+        declared category hierarchy.
 
         The measurements' epsilons must add up to at most ``epsilon``.  Structure (queries, scales) may depend
         only on ``counts.shape``, ``epsilon`` and the options, never on the values of ``counts``.

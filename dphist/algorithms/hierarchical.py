@@ -104,7 +104,7 @@ class _TreeMethod(Algorithm):
             b = best_branching(shape)
         return product_tree(shape, b), b
 
-    def run(self, counts: np.ndarray, epsilon: Fraction, bits: BitSource) -> Estimate:
+    def run(self, counts: np.ndarray, epsilon: Fraction, bits: BitSource, columns=None) -> Estimate:
         shape = counts.shape
         tree, b = self.tree_for(shape)
         keep_root = self.params["root"] == "keep" or tree.levels == 1

@@ -21,7 +21,7 @@ class Identity(Algorithm):
     name = "identity"
     summary = "discrete Laplace noise on every cell; best for point queries and small domains"
 
-    def run(self, counts: np.ndarray, epsilon: Fraction, bits: BitSource) -> Estimate:
+    def run(self, counts: np.ndarray, epsilon: Fraction, bits: BitSource, columns=None) -> Estimate:
         noisy, record = measure(counts, SENSITIVITY, epsilon, bits, "every cell")
         scale = record.scale
         return Estimate(

@@ -23,11 +23,12 @@ from fractions import Fraction
 
 import numpy as np
 
+from ..inference import _sum_by_parent
 from ..noise import BitSource, discrete_laplace_variance
-from ..trees import height_for, range_boundaries
-from .base import Algorithm, Estimate, measure
+from ..trees import LabelTree, height_for, range_boundaries
+from .base import Algorithm, Estimate, measure_weighted
 
-__all__ = ["HaarAxis", "Privelet"]
+__all__ = ["HaarAxis", "NominalAxis", "Privelet"]
 
 
 class HaarAxis:
@@ -42,6 +43,7 @@ class HaarAxis:
         self.n = n
         self.height = height_for(n, 2)
         self.sensitivity = 1 + self.height
+        self.relative_scales = np.ones(n)
         cuts = range_boundaries(n, 2)
         self._levels = []  # per level: (first child of every node, index of nodes that split)
         for upper, lower in zip(cuts, cuts[1:]):
@@ -91,6 +93,86 @@ class HaarAxis:
         return v
 
 
+class NominalAxis:
+    """The nominal wavelet along a categorical axis with a public hierarchy (algorithms.md §2.4), in integers.
+
+    Coefficients: the axis total T(root), and for every child v of a group u with f_u >= 2 children the integer
+    f_u·T(v) − T(u) (f_u times the paper's c_v = T(v) − T(u)/f_u).  Noise on it has the relative scale
+    g_v = 2(f_u − 1) (the paper's Lap(λ/w_v) with w_v = f_u / (2(f_u − 1)), times f_u); the total has g = 1.
+
+    Sensitivity (weighted, in units of the base scale): a record adds 1 to the total, and in each sibling group
+    on its path changes its own node's coefficient by f − 1 and each of the f − 1 siblings' by 1: 2(f − 1) in
+    all, divided by g = 2(f − 1), is 1 per group.  So Σ_c |Δc| / g_c = 1 + (groups on the path) ≤ h, the
+    number of levels with a real split plus one; groups of one child carry no coefficient.
+    """
+
+    def __init__(self, levels: tuple[tuple[int, ...], ...], n: int):
+        labels = [np.zeros(n, dtype=np.int64)] + [np.asarray(l, dtype=np.int64) for l in levels] + [np.arange(n)]
+        tree = LabelTree.from_labels((n,), labels)
+        self.n = n
+        self._tree = tree
+        self._groups = []  # per level >= 1: (kept child nodes, their parents, the parents' fan-out)
+        splits_on_path = np.zeros(n, dtype=np.int64)
+        scales = [np.ones(1)]
+        for l in range(1, tree.levels):
+            parent = tree.parents[l]
+            fan_out = tree.child_counts[l - 1][parent]
+            kept = np.flatnonzero(fan_out >= 2)
+            self._groups.append((kept, parent[kept], fan_out[kept]))
+            scales.append(2.0 * (fan_out[kept] - 1))
+            splits_on_path += np.isin(tree.labels(l), kept)
+        self.sensitivity = 1 + int(splits_on_path.max())
+        self.relative_scales = np.concatenate(scales)
+
+    def _sums(self, x: np.ndarray) -> list[np.ndarray]:
+        """Node sums per level along the last axis (leading axes carried along)."""
+        sums = [x]
+        for l in range(self._tree.levels - 1, 0, -1):
+            sums.insert(0, _sum_by_parent(sums[0], self._tree.parents[l], self._tree.sizes[l - 1]))
+        return sums
+
+    def forward(self, x: np.ndarray, axis: int) -> np.ndarray:
+        x = np.moveaxis(np.asarray(x), axis, -1)
+        sums = self._sums(x)
+        parts = [sums[0]]
+        for l, (kept, parents, fan_out) in enumerate(self._groups, start=1):
+            parts.append(fan_out * sums[l][..., kept] - sums[l - 1][..., parents])
+        return np.moveaxis(np.concatenate(parts, axis=-1).astype(x.dtype), -1, axis)
+
+    def inverse(self, coefficients: np.ndarray, axis: int) -> np.ndarray:
+        """Least-squares reconstruction: back to c_v, siblings' mean removed (true sibling coefficients sum to
+        0 and have equal variance, so this is the exact projection), then top-down T(v) = c_v + T(u)/f_u."""
+        c = np.moveaxis(np.asarray(coefficients, dtype=np.float64), axis, -1)
+        totals = c[..., :1]
+        position = 1
+        for l, (kept, parents, fan_out) in enumerate(self._groups, start=1):
+            size = self._tree.sizes[l]
+            parent_all = self._tree.parents[l]
+            fan_all = self._tree.child_counts[l - 1][parent_all]
+            coef = c[..., position:position + kept.size] / fan_out
+            position += kept.size
+            group_mean = _sum_by_parent(coef, parents, self._tree.sizes[l - 1]) / self._tree.child_counts[l - 1]
+            coef = coef - group_mean[..., parents]
+            nxt = totals[..., parent_all] / fan_all
+            nxt[..., kept] += coef
+            totals = nxt
+            assert totals.shape[-1] == size
+        return np.moveaxis(totals, -1, axis)
+
+    def variance_factors(self) -> np.ndarray:
+        """Per cell, the variance of the reconstruction per unit of (base scale)² when a coefficient with
+        relative scale g has variance g² (continuous Laplace: 2b², with the factor 2 applied by the caller)."""
+        v = np.ones(1)
+        for l, (kept, parents, fan_out) in enumerate(self._groups, start=1):
+            parent_all = self._tree.parents[l]
+            fan_all = self._tree.child_counts[l - 1][parent_all]
+            nxt = v[parent_all] / fan_all**2
+            g = 2.0 * (fan_out - 1)
+            nxt[kept] += (g / fan_out) ** 2 * (1 - 1 / fan_out)
+            v = nxt
+        return v
+
+
 class _IdentityAxis:
     """An axis left untransformed (small domains): sensitivity 1, unit variance factors."""
 
@@ -98,6 +180,7 @@ class _IdentityAxis:
 
     def __init__(self, n: int):
         self.n = n
+        self.relative_scales = np.ones(n)
 
     def forward(self, x, axis):
         return np.asarray(x)
@@ -120,19 +203,35 @@ class Privelet(Algorithm):
     summary = "Haar wavelet coefficients with noise (Xiao et al. 2010); range queries, any number of columns"
     options = {"small_axis": (16, _small_axis)}
 
-    def axes_for(self, shape: tuple[int, ...]) -> list:
+    def axes_for(self, shape: tuple[int, ...], columns=None) -> list:
+        """Per axis: the nominal wavelet for a categorical column with a declared hierarchy, else Haar, or no
+        transform for axes of at most ``small_axis`` cells."""
         limit = self.params["small_axis"]
-        return [HaarAxis(n) if n > limit else _IdentityAxis(n) for n in shape]
+        axes = []
+        for k, n in enumerate(shape):
+            hierarchy = getattr(columns[k], "hierarchy", ()) if columns is not None else ()
+            if hierarchy:
+                axes.append(NominalAxis(hierarchy, n))
+            else:
+                axes.append(HaarAxis(n) if n > limit else _IdentityAxis(n))
+        return axes
 
-    def run(self, counts: np.ndarray, epsilon: Fraction, bits: BitSource) -> Estimate:
-        axes = self.axes_for(counts.shape)
+    def run(self, counts: np.ndarray, epsilon: Fraction, bits: BitSource, columns=None) -> Estimate:
+        axes = self.axes_for(counts.shape, columns)
         coefficients = counts
         for k, axis in enumerate(axes):
             coefficients = axis.forward(coefficients, k)
+        # Relative noise scale of every coefficient: the product of its axes' factors (1 for Haar/identity).
+        relative = np.ones(coefficients.shape)
+        for k, axis in enumerate(axes):
+            shape = [1] * counts.ndim
+            shape[k] = coefficients.shape[k]
+            relative = relative * axis.relative_scales.reshape(shape)
         sensitivity = int(np.prod([a.sensitivity for a in axes]))
-        noisy, record = measure(coefficients, sensitivity, epsilon, bits, "wavelet coefficients",
-                                composition="one measurement of all coefficients (L1 sensitivity is the product "
-                                            "of the per-column factors)")
+        noisy, record = measure_weighted(coefficients, relative, sensitivity, epsilon, bits,
+                                         "wavelet coefficients (weighted by their scale factors)",
+                                         composition="one measurement of all coefficients; its weighted L1 "
+                                                     "sensitivity is the product of the per-column factors")
         values = noisy
         lead = noisy.ndim - counts.ndim  # repetitions (audits) come first
         for k, axis in enumerate(axes):
@@ -142,11 +241,19 @@ class Privelet(Algorithm):
             shape = [1] * counts.ndim
             shape[k] = counts.shape[k]
             factors = factors * axis.variance_factors().reshape(shape)
+        uniform = bool(np.all(relative == 1))
+        # Exact for uniform scales; otherwise the continuous-Laplace variance 2b², an upper bound.
+        unit = discrete_laplace_variance(record.scale) if uniform else 2 * float(record.scale) ** 2
         return Estimate(
             values=values,
             measurements=[record],
-            variance=discrete_laplace_variance(record.scale) * factors,
-            structure={"transforms": ["haar" if isinstance(a, HaarAxis) else "identity" for a in axes],
+            variance=unit * factors,
+            structure={"transforms": [_kind(a) for a in axes],
                        "sensitivity_factors": [a.sensitivity for a in axes]},
-            noisy=[noisy],
+            # In units of the base scale, so every value's noise has the measurement's scale (audits).
+            noisy=[noisy / relative],
         )
+
+
+def _kind(axis) -> str:
+    return {HaarAxis: "haar", NominalAxis: "nominal", _IdentityAxis: "identity"}[type(axis)]

@@ -23,8 +23,8 @@ class HalfScaleIdentity(Identity):
 
     name = "mutant-identity-half-scale"
 
-    def run(self, counts: np.ndarray, epsilon: Fraction, bits: BitSource):
-        return super().run(counts, epsilon * 2, bits)
+    def run(self, counts: np.ndarray, epsilon: Fraction, bits: BitSource, columns=None):
+        return super().run(counts, epsilon * 2, bits, columns)
 
 
 class ShrunkScaleIdentity(Identity):
@@ -32,8 +32,8 @@ class ShrunkScaleIdentity(Identity):
 
     name = "mutant-identity-scale-0.8"
 
-    def run(self, counts: np.ndarray, epsilon: Fraction, bits: BitSource):
-        return super().run(counts, epsilon * Fraction(5, 4), bits)
+    def run(self, counts: np.ndarray, epsilon: Fraction, bits: BitSource, columns=None):
+        return super().run(counts, epsilon * Fraction(5, 4), bits, columns)
 
 
 class HeightForgottenTree(H):
@@ -41,9 +41,9 @@ class HeightForgottenTree(H):
 
     name = "mutant-tree-height-forgotten"
 
-    def run(self, counts: np.ndarray, epsilon: Fraction, bits: BitSource):
+    def run(self, counts: np.ndarray, epsilon: Fraction, bits: BitSource, columns=None):
         levels = self.tree_for(counts.shape)[0].levels - 1  # measured levels (root dropped)
-        return super().run(counts, epsilon * levels, bits)
+        return super().run(counts, epsilon * levels, bits, columns)
 
 
 class OverspentTree(H):
@@ -51,8 +51,8 @@ class OverspentTree(H):
 
     name = "mutant-tree-overspent-10pct"
 
-    def run(self, counts: np.ndarray, epsilon: Fraction, bits: BitSource):
-        return super().run(counts, epsilon * Fraction(11, 10), bits)
+    def run(self, counts: np.ndarray, epsilon: Fraction, bits: BitSource, columns=None):
+        return super().run(counts, epsilon * Fraction(11, 10), bits, columns)
 
 
 class TotalForgottenPrivelet(Privelet):
@@ -60,10 +60,24 @@ class TotalForgottenPrivelet(Privelet):
 
     name = "mutant-privelet-total-forgotten"
 
-    def run(self, counts: np.ndarray, epsilon: Fraction, bits: BitSource):
+    def run(self, counts: np.ndarray, epsilon: Fraction, bits: BitSource, columns=None):
         rho = int(np.prod([a.sensitivity for a in self.axes_for(counts.shape)]))
         forgotten = int(np.prod([max(a.sensitivity - 1, 1) for a in self.axes_for(counts.shape)]))
-        return super().run(counts, epsilon * Fraction(rho, forgotten), bits)
+        return super().run(counts, epsilon * Fraction(rho, forgotten), bits, columns)
 
 
-MUTANTS = [HalfScaleIdentity, ShrunkScaleIdentity, HeightForgottenTree, OverspentTree, TotalForgottenPrivelet]
+class UnweightedNominalPrivelet(Privelet):
+    """The nominal wavelet with every coefficient at the base scale: the group weights 2(f − 1) forgotten."""
+
+    name = "mutant-privelet-nominal-unweighted"
+    needs_hierarchy = True
+
+    def axes_for(self, shape, columns=None):
+        axes = super().axes_for(shape, columns)
+        for a in axes:
+            a.relative_scales = np.ones_like(a.relative_scales)
+        return axes
+
+
+MUTANTS = [HalfScaleIdentity, ShrunkScaleIdentity, HeightForgottenTree, OverspentTree, TotalForgottenPrivelet,
+           UnweightedNominalPrivelet]

@@ -23,6 +23,7 @@ import numpy as np
 
 from ..algorithms import REGISTRY, Algorithm
 from ..noise import Replicated, SeededBits
+from ..schema import parse_schema
 from .bounds import cp_lower, cp_upper, epsilon_lower_bound
 from .mutants import MUTANTS
 
@@ -39,6 +40,7 @@ class Case:
     neighbour: np.ndarray
     epsilon: Fraction
     mutant: bool = False
+    columns: tuple | None = None  # public column declarations, for algorithms that use them (hierarchies)
 
 
 @dataclass(frozen=True)
@@ -80,6 +82,11 @@ def _pairs(shape: tuple[int, ...]) -> list[tuple[str, np.ndarray, np.ndarray]]:
             ("add to last cell", base, last)]
 
 
+_HIERARCHY = parse_schema({"columns": {"c": {
+    "type": "categorical", "values": ["a", "b", "c", "d", "e", "f", "g"],
+    "hierarchy": {"G1": {"G11": ["a", "b"], "G12": ["c"]}, "G2": ["d", "e", "f"], "G3": ["g"]}}}})["c"]
+
+
 def _tiny(name: str) -> Algorithm:
     """The algorithm as it runs on tiny tables: options that would turn it into another one are switched off
     (Privelet leaves axes of up to 16 cells untransformed by default, which would make it identity here)."""
@@ -97,17 +104,26 @@ def default_cases(algorithms: list[str] | None = None, mutants: bool = True,
         for shape in ((8,), (4, 4)):
             for label, data, neighbour in _pairs(shape):
                 cases.append(Case(f"{name} {shape} {label}", _tiny(name), data, neighbour, epsilon))
+    if "privelet" in names:
+        # The nominal wavelet: a category hierarchy with uneven fan-outs.
+        for label, data, neighbour in _pairs((7,)):
+            cases.append(Case(f"privelet nominal (7,) {label}", _tiny("privelet"), data, neighbour, epsilon,
+                              columns=(_HIERARCHY,)))
     if mutants:
         for cls in MUTANTS:
             label, data, neighbour = _pairs((8,))[0]
+            columns = None
+            if getattr(cls, "needs_hierarchy", False):
+                label, data, neighbour = _pairs((7,))[0]
+                columns = (_HIERARCHY,)
             algo = cls(small_axis=0) if "small_axis" in cls.options else cls()
-            cases.append(Case(f"{cls.name} {label}", algo, data, neighbour, epsilon, mutant=True))
+            cases.append(Case(f"{cls.name} {label}", algo, data, neighbour, epsilon, mutant=True, columns=columns))
     return cases
 
 
 def _statistic_samples(case: Case, table: np.ndarray, reps: int, bits) -> tuple[np.ndarray, np.ndarray]:
     """Each run's noisy measurements, concatenated: (reps, M); and each value's noise scale, (M,)."""
-    est = case.algorithm.run(table, case.epsilon, Replicated(bits, reps))
+    est = case.algorithm.run(table, case.epsilon, Replicated(bits, reps), columns=case.columns)
     values = np.concatenate([np.asarray(v, dtype=np.float64).reshape(reps, -1) for v in est.noisy], axis=1)
     scales = np.concatenate([np.full(int(np.size(v) // reps), float(m.scale))
                              for v, m in zip(est.noisy, est.measurements)])
