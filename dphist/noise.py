@@ -36,6 +36,9 @@ __all__ = [
     "SeededBits",
     "Replicated",
     "bernoulli",
+    "bernoulli_exp",
+    "uniform_below",
+    "permute_and_flip",
     "geometric",
     "discrete_laplace",
     "discrete_laplace_variance",
@@ -226,6 +229,62 @@ def discrete_laplace(scale, size, bits: BitSource) -> np.ndarray:
         out[todo[keep]] = np.where(negative[keep], -m[keep], m[keep])
         todo = todo[~keep]
     return out.reshape(shape)
+
+
+@lru_cache(maxsize=65536)
+def _exp_neg(x: Fraction) -> _Expansion:
+    """exp(-x) for rational x > 0, as a lazily expanded probability."""
+    return _Expansion(lambda prec: 1 / _exp_decimal(x), x)
+
+
+def bernoulli_exp(x, bits: BitSource) -> bool:
+    """One exact Bernoulli(exp(-x)) coin for a rational x >= 0."""
+    x = Fraction(x)
+    if x < 0:
+        raise ValueError("x must be >= 0")
+    if x == 0:
+        return True
+    return bool(bernoulli(_exp_neg(x), 1, bits)[0])
+
+
+def uniform_below(m: int, bits: BitSource) -> int:
+    """An exactly uniform integer in [0, m), by rejection on the fewest whole bits."""
+    if m < 1:
+        raise ValueError("m must be positive")
+    k = (m - 1).bit_length()
+    if k == 0:
+        return 0
+    words = (k + _WORD - 1) // _WORD
+    while True:
+        value = 0
+        for w in bits.words(words):
+            value = (value << _WORD) | int(w)
+        value >>= words * _WORD - k
+        if value < m:
+            return value
+
+
+def permute_and_flip(scores, epsilon, sensitivity, bits: BitSource) -> int:
+    """The index of one candidate, chosen by permute-and-flip (McKenna & Sheldon 2020): ε-DP for scores whose
+    sensitivity (change under add/remove of one record) is at most ``sensitivity``; higher scores are better.
+
+    Candidates are visited in a uniformly random order; candidate r is accepted with probability
+    exp(−ε (q* − q_r) / (2Δ)), q* the best score, with exact coins (scores, ε and Δ are exact rationals).  The
+    best candidate is always accepted, so the loop ends.
+    """
+    scores = [Fraction(q) for q in scores]
+    if not scores:
+        raise ValueError("no candidates")
+    factor = Fraction(epsilon) / (2 * Fraction(sensitivity))
+    best = max(scores)
+    remaining = list(range(len(scores)))
+    while True:
+        j = uniform_below(len(remaining), bits)
+        r = remaining[j]
+        remaining[j] = remaining[-1]
+        remaining.pop()
+        if bernoulli_exp(factor * (best - scores[r]), bits):
+            return r
 
 
 # --------------------------------------------------------------------------------------------------------------
