@@ -28,7 +28,11 @@ from dphist.benchmark import load_histogram, run_benchmark, summarize  # noqa: E
 
 DATA = HERE.parent.parent / "shared" / "data" / "dpbench"
 QUICK = {"1D": ["ADULT", "HEPTH", "SEARCHLOGS"], "2D": ["ADULT-2D", "GOWALLA"]}
-ALGORITHMS = {1: ["identity", "h", "hb", "privelet"], 2: ["identity", "hb", "quadtree", "privelet"]}
+ALGORITHMS = {1: ["identity", "h", "hb", "privelet", "noisefirst", "dpcube"],
+              2: ["identity", "hb", "quadtree", "privelet", "dpcube"]}
+# Median over the 1-D data sets of the reference implementation's error at ε = 0.1, per scale (issue tracker).
+REFERENCE_MEDIAN = {"dpcube": {1_000: 1.57e-1, 100_000: 2.00e-3, 10_000_000: 1.90e-4},
+                    "identity": {1_000: 5.05e-1, 100_000: 5.05e-3, 10_000_000: 5.05e-5}}
 # Expected error of the reference implementation (dpcomp_core) at scale 1e5, ε = 0.1, from the issue tracker.
 REFERENCE = {1: {"identity": 5.05e-3, "h": 1.82e-3, "hb": 1.28e-3, "privelet": 1.73e-3},
              2: {"hb": 8.3e-3, "quadtree": 7.9e-3, "privelet": 1.42e-2}}
@@ -63,6 +67,23 @@ def reference_table(frame: pd.DataFrame) -> list[str]:
     return lines + [""]
 
 
+def median_table(frame: pd.DataFrame) -> list[str]:
+    """1-D, ε = 0.1: per scale, the median over data sets of each data set's mean error, with the reference
+    medians where known, and each algorithm's worst ratio to identity over the data sets."""
+    at = frame[(frame.dims == 1) & (frame.epsilon == "0.1")]
+    lines = ["### 1-D medians over data sets (ε = 0.1)", "",
+             "| scale | algorithm | median error | reference median | worst data set ÷ identity |",
+             "|---|---|---|---|---|"]
+    for scale, group in at.groupby("scale"):
+        per = group.groupby(["dataset", "algorithm"])["error"].mean().unstack()
+        for algo in per.columns:
+            ref = REFERENCE_MEDIAN.get(algo, {}).get(scale)
+            worst = (per[algo] / per["identity"]).max() if "identity" in per else float("nan")
+            lines.append(f"| {scale:,} | {algo} | {per[algo].median():.3e} | "
+                         f"{f'{ref:.2e}' if ref else '–'} | {worst:.2f} |")
+    return lines + [""]
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true")
@@ -92,7 +113,7 @@ def main() -> None:
             f"scaled average per-query L1 error (prefix workload in 1-D, 2000 random boxes in 2-D). "
             f"Run took {minutes:.1f} min. Raw records: `bench/results/{out.name}`. Reproduce: "
             f"`.venv/bin/python bench/dpbench.py{' --quick' if args.quick else ''}`.", ""]
-    text += reference_table(frame) + ["### The grid", "", summarize(records)]
+    text += reference_table(frame) + median_table(frame) + ["### The grid", "", summarize(records)]
     replace_section("accuracy", "\n".join(text))
     print(f"wrote {out} and bench/RESULTS.md ({minutes:.1f} min)")
 

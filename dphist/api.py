@@ -119,6 +119,8 @@ def plan_release(
         if not any(key in applicable_options(n, {key: None}) for n in names):
             raise UsageError(f"option '{key}' does not apply to {', '.join(sorted(set(names)))}")
     shapes = [_table_shape(schema, t) for t in requests]
+    for algo, shape in zip(algorithms, shapes):
+        algo.check_shape(shape.shape)
     budgets = split_budget(total_epsilon, [Fraction(t.share) for t in requests], [t.name for t in requests])
     if seed is not None and (isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0):
         raise UsageError("seed must be a non-negative integer")
@@ -185,6 +187,7 @@ def run_plan(plan: ReleasePlan) -> Release:
             "shape": list(shape.shape),
             "domain": {c.name: c.describe() for c in shape.columns},
             "structure": estimate.structure,
+            **({"chosen_from_noisy_values": estimate.choices} if estimate.choices else {}),
             "steps": [step_report(m) for m in estimate.measurements],
             "expected_cell_sd": _rms_sd(estimate.variance),
             "post_processing": "none (--raw)" if raw else POST_PROCESSING,

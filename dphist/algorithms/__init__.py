@@ -6,6 +6,7 @@ from ..errors import UsageError
 from .base import Algorithm, Estimate, Measurement, measure
 from .hierarchical import H, Hb, QuadTree
 from .identity import Identity
+from .partitioning import DPCube, NoiseFirst
 from .privelet import Privelet
 
 __all__ = ["Algorithm", "Estimate", "Measurement", "REGISTRY", "applicable_options", "get_algorithm", "measure", "register"]
@@ -43,3 +44,5 @@ register(H)
 register(Hb)
 register(QuadTree)
 register(Privelet)
+register(NoiseFirst)
+register(DPCube)

@@ -93,8 +93,9 @@ class Estimate:
     ``variance`` is used).  ``measurements``: everything that was measured with noise.  ``integers``: the
     algorithm's own non-negative, total-preserving integer post-processing (e.g. top-down on its tree), if it
     has one; otherwise the table-wide projection is used.  ``structure``: public facts about the strategy for
-    the report (tree shape, branching).  ``noisy``: the noisy answers of each measurement, in order (for audits;
-    never published as such).
+    the report (tree shape, branching): these depend on the shape and the options only.  ``choices``: what a
+    data-adaptive algorithm chose from noisy values (bucket or partition counts; free post-processing, also
+    reported).  ``noisy``: the noisy answers of each measurement, in order (for audits; never published as such).
     """
 
     values: np.ndarray
@@ -105,6 +106,7 @@ class Estimate:
     integers: Callable[[], np.ndarray] | None = None
     structure: dict = field(default_factory=dict)
     noisy: list[np.ndarray] = field(default_factory=list)
+    choices: dict = field(default_factory=dict)
 
 
 class Algorithm(ABC):
@@ -117,6 +119,8 @@ class Algorithm(ABC):
     name: ClassVar[str]
     summary: ClassVar[str]
     options: ClassVar[dict[str, tuple[Any, Callable[[Any], Any]]]] = {}
+    #: True when later measurements depend on earlier noisy answers (their number of noisy values may vary).
+    data_adaptive: ClassVar[bool] = False
 
     def __init__(self, **options: Any):
         self.params: dict[str, Any] = {}
@@ -130,6 +134,9 @@ class Algorithm(ABC):
                 raise UsageError(f"algorithm '{self.name}': option '{key}': {exc}") from None
         for key, (default, _) in self.options.items():
             self.params.setdefault(key, default)
+
+    def check_shape(self, shape: tuple[int, ...]) -> None:
+        """Raise UsageError if the algorithm cannot release a table of this shape (checked before reading data)."""
 
     @abstractmethod
     def run(self, counts: np.ndarray, epsilon: Fraction, bits: BitSource, columns=None) -> Estimate:

@@ -12,6 +12,7 @@ import numpy as np
 
 from ..algorithms.hierarchical import H
 from ..algorithms.identity import Identity
+from ..algorithms.partitioning import DPCube
 from ..algorithms.privelet import Privelet
 from ..noise import BitSource
 
@@ -79,5 +80,15 @@ class UnweightedNominalPrivelet(Privelet):
         return axes
 
 
+class TrueCountDPCube(DPCube):
+    """DPCube that chooses its partition from the true counts instead of the noisy ones."""
+
+    name = "mutant-dpcube-partition-on-true-counts"
+    flip_pair = True
+
+    def partition(self, cells, counts, sigma1, sigma2):
+        return super().partition(counts, counts, sigma1, sigma2)
+
+
 MUTANTS = [HalfScaleIdentity, ShrunkScaleIdentity, HeightForgottenTree, OverspentTree, TotalForgottenPrivelet,
-           UnweightedNominalPrivelet]
+           UnweightedNominalPrivelet, TrueCountDPCube]

@@ -23,6 +23,7 @@ import numpy as np
 
 from ..algorithms import REGISTRY, Algorithm
 from ..noise import Replicated, SeededBits
+from ..errors import UsageError
 from ..schema import parse_schema
 from .bounds import cp_lower, cp_upper, epsilon_lower_bound
 from .mutants import MUTANTS
@@ -30,6 +31,7 @@ from .mutants import MUTANTS
 __all__ = ["Case", "AuditResult", "default_cases", "audit", "ALPHA"]
 
 ALPHA = 1e-6  # total false-alarm probability for a correct algorithm, over all cases of one audit
+ADAPTIVE_SHARE = 1 / 20  # fraction of the samples for data-adaptive algorithms (one Python run per sample)
 
 
 @dataclass(frozen=True)
@@ -87,6 +89,25 @@ _HIERARCHY = parse_schema({"columns": {"c": {
     "hierarchy": {"G1": {"G11": ["a", "b"], "G12": ["c"]}, "G2": ["d", "e", "f"], "G3": ["g"]}}}})["c"]
 
 
+def _flip_pair(epsilon: Fraction) -> tuple[np.ndarray, np.ndarray]:
+    """A 1-D pair (D, D + one record) on which DPCube's partition of the TRUE counts differs: the worst case
+    for a data-adaptive structure (privacy-engineering.md §2.3)."""
+    from ..algorithms.partitioning import _kd_partition
+    from ..noise import discrete_laplace_variance
+
+    algo = REGISTRY["dpcube"]()
+    eps1 = epsilon * algo.params["alpha"]
+    s1, s2 = discrete_laplace_variance(1 / eps1), discrete_laplace_variance(1 / (epsilon - eps1))
+    for a in range(0, 12):
+        for b in range(a, 16):
+            data = np.array([0, 0, 0, 0, a, a, b, b], dtype=np.int64)
+            neighbour = data.copy()
+            neighbour[-1] += 1
+            if _kd_partition(data, s1, s2, 64) != _kd_partition(neighbour, s1, s2, 64):
+                return data, neighbour
+    raise AssertionError("no flipping pair found")
+
+
 def _tiny(name: str) -> Algorithm:
     """The algorithm as it runs on tiny tables: options that would turn it into another one are switched off
     (Privelet leaves axes of up to 16 cells untransformed by default, which would make it identity here)."""
@@ -102,6 +123,10 @@ def default_cases(algorithms: list[str] | None = None, mutants: bool = True,
     cases = []
     for name in names:
         for shape in ((8,), (4, 4)):
+            try:
+                _tiny(name).check_shape(shape)
+            except UsageError:
+                continue
             for label, data, neighbour in _pairs(shape):
                 cases.append(Case(f"{name} {shape} {label}", _tiny(name), data, neighbour, epsilon))
     if "privelet" in names:
@@ -109,9 +134,14 @@ def default_cases(algorithms: list[str] | None = None, mutants: bool = True,
         for label, data, neighbour in _pairs((7,)):
             cases.append(Case(f"privelet nominal (7,) {label}", _tiny("privelet"), data, neighbour, epsilon,
                               columns=(_HIERARCHY,)))
+    if "dpcube" in names:
+        data, neighbour = _flip_pair(epsilon)
+        cases.append(Case("dpcube (8,) one record flips the partition", _tiny("dpcube"), data, neighbour, epsilon))
     if mutants:
         for cls in MUTANTS:
             label, data, neighbour = _pairs((8,))[0]
+            if getattr(cls, "flip_pair", False):
+                label, (data, neighbour) = "one record flips the partition", _flip_pair(epsilon)
             columns = None
             if getattr(cls, "needs_hierarchy", False):
                 label, data, neighbour = _pairs((7,))[0]
@@ -121,45 +151,67 @@ def default_cases(algorithms: list[str] | None = None, mutants: bool = True,
     return cases
 
 
-def _statistic_samples(case: Case, table: np.ndarray, reps: int, bits) -> tuple[np.ndarray, np.ndarray]:
-    """Each run's noisy measurements, concatenated: (reps, M); and each value's noise scale, (M,)."""
+def _statistic_samples(case: Case, table: np.ndarray, reps: int, bits):
+    """Each run's noisy measurements, concatenated: (reps, M); each value's noise scale, (M,); and, for a
+    data-adaptive algorithm, each run's chosen structure (a list of hashable keys) or None."""
     est = case.algorithm.run(table, case.epsilon, Replicated(bits, reps), columns=case.columns)
     values = np.concatenate([np.asarray(v, dtype=np.float64).reshape(reps, -1) for v in est.noisy], axis=1)
     scales = np.concatenate([np.full(int(np.size(v) // reps), float(m.scale))
                              for v, m in zip(est.noisy, est.measurements)])
-    return values, scales
+    return values, scales, est.choices.get("structure")
 
 
 def _llr(values: np.ndarray, centre: np.ndarray, other: np.ndarray, scales: np.ndarray) -> np.ndarray:
     return ((np.abs(values - centre) - np.abs(values - other)) / scales).sum(axis=1)
 
 
+def _loose_score(k1, k2, n):
+    with np.errstate(divide="ignore"):
+        return np.log(cp_lower(k1, n, 0.01)) - np.log(cp_upper(k2, n, 0.01))
+
+
 def audit_case(case: Case, alpha: float, n_select: int, n_test: int, seed: int) -> AuditResult:
+    """Select the most revealing event on one sample, then bound its privacy loss on fresh samples."""
     bits = SeededBits(seed)
-    sel_d, scales = _statistic_samples(case, case.data, n_select, bits)
-    sel_n, _ = _statistic_samples(case, case.neighbour, n_select, bits)
+    sel_d, scales, keys_d = _statistic_samples(case, case.data, n_select, bits)
+    sel_n, _, keys_n = _statistic_samples(case, case.neighbour, n_select, bits)
     centre_d, centre_n = np.rint(np.median(sel_d, axis=0)), np.rint(np.median(sel_n, axis=0))
     t_d, t_n = _llr(sel_d, centre_d, centre_n, scales), _llr(sel_n, centre_d, centre_n, scales)
 
-    # Candidate events: thresholds at quantiles of the pooled statistic, both tails, both directions.
+    # Candidate events on the LLR statistic: thresholds at quantiles of the pooled values, both tails.
     thresholds = np.unique(np.quantile(np.concatenate([t_d, t_n]), np.linspace(0.005, 0.995, 199)))
     sd, sn = np.sort(t_d), np.sort(t_n)
     ge_d, ge_n = n_select - np.searchsorted(sd, thresholds, "left"), n_select - np.searchsorted(sn, thresholds, "left")
     le_d, le_n = np.searchsorted(sd, thresholds, "right"), np.searchsorted(sn, thresholds, "right")
-    candidates = []  # (score, threshold, upper_tail, d_first)
+    candidates = []  # (score, event, d_first); event = ("llr", threshold, upper) or ("structure", key)
     for upper, kd, kn in ((True, ge_d, ge_n), (False, le_d, le_n)):
         for d_first, k1, k2 in ((True, kd, kn), (False, kn, kd)):
-            with np.errstate(divide="ignore"):
-                score = np.log(cp_lower(k1, n_select, 0.01)) - np.log(cp_upper(k2, n_select, 0.01))
+            score = _loose_score(k1, k2, n_select)
             best = int(np.argmax(score))
-            candidates.append((float(score[best]), float(thresholds[best]), upper, d_first))
-    _, threshold, upper, d_first = max(candidates)
+            candidates.append((float(score[best]), ("llr", float(thresholds[best]), upper), d_first))
+    # Data-adaptive algorithms: also the event "this structure was chosen", for every structure seen.
+    if keys_d is not None:
+        seen = sorted(set(keys_d) | set(keys_n), key=repr)
+        count_d = {k: 0 for k in seen}
+        count_n = {k: 0 for k in seen}
+        for k in keys_d:
+            count_d[k] += 1
+        for k in keys_n:
+            count_n[k] += 1
+        for key in seen:
+            for d_first, k1, k2 in ((True, count_d[key], count_n[key]), (False, count_n[key], count_d[key])):
+                candidates.append((float(_loose_score(k1, k2, n_select)), ("structure", key), d_first))
+    _, event, d_first = max(candidates, key=lambda c: c[0])
 
-    test_d, _ = _statistic_samples(case, case.data, n_test, bits)
-    test_n, _ = _statistic_samples(case, case.neighbour, n_test, bits)
-    t_d, t_n = _llr(test_d, centre_d, centre_n, scales), _llr(test_n, centre_d, centre_n, scales)
-    event = (lambda t: t >= threshold) if upper else (lambda t: t <= threshold)
-    k_d, k_n = int(event(t_d).sum()), int(event(t_n).sum())
+    test_d, _, tkeys_d = _statistic_samples(case, case.data, n_test, bits)
+    test_n, _, tkeys_n = _statistic_samples(case, case.neighbour, n_test, bits)
+    if event[0] == "llr":
+        _, threshold, upper = event
+        t_d, t_n = _llr(test_d, centre_d, centre_n, scales), _llr(test_n, centre_d, centre_n, scales)
+        hit = (lambda t: t >= threshold) if upper else (lambda t: t <= threshold)
+        k_d, k_n = int(hit(t_d).sum()), int(hit(t_n).sum())
+    else:
+        k_d, k_n = sum(k == event[1] for k in tkeys_d), sum(k == event[1] for k in tkeys_n)
     k1, k2 = (k_d, k_n) if d_first else (k_n, k_d)
     bound = epsilon_lower_bound(k1, k2, n_test, alpha)
     return AuditResult(case.name, case.algorithm.name, case.epsilon, bound, case.mutant)
@@ -167,6 +219,14 @@ def audit_case(case: Case, alpha: float, n_select: int, n_test: int, seed: int) 
 
 def audit(cases: list[Case], n_select: int = 20_000, n_test: int = 300_000, seed: int = 0,
           alpha: float = ALPHA) -> list[AuditResult]:
-    """Audit every case with a Bonferroni share alpha / len(cases) of the false-alarm budget."""
-    return [audit_case(case, alpha / len(cases), n_select, n_test, seed * 1_000_003 + i)
-            for i, case in enumerate(cases)]
+    """Audit every case with a Bonferroni share alpha / len(cases) of the false-alarm budget.
+
+    Data-adaptive algorithms run once per repetition (their later measurements depend on earlier noise), so
+    they get ADAPTIVE_SHARE of the samples; events on the chosen structure keep the audit sharp there.
+    """
+    results = []
+    for i, case in enumerate(cases):
+        share = ADAPTIVE_SHARE if case.algorithm.data_adaptive else 1
+        results.append(audit_case(case, alpha / len(cases), max(1000, int(n_select * share)),
+                                  max(2000, int(n_test * share)), seed * 1_000_003 + i))
+    return results

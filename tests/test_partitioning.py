@@ -1,0 +1,115 @@
+"""NoiseFirst and DPCube: exact dynamic program, bias-corrected bucket choice, partition recovery, the
+inverse-variance combination, and that every choice reads only noisy values."""
+
+from __future__ import annotations
+
+import itertools
+from fractions import Fraction
+
+import numpy as np
+import pandas as pd
+import pytest
+
+import dphist
+from dphist.algorithms import get_algorithm
+from dphist.algorithms.partitioning import _kd_partition, v_optimal_costs
+from dphist.errors import UsageError
+from dphist.noise import Replicated, SeededBits, discrete_laplace_variance
+
+
+def sse(v):
+    return float(((v - v.mean()) ** 2).sum()) if v.size else 0.0
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_v_optimal_dp_matches_brute_force(seed):
+    rng = np.random.default_rng(seed)
+    n = int(rng.integers(2, 10))
+    values = rng.normal(0, 5, n)
+    cuts = np.arange(n + 1)
+    cost, back = v_optimal_costs(values, cuts, 4)
+    for k in range(1, min(4, n) + 1):
+        best = min(sum(sse(values[a:b]) for a, b in zip((0, *inner), (*inner, n)))
+                   for inner in itertools.combinations(range(1, n), k - 1))
+        assert cost[k - 1, -1] == pytest.approx(best, abs=1e-9)
+
+
+def test_noisefirst_releases_bucket_means_and_keeps_the_noisy_total():
+    x = np.concatenate([np.zeros(300, dtype=np.int64), np.full(200, 40), np.zeros(500, dtype=np.int64)])
+    est = get_algorithm("noisefirst").run(x, Fraction(1, 2), SeededBits(1))
+    assert est.values.sum() == pytest.approx(est.noisy[0].sum())  # bucket means keep bucket sums
+    # Far fewer buckets than cells (the DP on noisy data is optimistic, so more than the 3 true ones).
+    assert 2 <= est.choices["buckets"] < 150
+    assert len(np.unique(np.round(est.values, 9))) <= est.choices["buckets"]
+    assert abs(est.values[300:500].mean() - 40) < 2
+
+
+def test_noisefirst_picks_the_noisy_cells_when_data_is_rough():
+    x = np.random.default_rng(2).integers(0, 10_000, 200)
+    est = get_algorithm("noisefirst").run(x, Fraction(10), SeededBits(3))
+    assert est.choices["buckets"] == 200 and np.array_equal(est.values, est.noisy[0])
+
+
+def test_noisefirst_is_one_column_only_and_says_so_before_reading_data():
+    frame = pd.DataFrame({"a": [1, 2], "b": [0, 1]})
+    schema = {"columns": {"a": {"type": "numeric", "lower": 0, "upper": 4, "bins": 4},
+                          "b": {"type": "numeric", "lower": 0, "upper": 2, "bins": 2}}}
+    with pytest.raises(UsageError, match="one-column"):
+        dphist.api.plan_release(frame, "1", schema, columns="a,b", algorithm="noisefirst")
+
+
+def test_kd_partition_recovers_blocks_without_noise():
+    # Phase-1 noise off (variance 0): piecewise-constant blocks aligned to cuts are found exactly.
+    x = np.zeros((8, 8))
+    x[:4, :] = 10
+    x[4:, :3] = 50
+    leaves = _kd_partition(x, 0.0, 1.0, 64)
+    assert 3 <= len(leaves) <= 4  # greedy k-d cuts: the three blocks, the first cut may halve one of them
+    for lo, hi in leaves:
+        block = x[lo[0]:hi[0], lo[1]:hi[1]]
+        assert block.min() == block.max()  # every leaf is uniform
+    line = np.array([5, 5, 5, 9, 9, 9, 9, 0])
+    assert sorted(_kd_partition(line, 0.0, 0.5, 64)) == [((0,), (3,)), ((3,), (7,)), ((7,), (8,))]
+
+
+def test_dpcube_combination_weights_and_totals():
+    x = np.concatenate([np.full(32, 20), np.zeros(32, dtype=np.int64)])
+    algo = get_algorithm("dpcube")
+    est = algo.run(x, Fraction(1), Replicated(SeededBits(4), 1))  # one run, with its partition exposed
+    s1 = discrete_laplace_variance(est.measurements[0].scale)
+    s2 = discrete_laplace_variance(est.measurements[1].scale)
+    assert est.measurements[0].epsilon + est.measurements[1].epsilon == 1
+    assert est.measurements[0].scale == est.measurements[1].scale == 2  # α = 1/2
+    # Uniform release: every partition holds the combined estimate w·y + (1-w)·S̃, spread evenly.
+    cells, view, values = est.noisy[0][0], est.noisy[1][0], est.values[0]
+    for lo, hi in est.choices["structure"][0]:
+        part = slice(lo[0], hi[0])
+        m = hi[0] - lo[0]
+        w = m * s1 / (m * s1 + s2)
+        combined = w * view[part][0] * m + (1 - w) * cells[part].sum()
+        assert np.allclose(values[part], combined / m)
+    assert values.sum() == pytest.approx(sum(
+        (m * s1 / (m * s1 + s2)) * view[lo[0]] * m + (1 - m * s1 / (m * s1 + s2)) * cells[lo[0]:hi[0]].sum()
+        for (lo, hi) in est.choices["structure"][0] for m in [hi[0] - lo[0]]))
+
+
+def test_dpcube_choices_come_from_noisy_values_and_plan_is_public():
+    algo = get_algorithm("dpcube")
+    a = algo.run(np.zeros(64, dtype=np.int64), Fraction(1, 2), SeededBits(5))
+    b = algo.run(np.random.default_rng(6).integers(0, 1000, 64), Fraction(1, 2), SeededBits(5))
+    assert a.structure == b.structure
+    assert [(m.what, m.scale, m.epsilon) for m in a.measurements] == [(m.what, m.scale, m.epsilon)
+                                                                     for m in b.measurements]
+    # Same phase-1 noise, different data: the partition follows the noisy cells, not a fixed plan.
+    assert a.choices != b.choices
+
+
+def test_dpcube_release_through_the_pipeline():
+    frame = pd.DataFrame({"v": np.random.default_rng(7).integers(0, 16, 2000)})
+    schema = {"columns": {"v": {"type": "numeric", "lower": 0, "upper": 64, "bins": 64}}}
+    result = dphist.release(frame, epsilon="1", schema=schema, columns="v", algorithm="dpcube", seed=8)
+    table = result.tables["v"]
+    assert (table["count"] >= 0).all() and abs(table["count"].sum() - 2000) < 100
+    report = result.report["tables"][0]
+    assert [s["epsilon"] for s in report["steps"]] == ["0.5", "0.5"]
+    assert "partitions" in report["chosen_from_noisy_values"]
