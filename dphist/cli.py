@@ -78,6 +78,8 @@ def main():
               "or 'auto' [h, quadtree: 2; hb: chosen for the domain].")
 @click.option("--budget-split", type=click.Choice(["uniform", "geometric"]),
               help="Tree algorithms: how ε is shared among tree levels [h, hb: uniform; quadtree: geometric].")
+@click.option("--option", "options", multiple=True, metavar="KEY=VALUE",
+              help="An algorithm option, e.g. alpha=0.25 (repeatable; see 'dphist algorithms').")
 @click.option("--out", "-o", metavar="DIR", help="Output directory [./release].")
 @click.option("--format", "-f", "fmt", type=click.Choice(FORMATS), help="Release file format [csv].")
 @click.option("--raw", is_flag=True, help="Skip post-processing: publish the unbiased noisy counts (may be negative).")
@@ -85,8 +87,8 @@ def main():
 @click.option("--seed", type=click.IntRange(min=0), metavar="N",
               help="TEST MODE: deterministic noise. The release is NOT differentially private.")
 @click.option("--quiet", "-q", is_flag=True, help="Do not print the summary on stderr.")
-def release_command(input, epsilon, schema_path, columns, spec, algorithm, branching, budget_split, out, fmt, raw,
-                    overwrite, seed, quiet):
+def release_command(input, epsilon, schema_path, columns, spec, algorithm, branching, budget_split, options, out,
+                    fmt, raw, overwrite, seed, quiet):
     """Release differentially private tables of INPUT (a CSV or Parquet file, a directory, or a glob).
 
     \b
@@ -119,7 +121,7 @@ def release_command(input, epsilon, schema_path, columns, spec, algorithm, branc
     out = out or "release"
     plan = plan_release(input, epsilon=epsilon, schema=schema_path, columns=columns, tables=tables,
                         algorithm=algorithm, seed=seed, raw=raw,
-                        algorithm_options=_algorithm_options(branching, budget_split))
+                        algorithm_options=_algorithm_options(branching, budget_split, options))
     check_destination(out, overwrite)  # all checks done before any row is read
     if seed is not None:
         click.secho(f"*** {NOT_PRIVATE} ***", err=True, fg="red", bold=True)
@@ -130,8 +132,14 @@ def release_command(input, epsilon, schema_path, columns, spec, algorithm, branc
         click.echo(f"wrote {len(paths)} files to {out}/: {', '.join(p.name for p in paths)}", err=True)
 
 
-def _algorithm_options(branching, budget_split) -> dict:
+def _algorithm_options(branching, budget_split, pairs=()) -> dict:
     options = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key.strip():
+            raise click.UsageError(f"--option needs KEY=VALUE, got '{pair}'")
+        value = value.strip()
+        options[key.strip().replace("-", "_")] = int(value) if value.lstrip("-").isdigit() else value
     if branching is not None:
         options["branching"] = branching if branching == "auto" else _int_option("--branching", branching)
     if budget_split is not None:
@@ -184,9 +192,10 @@ def schema_command(input, out, bins, max_categories, overwrite):
               help="Queries to score [all-ranges for one column, random-boxes (2000) otherwise].")
 @click.option("--branching", "-b", metavar="B", help="Tree algorithms: branching factor or 'auto'.")
 @click.option("--budget-split", type=click.Choice(["uniform", "geometric"]), help="Tree algorithms: level budgets.")
+@click.option("--option", "options", multiple=True, metavar="KEY=VALUE", help="An algorithm option (repeatable).")
 @click.option("--seed", type=click.IntRange(min=0), metavar="N", help="Deterministic noise.")
 def evaluate_command(input, epsilon, schema_path, columns, algorithms, trials, workload, branching, budget_split,
-                     seed):
+                     options, seed):
     """Compare algorithms on your own table: error on a range workload over several runs.
 
     A TUNING AID computed from the TRUE counts: the figures are NOT private and must not be published.
@@ -197,7 +206,7 @@ def evaluate_command(input, epsilon, schema_path, columns, algorithms, trials, w
     names = [a.strip() for a in algorithms.split(",")] if algorithms else sorted(REGISTRY)
     click.secho(WARNING, err=True, fg="yellow")
     table, info = evaluate(input, epsilon, schema_path, columns, names, trials=trials, workload=workload,
-                           seed=seed, algorithm_options=_algorithm_options(branching, budget_split))
+                           seed=seed, algorithm_options=_algorithm_options(branching, budget_split, options))
     click.echo(f"table {info['table']} ({info['cells']} cells), epsilon {info['epsilon']}, workload "
                f"{info['workload']} ({info['queries']} queries), {info['trials']} runs each")
     click.echo(f"{'algorithm':<10} {'scaled L1':>12} {'± sd':>10} {'RMSE/query':>12} {'ms/run':>8}")
@@ -292,9 +301,15 @@ def bench_command(files, algorithms, scales, epsilons, samples, runs, jsonl):
 
 @main.command("algorithms")
 def algorithms_command():
-    """List the available algorithms."""
+    """List the available algorithms and their options (set with --option KEY=VALUE or a job spec's options)."""
     for name in sorted(REGISTRY):
         click.echo(f"{name:<12} {REGISTRY[name].summary}")
+        cls = REGISTRY[name]
+        for key, (default, _) in cls.options.items():
+            # Tree methods leave branching and budget_split to the method's own default.
+            shown = {"branching": getattr(cls, "default_branching", None),
+                     "budget_split": getattr(cls, "default_split", None)}.get(key) if default is None else default
+            click.echo(f"{'':<14}option {key} (default {shown})")
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -245,3 +245,16 @@ def test_run_wide_tree_options_apply_only_where_they_fit():
     assert structures[0]["branching"] == 4 and structures[1] == {} and structures[2]["branching"] == 2
     with pytest.raises(dphist.errors.UsageError, match="does not apply"):
         dphist.release(frame, epsilon="1", schema=schema, columns="b", seed=1, algorithm_options={"branching": 4})
+
+
+def test_option_flag_sets_algorithm_options(tmp_path):
+    out = tmp_path / "o"
+    result = run("release", "sample_data/census.csv", *ARGS, "-c", "income", "-a", "dpcube", "--option", "alpha=0.25",
+                 "--option", "release=gls", "-o", str(out), "--seed", "1")
+    assert result.exit_code == 0, result.stderr
+    report = json.loads((out / "report.json").read_text())["tables"][0]
+    assert report["structure"]["alpha"] == "1/4" and [s["epsilon"] for s in report["steps"]] == ["0.25", "0.75"]
+    bad = run("release", "sample_data/census.csv", *ARGS, "-c", "income", "-a", "dpcube", "--option", "alpha=2",
+              "-o", str(tmp_path / "b"))
+    assert bad.exit_code == 2 and "alpha" in bad.stderr
+    assert run("release", "sample_data/census.csv", *ARGS, "-c", "income", "--option", "oops").exit_code == 2
