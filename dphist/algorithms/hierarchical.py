@@ -21,28 +21,10 @@ import numpy as np
 from ..inference import tree_least_squares, tree_nonnegative_integers
 from ..noise import BitSource, discrete_laplace_variance
 from ..trees import Tree, height_for, product_tree
+from . import options as option
 from .base import Algorithm, Estimate, measure
 
 __all__ = ["H", "Hb", "QuadTree", "best_branching", "level_budgets"]
-
-_MAX_BRANCHING = 1 << 16
-
-
-def _branching(value) -> int | str:
-    if value in (None, "auto"):
-        return "auto"
-    if isinstance(value, bool) or int(value) != float(value) or int(value) < 2:
-        raise ValueError("must be an integer >= 2 or 'auto'")
-    return min(int(value), _MAX_BRANCHING)
-
-
-def _choice(*options):
-    def check(value):
-        if value not in options:
-            raise ValueError(f"must be one of {', '.join(options)}")
-        return value
-    return check
-
 
 def best_branching(shape: tuple[int, ...]) -> int:
     """The branching factor per axis that minimises the closed-form error of Qardaji, Yang and Li (PVLDB 2013).
@@ -93,9 +75,9 @@ class _TreeMethod(Algorithm):
     default_branching: int | str = 2
     default_split = "uniform"
     options = {
-        "branching": (None, _branching),
-        "budget_split": (None, _choice("uniform", "geometric")),
-        "root": ("auto", _choice("auto", "keep", "drop")),
+        "branching": (None, option.branching),
+        "budget_split": (None, option.choice("uniform", "geometric")),
+        "root": ("auto", option.choice("auto", "keep", "drop")),
     }
 
     def tree_for(self, shape: tuple[int, ...]) -> tuple[Tree, int]:

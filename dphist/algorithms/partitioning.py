@@ -25,30 +25,10 @@ import numpy as np
 
 from ..errors import UsageError
 from ..noise import BitSource, Replicated, discrete_laplace_variance
+from . import options as option
 from .base import Algorithm, Estimate, measure
 
 __all__ = ["NoiseFirst", "DPCube", "v_optimal_costs"]
-
-
-def _positive_int(value) -> int:
-    if isinstance(value, bool) or int(value) != value or value < 1:
-        raise ValueError("must be a positive integer")
-    return int(value)
-
-
-def _fraction_between_0_and_1(value) -> Fraction:
-    f = Fraction(str(value))
-    if not 0 < f < 1:
-        raise ValueError("must be strictly between 0 and 1")
-    return f
-
-
-def _choice(*options):
-    def check(value):
-        if value not in options:
-            raise ValueError(f"must be one of {', '.join(options)}")
-        return value
-    return check
 
 
 # --------------------------------------------------------------------------------------------------------------
@@ -94,7 +74,7 @@ class NoiseFirst(Algorithm):
     data_adaptive = True
     name = "noisefirst"
     summary = "noisy cells merged into the best buckets for their noise (Xu et al. 2012); one column, small counts"
-    options = {"max_buckets": (256, _positive_int), "grid": (512, _positive_int)}
+    options = {"max_buckets": (256, option.positive_int), "grid": (512, option.positive_int)}
 
     def check_shape(self, shape: tuple[int, ...]) -> None:
         if len(shape) != 1:
@@ -209,8 +189,8 @@ class DPCube(Algorithm):
     data_adaptive = True
     name = "dpcube"
     summary = "noisy cells, k-d partition of them, noisy partition totals, combined (Xiao et al.); small counts"
-    options = {"alpha": (Fraction(1, 2), _fraction_between_0_and_1), "max_depth": (64, _positive_int),
-               "release": ("uniform", _choice("uniform", "gls"))}
+    options = {"alpha": (Fraction(1, 2), option.fraction_between_0_and_1), "max_depth": (64, option.positive_int),
+               "release": ("uniform", option.choice("uniform", "gls"))}
 
     def run(self, counts: np.ndarray, epsilon: Fraction, bits: BitSource, columns=None) -> Estimate:
         eps1 = epsilon * self.params["alpha"]

@@ -26,6 +26,7 @@ import numpy as np
 from ..inference import _sum_by_parent
 from ..noise import BitSource, discrete_laplace_variance
 from ..trees import LabelTree, height_for, range_boundaries
+from . import options as option
 from .base import Algorithm, Estimate, measure_weighted
 
 __all__ = ["HaarAxis", "NominalAxis", "Privelet"]
@@ -192,16 +193,10 @@ class _IdentityAxis:
         return np.ones(self.n)
 
 
-def _small_axis(value) -> int:
-    if isinstance(value, bool) or int(value) != value or value < 0:
-        raise ValueError("must be a non-negative integer (0: transform every axis)")
-    return int(value)
-
-
 class Privelet(Algorithm):
     name = "privelet"
     summary = "Haar wavelet coefficients with noise (Xiao et al. 2010); range queries, any number of columns"
-    options = {"small_axis": (16, _small_axis)}
+    options = {"small_axis": (16, option.non_negative_int)}  # 0: transform every axis
 
     def axes_for(self, shape: tuple[int, ...], columns=None) -> list:
         """Per axis: the nominal wavelet for a categorical column with a declared hierarchy, else Haar, or no
