@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 from dphist.inference import (grouped_rounding, grouped_simplex_projection, least_squares, tree_least_squares,
                               tree_nonnegative_integers)
-from dphist.trees import GridTree, LabelTree, height_for, product_tree, range_boundaries, range_tree
+from dphist.trees import LabelTree, Tree, height_for, product_tree, range_boundaries, range_tree
 
 
 def random_tree(rng, n_cells: int) -> LabelTree:

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import csv
 import glob as _glob
-import math
 import os
 import re
 from collections.abc import Iterator
@@ -24,7 +23,7 @@ import pyarrow.csv as pacsv
 import pyarrow.dataset as pads
 import pyarrow.parquet as pq
 
-from ..errors import DataError, UsageError
+from ..errors import DataError
 from ..schema import Column
 
 __all__ = ["Source", "open_source"]
