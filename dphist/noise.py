@@ -244,7 +244,15 @@ def bernoulli_exp(x, bits: BitSource) -> bool:
         raise ValueError("x must be >= 0")
     if x == 0:
         return True
-    return bool(bernoulli(_exp_neg(x), 1, bits)[0])
+    # exp(-x) = exp(-f) · Π_j exp(-2^j) over the set bits j of floor(x): an AND of independent coins.  The
+    # whole-power coins have cached expansions, and the largest fails first with probability >= 1 - e^-1, so a
+    # large x costs about one cheap coin instead of a fresh high-precision exponential.
+    whole = x.numerator // x.denominator
+    for j in range(whole.bit_length() - 1, -1, -1):
+        if whole >> j & 1 and not bernoulli(_exp_neg(Fraction(1 << j)), 1, bits)[0]:
+            return False
+    rest = x - whole
+    return True if rest == 0 else bool(bernoulli(_exp_neg(rest), 1, bits)[0])
 
 
 def uniform_below(m: int, bits: BitSource) -> int:

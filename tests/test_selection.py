@@ -43,7 +43,8 @@ def test_permute_and_flip_frequencies_match_the_exact_distribution(scores, epsil
     assert stats.chisquare(observed, wrong).pvalue < 1e-6
 
 
-@pytest.mark.parametrize("x", [Fraction(0), Fraction(1, 10), Fraction(1), Fraction(5, 2), Fraction(12)])
+@pytest.mark.parametrize("x", [Fraction(0), Fraction(1, 10), Fraction(1), Fraction(5, 2), Fraction(3), Fraction(7, 2),
+                               Fraction(12)])
 def test_bernoulli_exp_rate(x):
     bits = SeededBits(3)
     n = 100_000 if x < 5 else 2_000_000
