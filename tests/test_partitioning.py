@@ -34,6 +34,30 @@ def test_v_optimal_dp_matches_brute_force(seed):
         assert cost[k - 1, -1] == pytest.approx(best, abs=1e-9)
 
 
+def reference_dp(values, cuts, K):
+    """The textbook O(K g²) recurrence with plain loops over the candidate cuts."""
+    g = cuts.size - 1
+    cost = np.full((K, g + 1), np.inf)
+    for j in range(1, g + 1):
+        cost[0, j] = sse(values[cuts[0]:cuts[j]])
+    for k in range(1, K):
+        for j in range(k + 1, g + 1):
+            cost[k, j] = min(cost[k - 1, i] + sse(values[cuts[i]:cuts[j]]) for i in range(k, j))
+    return cost
+
+
+def test_v_optimal_dp_matches_the_textbook_recurrence_across_blocks():
+    # 700 candidate cuts span three of the DP's 256-row blocks, with uneven bucket widths.
+    rng = np.random.default_rng(11)
+    values = rng.integers(0, 50, 1500).astype(np.float64) * (rng.random(1500) < 0.3)
+    cuts = np.unique(np.concatenate([[0, 1500], rng.choice(np.arange(1, 1500), 698, replace=False)]))
+    cost, back = v_optimal_costs(values, cuts, 3)
+    expected = reference_dp(values, cuts, 3)
+    finite = np.isfinite(expected)
+    assert np.array_equal(finite, np.isfinite(cost))
+    assert np.allclose(cost[finite], expected[finite], rtol=1e-9, atol=1e-6)
+
+
 def test_noisefirst_releases_bucket_means_and_keeps_the_noisy_total():
     x = np.concatenate([np.zeros(300, dtype=np.int64), np.full(200, 40), np.zeros(500, dtype=np.int64)])
     est = get_algorithm("noisefirst").run(x, Fraction(1, 2), SeededBits(1))

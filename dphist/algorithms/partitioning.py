@@ -38,26 +38,38 @@ __all__ = ["NoiseFirst", "DPCube", "v_optimal_costs"]
 def v_optimal_costs(values: np.ndarray, cuts: np.ndarray, max_buckets: int) -> tuple[np.ndarray, np.ndarray]:
     """The v-optimal dynamic program over candidate boundaries ``cuts`` (0 = c_0 < ... < c_g = n).
 
-    Returns ``cost[κ-1]``, the least total SSE of ``values`` split into κ buckets whose edges are cut points
-    (κ = 1..max_buckets; inf where impossible), and ``back[κ-1, j]``, the best previous cut for a κ-bucket split
-    ending at cut j.  O(K g²) time, vectorised per κ.
+    Returns ``cost[κ-1, j]``, the least total SSE of ``values[:c_j]`` split into κ buckets whose edges are cut
+    points (κ = 1..min(max_buckets, g); inf where impossible), and ``back[κ-1, j]``, the previous cut of that
+    best split.  O(K g²) time and one g×g float64 matrix of memory (134 MB at g = 4096).
     """
-    prefix = np.concatenate([[0.0], np.cumsum(values, dtype=np.float64)])[cuts]
-    squares = np.concatenate([[0.0], np.cumsum(np.square(values, dtype=np.float64))])[cuts]
+    P = np.concatenate([[0.0], np.cumsum(values, dtype=np.float64)])[cuts]
+    Q = np.concatenate([[0.0], np.cumsum(np.square(values, dtype=np.float64))])[cuts]
     g = cuts.size - 1
-    length = (cuts[None, :] - cuts[:, None]).astype(np.float64)
+    # sse[j, i] = SSE of the bucket [c_i, c_j).  Rows are bucket ends, so every DP step reduces along
+    # contiguous memory, and only the lower triangle (i < j) is ever read.
     with np.errstate(divide="ignore", invalid="ignore"):
-        sse = squares[None, :] - squares[:, None] - (prefix[None, :] - prefix[:, None]) ** 2 / length
-    sse[np.tril_indices(g + 1)] = np.inf  # bucket [c_i, c_j) needs i < j
-    sse = np.maximum(sse, 0.0)  # float dust below zero
+        sse = P[:, None] - P[None, :]
+        np.square(sse, out=sse)
+        sse /= (cuts[:, None] - cuts[None, :]).astype(np.float64)
+        np.subtract(Q[:, None] - Q[None, :], sse, out=sse)
+    np.maximum(sse, 0.0, out=sse)  # float dust below zero
+    block = 256
+    upper = np.triu_indices(block)
+    for a in range(0, g + 1, block):  # bucket [c_i, c_j) needs i < j (only the diagonal blocks are ever read)
+        diagonal = sse[a:a + block, a:a + block]
+        diagonal[upper[0][upper[1] < diagonal.shape[1]], upper[1][upper[1] < diagonal.shape[1]]] = np.inf
     K = min(max_buckets, g)
     cost = np.full((K, g + 1), np.inf)
     back = np.zeros((K, g + 1), dtype=np.int64)
-    cost[0] = sse[0]
+    cost[0] = sse[:, 0]
     for k in range(1, K):
-        total = cost[k - 1][:, None] + sse
-        back[k] = np.argmin(total, axis=0)
-        cost[k] = total[back[k], np.arange(g + 1)]
+        for start in range(0, g + 1, block):  # the same blocks as the mask above
+            a, b = max(start, k), min(start + block, g + 1)  # ends j >= k only: fewer cuts hold fewer buckets
+            if a >= b:
+                continue
+            total = sse[a:b, :b] + cost[k - 1, :b]
+            back[k, a:b] = np.argmin(total, axis=1)
+            cost[k, a:b] = total[np.arange(b - a), back[k, a:b]]
     return cost, back
 
 
