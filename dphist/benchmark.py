@@ -52,9 +52,11 @@ def workload_for(shape: tuple[int, ...]) -> workloads.Workload:
 
 
 def run_benchmark(datasets: dict[str, np.ndarray], algorithms: list[str], scales: list[int],
-                  epsilons: list[str], samples: int = 5, runs: int = 2, seed: int = 0, progress=None) -> list[dict]:
+                  epsilons: list[str], samples: int = 5, runs: int = 2, seed: int = 0, progress=None,
+                  options=None) -> list[dict]:
     """One record per (data set, scale, ε, algorithm, sample, run): errors of the released and least-squares
-    estimates and the seconds the algorithm took (noise, inference and post-processing)."""
+    estimates and the seconds the algorithm took (noise, inference and post-processing).  ``options(name,
+    scale)``, if given, returns an algorithm's options for a scale (public policy numbers such as a cap)."""
     records = []
     for d_index, (name, x) in enumerate(datasets.items()):
         W = workload_for(x.shape)
@@ -64,7 +66,7 @@ def run_benchmark(datasets: dict[str, np.ndarray], algorithms: list[str], scales
                 for e_index, eps_text in enumerate(epsilons):
                     eps = Fraction(eps_text)
                     for algo_name in algorithms:
-                        algo = get_algorithm(algo_name)
+                        algo = get_algorithm(algo_name, **(options(algo_name, scale) if options else {}))
                         for r in range(runs):
                             # The same noise stream for every algorithm in a cell (common random numbers).
                             bits = SeededBits(_seed(seed, d_index, scale, s, e_index, r))

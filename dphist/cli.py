@@ -185,7 +185,7 @@ def schema_command(input, out, bins, max_categories, overwrite):
 @click.option("--schema", "-s", "schema_path", required=True, metavar="FILE", help="The release's schema.")
 @click.option("--columns", "-c", required=True, metavar="A,B", help="The table to evaluate.")
 @click.option("--algorithm", "-a", "algorithms", default=None, metavar="A,B",
-              help="Algorithms to compare, comma-separated [all].")
+              help="Algorithms to compare, comma-separated [every one that fits the table and needs no option].")
 @click.option("--trials", "-k", default=10, show_default=True, type=click.IntRange(1, 10_000),
               help="Runs per algorithm.")
 @click.option("--workload", "-w", type=click.Choice(WORKLOADS),
@@ -206,7 +206,10 @@ def evaluate_command(input, epsilon, schema_path, columns, algorithms, trials, w
     names = [a.strip() for a in algorithms.split(",")] if algorithms else sorted(REGISTRY)
     click.secho(WARNING, err=True, fg="yellow")
     table, info = evaluate(input, epsilon, schema_path, columns, names, trials=trials, workload=workload,
-                           seed=seed, algorithm_options=_algorithm_options(branching, budget_split, options))
+                           seed=seed, algorithm_options=_algorithm_options(branching, budget_split, options),
+                           skip_refused=not algorithms)
+    for name, reason in info["skipped"].items():
+        click.echo(f"skipped {name}: {reason}", err=True)
     click.echo(f"table {info['table']} ({info['cells']} cells), epsilon {info['epsilon']}, workload "
                f"{info['workload']} ({info['queries']} queries), {info['trials']} runs each")
     click.echo(f"{'algorithm':<10} {'scaled L1':>12} {'± sd':>10} {'RMSE/query':>12} {'ms/run':>8}")

@@ -14,7 +14,7 @@ import numpy as np
 import pandas as pd
 
 from . import workloads
-from .algorithms import applicable_options
+from .algorithms import REGISTRY, applicable_options
 from .accountant import format_fraction
 from .api import plan_release
 from .counting import count_tables
@@ -48,12 +48,13 @@ def _workload(name: str | None, shape: tuple[int, ...]) -> workloads.Workload:
 
 def evaluate(source: Any, epsilon: Any, schema: Any, columns: list[str] | str, algorithms: list[str],
              trials: int = 10, workload: str | None = None, seed: int | None = None,
-             algorithm_options: dict | None = None) -> tuple[pd.DataFrame, dict]:
+             algorithm_options: dict | None = None, skip_refused: bool = False) -> tuple[pd.DataFrame, dict]:
     """Run each algorithm ``trials`` times on the table of ``columns`` and score it on a range workload.
 
     Returns a DataFrame (one row per algorithm: mean and sd over trials of the scaled average L1 error
     ‖Wx − Wx̂‖₁ / (|W| N) and of the RMSE per query, for the released table, and seconds per run) and a dict
-    describing the run.  Not private: see the module documentation.
+    describing the run.  Not private: see the module documentation.  With ``skip_refused``, algorithms that
+    refuse this table or lack a required option are left out and listed in ``info["skipped"]`` with the reason.
     """
     if workload is not None and workload not in WORKLOADS:
         raise UsageError(f"unknown workload '{workload}' (choose one of {', '.join(WORKLOADS)})")
@@ -61,8 +62,19 @@ def evaluate(source: Any, epsilon: Any, schema: Any, columns: list[str] | str, a
         raise UsageError("trials must be a positive integer")
     if not algorithms:
         raise UsageError("name at least one algorithm")
-    plans = [plan_release(source, epsilon, schema, columns=columns, algorithm=a,
-                          algorithm_options=applicable_options(a, algorithm_options)) for a in algorithms]
+    plans, names, skipped = [], [], {}
+    for a in algorithms:
+        try:
+            plans.append(plan_release(source, epsilon, schema, columns=columns, algorithm=a,
+                                      algorithm_options=applicable_options(a, algorithm_options)))
+            names.append(a)
+        except UsageError as exc:
+            if not skip_refused or a.strip().lower() not in REGISTRY:
+                raise
+            skipped[a] = str(exc)
+    if not plans:
+        raise UsageError("no algorithm can release this table: " + "; ".join(skipped.values()))
+    algorithms = names
     plan = plans[0]
     shape = plan.shapes[0]
     W = _workload(workload, shape.shape)
@@ -82,5 +94,5 @@ def evaluate(source: Any, epsilon: Any, schema: Any, columns: list[str] | str, a
         rows.append({"algorithm": name, "scaled_l1_mean": np.mean(scaled), "scaled_l1_sd": np.std(scaled, ddof=1)
                      if trials > 1 else np.nan, "rmse_mean": np.mean(rmse), "seconds_per_run": np.mean(seconds)})
     info = {"table": shape.name, "cells": shape.n_cells, "workload": W.name, "queries": W.size,
-            "trials": trials, "epsilon": format_fraction(plan.epsilon)}
+            "trials": trials, "epsilon": format_fraction(plan.epsilon), "skipped": skipped}
     return pd.DataFrame(rows), info

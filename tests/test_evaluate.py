@@ -23,6 +23,15 @@ def test_cli_compares_algorithms_and_warns():
     for name in ("identity", "h", "hb", "quadtree"):
         assert name in result.output
     assert "all_ranges(25)" in result.output and "epsilon 0.5" in result.output
+    # StructureFirst needs a public cap: by default it is left out, and the user is told why.
+    assert "skipped structurefirst" in result.stderr and "cap" in result.stderr
+    assert not any(line.startswith("structurefirst") for line in result.stdout.splitlines())
+    with_cap = CliRunner().invoke(main, ["evaluate", *ARGS, "-c", "income", "-e", "0.5", "-k", "2", "--seed", "1",
+                                         "-a", "structurefirst,identity", "--option", "cap=50"])
+    assert with_cap.exit_code == 0, with_cap.stderr
+    assert "structurefirst" in with_cap.output
+    named = CliRunner().invoke(main, ["evaluate", *ARGS, "-c", "income", "-e", "0.5", "-a", "structurefirst"])
+    assert named.exit_code == 2 and "needs a public cap" in named.stderr
 
 
 def test_errors_rank_as_expected_on_ranges():

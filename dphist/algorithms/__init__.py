@@ -6,8 +6,9 @@ from ..errors import UsageError
 from .base import Algorithm, Estimate, Measurement, measure
 from .hierarchical import H, Hb, QuadTree
 from .identity import Identity
-from .partitioning import DPCube, NoiseFirst
+from .partitioning import DPCube, KDTree, NoiseFirst
 from .privelet import Privelet
+from .structurefirst import StructureFirst
 
 __all__ = ["Algorithm", "Estimate", "Measurement", "REGISTRY", "applicable_options", "get_algorithm", "measure", "register"]
 
@@ -46,3 +47,5 @@ register(QuadTree)
 register(Privelet)
 register(NoiseFirst)
 register(DPCube)
+register(KDTree)
+register(StructureFirst)

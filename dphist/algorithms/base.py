@@ -121,6 +121,9 @@ class Algorithm(ABC):
     options: ClassVar[dict[str, tuple[Any, Callable[[Any], Any]]]] = {}
     #: True when later measurements depend on earlier noisy answers (their number of noisy values may vary).
     data_adaptive: ClassVar[bool] = False
+    #: Values for options that have no default (a public policy number the user must give), used where the
+    #: algorithm runs without a user: the audit, layer-0 tests and the benchmark's timing table.
+    example_options: ClassVar[dict[str, Any]] = {}
 
     def __init__(self, **options: Any):
         self.params: dict[str, Any] = {}

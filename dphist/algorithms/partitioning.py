@@ -28,7 +28,7 @@ from ..noise import BitSource, Replicated, discrete_laplace_variance
 from . import options as option
 from .base import Algorithm, Estimate, measure
 
-__all__ = ["NoiseFirst", "DPCube", "v_optimal_costs"]
+__all__ = ["NoiseFirst", "DPCube", "KDTree", "v_optimal_costs"]
 
 
 # --------------------------------------------------------------------------------------------------------------
@@ -159,9 +159,27 @@ class _NoisyTable:
         return np.maximum(0.0, s2 - s * s / size - (size - 1) * sigma2)
 
 
-def _kd_partition(noisy: np.ndarray, sigma2: float, kappa: float, max_depth: int) -> list[tuple[tuple, tuple]]:
-    """Greedy k-d splitting of the noisy table (post-processing): a box is cut where the two halves' costs
-    Ĥ + κ add up to the least, as long as that beats keeping it whole.  Returns the leaf boxes (lo, hi)."""
+def _median_cut(noisy: np.ndarray, lo: tuple, hi: tuple, depth: int) -> tuple[int, int] | None:
+    """The k-d tree cut of a box: along the box's longest axis (ties: the axis after the last one cut), at the
+    median of the noisy mass (negative noisy counts count as 0; the middle if there is no mass)."""
+    sizes = [h - l for l, h in zip(lo, hi)]
+    if max(sizes) < 2:
+        return None
+    d = len(sizes)
+    axis = max(range(d), key=lambda a: (sizes[a], -((a - depth) % d)))
+    box = np.maximum(noisy[tuple(slice(l, h) for l, h in zip(lo, hi))], 0)
+    mass = np.cumsum(box.sum(axis=tuple(a for a in range(d) if a != axis)))
+    if mass[-1] <= 0:
+        return axis, lo[axis] + sizes[axis] // 2
+    cut = int(np.searchsorted(mass, mass[-1] / 2)) + 1  # cells [lo, lo + cut) hold at least half the mass
+    return axis, lo[axis] + min(max(cut, 1), sizes[axis] - 1)
+
+
+def _kd_partition(noisy: np.ndarray, sigma2: float, kappa: float, max_depth: int,
+                  rule: str = "best") -> list[tuple[tuple, tuple]]:
+    """Greedy k-d splitting of the noisy table (post-processing).  ``rule="best"`` (DPCube): a box is cut where
+    the two halves' costs Ĥ + κ add up to the least; ``rule="median"`` (k-d tree): at the noisy median of its
+    longest axis.  Either way only while the cut beats keeping the box whole.  Returns the leaf boxes (lo, hi)."""
     table = _NoisyTable(noisy)
     d = noisy.ndim
     stack = [((0,) * d, tuple(noisy.shape), 0)]
@@ -170,7 +188,17 @@ def _kd_partition(noisy: np.ndarray, sigma2: float, kappa: float, max_depth: int
         lo, hi, depth = stack.pop()
         whole = float(table.heterogeneity([np.array(l) for l in lo], [np.array(h) for h in hi], sigma2)) + kappa
         best = None
-        if depth < max_depth:
+        if depth < max_depth and rule == "median":
+            cut = _median_cut(noisy, lo, hi, depth)
+            if cut is not None:
+                axis, c = cut
+                left_hi, right_lo = list(hi), list(lo)
+                left_hi[axis], right_lo[axis] = c, c
+                cost = (table.heterogeneity([np.array(v) for v in lo], [np.array(v) for v in left_hi], sigma2)
+                        + table.heterogeneity([np.array(v) for v in right_lo], [np.array(v) for v in hi], sigma2)
+                        + 2 * kappa)
+                best = (float(cost), axis, c)
+        elif depth < max_depth:
             for axis in range(d):
                 if hi[axis] - lo[axis] < 2:
                     continue
@@ -202,7 +230,7 @@ class DPCube(Algorithm):
     name = "dpcube"
     summary = "noisy cells, k-d partition of them, noisy partition totals, combined (Xiao et al.); small counts"
     options = {"alpha": (Fraction(1, 2), option.fraction_between_0_and_1), "max_depth": (64, option.positive_int),
-               "release": ("uniform", option.choice("uniform", "gls"))}
+               "release": ("uniform", option.choice("uniform", "gls", "shrink"))}
 
     def run(self, counts: np.ndarray, epsilon: Fraction, bits: BitSource, columns=None) -> Estimate:
         eps1 = epsilon * self.params["alpha"]
@@ -236,8 +264,17 @@ class DPCube(Algorithm):
             combined = w * noisy_totals + (1 - w) * from_cells
             if self.params["release"] == "uniform":
                 values.append((combined / size)[flat])
-            else:
+            elif self.params["release"] == "gls":
                 values.append(run.ravel() + ((combined - from_cells) / size)[flat])
+            else:  # shrink: λ_P = Ĥ / (Ĥ + (|P| − 1)σ₁²) of each cell's deviation from its partition's mean
+                cell = run.ravel().astype(np.float64)
+                deviation = cell - (from_cells / size)[flat]
+                spread = np.bincount(flat, weights=deviation * deviation, minlength=lengths[r])
+                noise = (size - 1) * sigma1
+                signal = np.maximum(spread - noise, 0.0)
+                with np.errstate(invalid="ignore", divide="ignore"):
+                    keep = np.where(signal > 0, signal / (signal + noise), 0.0)
+                values.append((combined / size)[flat] + keep[flat] * deviation)
             # Audit view of phase 2: each cell holds its partition's noisy total over the partition size, so
             # the view changes by exactly as much (in L1) as the partition totals do.
             audit_view.append((noisy_totals / size)[flat])
@@ -250,6 +287,17 @@ class DPCube(Algorithm):
                         choices={"partitions": lengths[0]} if runs.shape[0] == 1 and cells.ndim == counts.ndim
                         else {"structure": partitions})
 
+    split_rule = "best"
+
     def partition(self, cells: np.ndarray, counts: np.ndarray, sigma1: float, sigma2: float):
         """The k-d partition, from the phase-1 noisy cells only (``counts`` is not used: see the mutant)."""
-        return _kd_partition(cells, sigma1, sigma2, self.params["max_depth"])
+        return _kd_partition(cells, sigma1, sigma2, self.params["max_depth"], self.split_rule)
+
+
+class KDTree(DPCube):
+    """DPCube's two phases with the classic k-d tree split (Xiao, Xiong, Yuan 2010): cut each box at the
+    median of its noisy mass along its longest axis, while that lowers the estimated error."""
+
+    name = "kdtree"
+    summary = "noisy cells, k-d tree of noisy medians, noisy partition totals, combined (Xiao et al. 2010)"
+    split_rule = "median"

@@ -14,6 +14,7 @@ from ..algorithms.hierarchical import H
 from ..algorithms.identity import Identity
 from ..algorithms.partitioning import DPCube
 from ..algorithms.privelet import Privelet
+from ..algorithms.structurefirst import StructureFirst
 from ..noise import BitSource
 
 __all__ = ["MUTANTS"]
@@ -84,11 +85,21 @@ class TrueCountDPCube(DPCube):
     """DPCube that chooses its partition from the true counts instead of the noisy ones."""
 
     name = "mutant-dpcube-partition-on-true-counts"
-    flip_pair = True
+    flip_pair = "dpcube"
 
     def partition(self, cells, counts, sigma1, sigma2):
         return super().partition(counts, counts, sigma1, sigma2)
 
 
+class ArgmaxStructureFirst(StructureFirst):
+    """StructureFirst that takes the best-scoring boundary instead of drawing one (no exponential mechanism)."""
+
+    name = "mutant-structurefirst-argmax"
+    flip_pair = "structurefirst"
+
+    def select(self, quality, epsilon, sensitivity, bits):
+        return int(np.argmax(quality))
+
+
 MUTANTS = [HalfScaleIdentity, ShrunkScaleIdentity, HeightForgottenTree, OverspentTree, TotalForgottenPrivelet,
-           UnweightedNominalPrivelet, TrueCountDPCube]
+           UnweightedNominalPrivelet, TrueCountDPCube, ArgmaxStructureFirst]

@@ -16,12 +16,14 @@ A correct algorithm fails a case with probability at most α/m; a mutant is caug
 
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import dataclass
 from fractions import Fraction
 
 import numpy as np
 
 from ..algorithms import REGISTRY, Algorithm
+from ..algorithms.structurefirst import StructureFirst
 from ..noise import Replicated, SeededBits
 from ..errors import UsageError
 from ..schema import parse_schema
@@ -108,11 +110,44 @@ def _flip_pair(epsilon: Fraction) -> tuple[np.ndarray, np.ndarray]:
     raise AssertionError("no flipping pair found")
 
 
+def _structurefirst_flip_pair() -> tuple[np.ndarray, np.ndarray]:
+    """A pair (D, D + one record) on which the best-scoring StructureFirst boundaries differ, for the tiny
+    setting of :func:`_tiny`: a draw that ignored the exponential mechanism would give itself away there."""
+    algo = _tiny("structurefirst")
+    cuts, k, _ = algo.plan(8, Fraction(1))
+
+    def best(table):
+        scores = algo.scores(table, cuts, k)
+        right = [8]
+        for j in range(k - 1, 0, -1):
+            candidates = np.arange(j, right[-1])
+            right.append(int(candidates[np.argmin(scores(j, candidates, right[-1]))]))
+        return right
+    for a in range(0, 7):
+        for b in range(0, 7):
+            data = np.array([0, 0, a, a, b, b, 6, 6], dtype=np.int64)
+            neighbour = data.copy()
+            neighbour[3] += 1
+            if best(data) != best(neighbour):
+                return data, neighbour
+    raise AssertionError("no flipping pair found")
+
+
+def _tiny_options(cls: type[Algorithm]) -> dict:
+    """Options for an algorithm (or its mutant) as it runs on tiny tables: options that would turn it into
+    another one are switched off (Privelet leaves axes of up to 16 cells untransformed by default, which would
+    make it identity here), and StructureFirst gets a cap and one boundary draw over 8 cells."""
+    tiny = dict(cls.example_options)
+    if "small_axis" in cls.options:
+        tiny["small_axis"] = 0
+    if issubclass(cls, StructureFirst):
+        tiny.update(cap=6, buckets=2, structure_share="1/5")
+    return tiny
+
+
 def _tiny(name: str) -> Algorithm:
-    """The algorithm as it runs on tiny tables: options that would turn it into another one are switched off
-    (Privelet leaves axes of up to 16 cells untransformed by default, which would make it identity here)."""
     cls = REGISTRY[name]
-    return cls(small_axis=0) if "small_axis" in cls.options else cls()
+    return cls(**_tiny_options(cls))
 
 
 def default_cases(algorithms: list[str] | None = None, mutants: bool = True,
@@ -137,16 +172,22 @@ def default_cases(algorithms: list[str] | None = None, mutants: bool = True,
     if "dpcube" in names:
         data, neighbour = _flip_pair(epsilon)
         cases.append(Case("dpcube (8,) one record flips the partition", _tiny("dpcube"), data, neighbour, epsilon))
+    if "structurefirst" in names:
+        data, neighbour = _structurefirst_flip_pair()
+        cases.append(Case("structurefirst (8,) one record moves the best boundaries", _tiny("structurefirst"),
+                          data, neighbour, epsilon))
     if mutants:
         for cls in MUTANTS:
             label, data, neighbour = _pairs((8,))[0]
-            if getattr(cls, "flip_pair", False):
+            if getattr(cls, "flip_pair", None) == "dpcube":
                 label, (data, neighbour) = "one record flips the partition", _flip_pair(epsilon)
+            if getattr(cls, "flip_pair", None) == "structurefirst":
+                label, (data, neighbour) = "one record moves the best boundaries", _structurefirst_flip_pair()
             columns = None
             if getattr(cls, "needs_hierarchy", False):
                 label, data, neighbour = _pairs((7,))[0]
                 columns = (_HIERARCHY,)
-            algo = cls(small_axis=0) if "small_axis" in cls.options else cls()
+            algo = cls(**_tiny_options(cls))
             cases.append(Case(f"{cls.name} {label}", algo, data, neighbour, epsilon, mutant=True, columns=columns))
     return cases
 
@@ -170,46 +211,60 @@ def _loose_score(k1, k2, n):
         return np.log(cp_lower(k1, n, 0.01)) - np.log(cp_upper(k2, n, 0.01))
 
 
+def _llr_candidates(sel_d, sel_n, in_d, in_n, scales, n_select, key) -> list:
+    """The best LLR threshold events (both tails, both directions) among the runs marked in ``in_d``/``in_n``,
+    with centres (per-value medians) taken from those runs; events count only marked runs."""
+    centres = np.rint(np.median(sel_d[in_d], axis=0)), np.rint(np.median(sel_n[in_n], axis=0))
+    t_d, t_n = _llr(sel_d[in_d], *centres, scales), _llr(sel_n[in_n], *centres, scales)
+    # Thresholds at quantiles of the pooled values.
+    thresholds = np.unique(np.quantile(np.concatenate([t_d, t_n]), np.linspace(0.005, 0.995, 199)))
+    sd, sn = np.sort(t_d), np.sort(t_n)
+    ge_d, ge_n = sd.size - np.searchsorted(sd, thresholds, "left"), sn.size - np.searchsorted(sn, thresholds, "left")
+    le_d, le_n = np.searchsorted(sd, thresholds, "right"), np.searchsorted(sn, thresholds, "right")
+    out = []
+    for upper, kd, kn in ((True, ge_d, ge_n), (False, le_d, le_n)):
+        for d_first, k1, k2 in ((True, kd, kn), (False, kn, kd)):
+            score = _loose_score(k1, k2, n_select)
+            best = int(np.argmax(score))
+            out.append((float(score[best]), ("llr", float(thresholds[best]), upper, centres, key), d_first))
+    return out
+
+
 def audit_case(case: Case, alpha: float, n_select: int, n_test: int, seed: int) -> AuditResult:
     """Select the most revealing event on one sample, then bound its privacy loss on fresh samples."""
     bits = SeededBits(seed)
     sel_d, scales, keys_d = _statistic_samples(case, case.data, n_select, bits)
     sel_n, _, keys_n = _statistic_samples(case, case.neighbour, n_select, bits)
-    centre_d, centre_n = np.rint(np.median(sel_d, axis=0)), np.rint(np.median(sel_n, axis=0))
-    t_d, t_n = _llr(sel_d, centre_d, centre_n, scales), _llr(sel_n, centre_d, centre_n, scales)
-
-    # Candidate events on the LLR statistic: thresholds at quantiles of the pooled values, both tails.
-    thresholds = np.unique(np.quantile(np.concatenate([t_d, t_n]), np.linspace(0.005, 0.995, 199)))
-    sd, sn = np.sort(t_d), np.sort(t_n)
-    ge_d, ge_n = n_select - np.searchsorted(sd, thresholds, "left"), n_select - np.searchsorted(sn, thresholds, "left")
-    le_d, le_n = np.searchsorted(sd, thresholds, "right"), np.searchsorted(sn, thresholds, "right")
-    candidates = []  # (score, event, d_first); event = ("llr", threshold, upper) or ("structure", key)
-    for upper, kd, kn in ((True, ge_d, ge_n), (False, le_d, le_n)):
-        for d_first, k1, k2 in ((True, kd, kn), (False, kn, kd)):
-            score = _loose_score(k1, k2, n_select)
-            best = int(np.argmax(score))
-            candidates.append((float(score[best]), ("llr", float(thresholds[best]), upper), d_first))
-    # Data-adaptive algorithms: also the event "this structure was chosen", for every structure seen.
+    all_d, all_n = np.ones(n_select, bool), np.ones(n_select, bool)
+    # (score, event, d_first); event = ("llr", threshold, upper, centres, key) or ("structure", key).  An LLR
+    # event with a key is the joint event {that structure was chosen and T beyond the threshold}.
+    candidates = _llr_candidates(sel_d, sel_n, all_d, all_n, scales, n_select, None)
+    # Data-adaptive algorithms: also the event "this structure was chosen", for every structure seen, and the
+    # LLR events within each structure chosen in at least a tenth of the runs on both tables (there the later
+    # measurements' values line up; rarer structures would only invite over-fitting the selection sample).
     if keys_d is not None:
-        seen = sorted(set(keys_d) | set(keys_n), key=repr)
-        count_d = {k: 0 for k in seen}
-        count_n = {k: 0 for k in seen}
-        for k in keys_d:
-            count_d[k] += 1
-        for k in keys_n:
-            count_n[k] += 1
-        for key in seen:
+        count_d, count_n = Counter(keys_d), Counter(keys_n)
+        for key in sorted(set(count_d) | set(count_n), key=repr):
             for d_first, k1, k2 in ((True, count_d[key], count_n[key]), (False, count_n[key], count_d[key])):
                 candidates.append((float(_loose_score(k1, k2, n_select)), ("structure", key), d_first))
+        for key in sorted(set(count_d) & set(count_n), key=repr):
+            if min(count_d[key], count_n[key]) >= n_select // 10:
+                in_d = np.array([k == key for k in keys_d])
+                in_n = np.array([k == key for k in keys_n])
+                candidates += _llr_candidates(sel_d, sel_n, in_d, in_n, scales, n_select, key)
     _, event, d_first = max(candidates, key=lambda c: c[0])
 
     test_d, _, tkeys_d = _statistic_samples(case, case.data, n_test, bits)
     test_n, _, tkeys_n = _statistic_samples(case, case.neighbour, n_test, bits)
     if event[0] == "llr":
-        _, threshold, upper = event
+        _, threshold, upper, (centre_d, centre_n), key = event
         t_d, t_n = _llr(test_d, centre_d, centre_n, scales), _llr(test_n, centre_d, centre_n, scales)
         hit = (lambda t: t >= threshold) if upper else (lambda t: t <= threshold)
-        k_d, k_n = int(hit(t_d).sum()), int(hit(t_n).sum())
+        hit_d, hit_n = hit(t_d), hit(t_n)
+        if key is not None:
+            hit_d &= np.array([k == key for k in tkeys_d])
+            hit_n &= np.array([k == key for k in tkeys_n])
+        k_d, k_n = int(hit_d.sum()), int(hit_n.sum())
     else:
         k_d, k_n = sum(k == event[1] for k in tkeys_d), sum(k == event[1] for k in tkeys_n)
     k1, k2 = (k_d, k_n) if d_first else (k_n, k_d)

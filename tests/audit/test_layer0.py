@@ -27,7 +27,7 @@ SHAPES = [(1,), (7,), (33,), (3, 5), (8, 8), (2, 3, 4)]
        eps=st.fractions(min_value=Fraction(1, 100), max_value=10, max_denominator=1000))
 @settings(max_examples=40, deadline=None)
 def test_budget_sensitivity_and_structure(name, shape, data, eps):
-    algo = get_algorithm(name)
+    algo = get_algorithm(name, **REGISTRY[name].example_options)
     try:
         algo.check_shape(shape)
     except UsageError:
