@@ -173,7 +173,7 @@ def algorithm_timings(repeat: int = 5) -> list[dict]:
     for shape in ((4096,), (256, 256), (1024, 1024)):
         x = rng.poisson(20, shape)
         for name in sorted(REGISTRY):
-            algo = get_algorithm(name)
+            algo = get_algorithm(name, **REGISTRY[name].example_options)
             try:
                 algo.check_shape(shape)
             except UsageError:

@@ -12,7 +12,7 @@ import pytest
 
 import dphist
 from dphist.algorithms import get_algorithm
-from dphist.algorithms.partitioning import _kd_partition, v_optimal_costs
+from dphist.algorithms.partitioning import _kd_partition, _median_cut, v_optimal_costs
 from dphist.errors import UsageError
 from dphist.noise import Replicated, SeededBits, discrete_laplace_variance
 
@@ -96,9 +96,32 @@ def test_kd_partition_recovers_blocks_without_noise():
     assert sorted(_kd_partition(line, 0.0, 0.5, 64)) == [((0,), (3,)), ((3,), (7,)), ((7,), (8,))]
 
 
+def test_median_cut_splits_the_noisy_mass_in_half_along_the_longest_axis():
+    line = np.array([0, 0, 10, 0, -3, 0, 0, 10, 0, 0])
+    # Mass (negatives as 0) 10 at cell 2 and 10 at cell 7: the first half of it is in cells [0, 3).
+    assert _median_cut(line, (0,), (10,), 0) == (0, 3)
+    assert _median_cut(np.zeros(6), (0,), (6,), 0) == (0, 3)  # no mass: the middle
+    assert _median_cut(line, (4,), (5,), 0) is None  # one cell: nothing to cut
+    grid = np.zeros((4, 8))
+    grid[:, 6] = 5
+    assert _median_cut(grid, (0, 0), (4, 8), 0) == (1, 7)  # the longer axis, at the mass
+    assert _median_cut(np.ones((4, 4)), (0, 0), (4, 4), 1) == (1, 2)  # a square: the axis after the last cut
+
+
+def test_kd_tree_partition_without_noise_ends_in_uniform_leaves():
+    x = np.zeros((8, 8))
+    x[:4, :] = 10
+    x[4:, :3] = 50
+    leaves = _kd_partition(x, 0.0, 1.0, 64, rule="median")
+    assert sum((hi[0] - lo[0]) * (hi[1] - lo[1]) for lo, hi in leaves) == 64
+    for lo, hi in leaves:
+        block = x[lo[0]:hi[0], lo[1]:hi[1]]
+        assert block.min() == block.max()
+
+
 def test_dpcube_combination_weights_and_totals():
     x = np.concatenate([np.full(32, 20), np.zeros(32, dtype=np.int64)])
-    algo = get_algorithm("dpcube")
+    algo = get_algorithm("dpcube", alpha="1/2", release="uniform")
     est = algo.run(x, Fraction(1), Replicated(SeededBits(4), 1))  # one run, with its partition exposed
     s1 = discrete_laplace_variance(est.measurements[0].scale)
     s2 = discrete_laplace_variance(est.measurements[1].scale)
@@ -117,8 +140,9 @@ def test_dpcube_combination_weights_and_totals():
         for (lo, hi) in est.choices["structure"][0] for m in [hi[0] - lo[0]]))
 
 
-def test_dpcube_choices_come_from_noisy_values_and_plan_is_public():
-    algo = get_algorithm("dpcube")
+@pytest.mark.parametrize("name", ["dpcube", "kdtree"])
+def test_dpcube_choices_come_from_noisy_values_and_plan_is_public(name):
+    algo = get_algorithm(name)
     a = algo.run(np.zeros(64, dtype=np.int64), Fraction(1, 2), SeededBits(5))
     b = algo.run(np.random.default_rng(6).integers(0, 1000, 64), Fraction(1, 2), SeededBits(5))
     assert a.structure == b.structure
@@ -128,12 +152,32 @@ def test_dpcube_choices_come_from_noisy_values_and_plan_is_public():
     assert a.choices != b.choices
 
 
-def test_dpcube_release_through_the_pipeline():
+@pytest.mark.parametrize("name", ["dpcube", "kdtree"])
+def test_dpcube_release_through_the_pipeline(name):
     frame = pd.DataFrame({"v": np.random.default_rng(7).integers(0, 16, 2000)})
     schema = {"columns": {"v": {"type": "numeric", "lower": 0, "upper": 64, "bins": 64}}}
-    result = dphist.release(frame, epsilon="1", schema=schema, columns="v", algorithm="dpcube", seed=8)
+    result = dphist.release(frame, epsilon="1", schema=schema, columns="v", algorithm=name, seed=8)
     table = result.tables["v"]
     assert (table["count"] >= 0).all() and abs(table["count"].sum() - 2000) < 100
     report = result.report["tables"][0]
-    assert [s["epsilon"] for s in report["steps"]] == ["0.5", "0.5"]
+    assert [s["epsilon"] for s in report["steps"]] == ["0.75", "0.25"]  # α = 3/4
     assert "partitions" in report["chosen_from_noisy_values"]
+
+
+def test_the_three_releases_agree_on_every_partition_total_and_gls_keeps_the_cell_deviations():
+    x = np.concatenate([np.full(40, 30), np.random.default_rng(3).integers(0, 200, 24)])
+    runs = {r: get_algorithm("dpcube", release=r).run(x, Fraction(1, 2), Replicated(SeededBits(6), 1))
+            for r in ("uniform", "gls", "shrink")}
+    parts = runs["gls"].choices["structure"][0]
+    assert all(est.choices["structure"][0] == parts for est in runs.values())  # same noise, same partition
+    cells = runs["gls"].noisy[0][0]
+    for lo, hi in parts:
+        part = slice(lo[0], hi[0])
+        totals = {r: est.values[0][part].sum() for r, est in runs.items()}
+        assert totals["gls"] == pytest.approx(totals["uniform"]) == pytest.approx(totals["shrink"])
+        # GLS moves every cell of a partition by the same amount; uniform flattens it; shrink lies between.
+        assert np.ptp(runs["gls"].values[0][part] - cells[part]) < 1e-9
+        assert np.ptp(runs["uniform"].values[0][part]) < 1e-9
+        dev_gls = runs["gls"].values[0][part] - runs["uniform"].values[0][part]
+        dev_shrink = runs["shrink"].values[0][part] - runs["uniform"].values[0][part]
+        assert np.all(np.abs(dev_shrink) <= np.abs(dev_gls) + 1e-9)

@@ -12,7 +12,7 @@ import numpy as np
 
 from ..algorithms.hierarchical import H
 from ..algorithms.identity import Identity
-from ..algorithms.partitioning import DPCube
+from ..algorithms.partitioning import DPCube, KDTree
 from ..algorithms.privelet import Privelet
 from ..algorithms.structurefirst import StructureFirst
 from ..noise import BitSource
@@ -91,6 +91,16 @@ class TrueCountDPCube(DPCube):
         return super().partition(counts, counts, sigma1, sigma2)
 
 
+class TrueCountKDTree(KDTree):
+    """The k-d tree that takes its medians and uniformity tests from the true counts instead of the noisy ones."""
+
+    name = "mutant-kdtree-partition-on-true-counts"
+    flip_pair = "kdtree"
+
+    def partition(self, cells, counts, sigma1, sigma2):
+        return super().partition(counts, counts, sigma1, sigma2)
+
+
 class ArgmaxStructureFirst(StructureFirst):
     """StructureFirst that takes the best-scoring boundary instead of drawing one (no exponential mechanism)."""
 
@@ -102,4 +112,5 @@ class ArgmaxStructureFirst(StructureFirst):
 
 
 MUTANTS = [HalfScaleIdentity, ShrunkScaleIdentity, HeightForgottenTree, OverspentTree, TotalForgottenPrivelet,
-           UnweightedNominalPrivelet, TrueCountDPCube, ArgmaxStructureFirst]
+           UnweightedNominalPrivelet, TrueCountDPCube, TrueCountKDTree,
+           ArgmaxStructureFirst]

@@ -91,13 +91,13 @@ _HIERARCHY = parse_schema({"columns": {"c": {
     "hierarchy": {"G1": {"G11": ["a", "b"], "G12": ["c"]}, "G2": ["d", "e", "f"], "G3": ["g"]}}}})["c"]
 
 
-def _flip_pair(epsilon: Fraction) -> tuple[np.ndarray, np.ndarray]:
-    """A 1-D pair (D, D + one record) on which DPCube's partition of the TRUE counts differs: the worst case
-    for a data-adaptive structure (privacy-engineering.md §2.3)."""
+def _flip_pair(epsilon: Fraction, name: str = "dpcube") -> tuple[np.ndarray, np.ndarray]:
+    """A 1-D pair (D, D + one record) on which the partition of the TRUE counts differs for DPCube or the k-d
+    tree: the worst case for a data-adaptive structure (privacy-engineering.md §2.3)."""
     from ..algorithms.partitioning import _kd_partition
     from ..noise import discrete_laplace_variance
 
-    algo = REGISTRY["dpcube"]()
+    algo = REGISTRY[name]()
     eps1 = epsilon * algo.params["alpha"]
     s1, s2 = discrete_laplace_variance(1 / eps1), discrete_laplace_variance(1 / (epsilon - eps1))
     for a in range(0, 12):
@@ -105,7 +105,8 @@ def _flip_pair(epsilon: Fraction) -> tuple[np.ndarray, np.ndarray]:
             data = np.array([0, 0, 0, 0, a, a, b, b], dtype=np.int64)
             neighbour = data.copy()
             neighbour[-1] += 1
-            if _kd_partition(data, s1, s2, 64) != _kd_partition(neighbour, s1, s2, 64):
+            if _kd_partition(data, s1, s2, 64, algo.split_rule) != _kd_partition(neighbour, s1, s2, 64,
+                                                                                  algo.split_rule):
                 return data, neighbour
     raise AssertionError("no flipping pair found")
 
@@ -172,6 +173,9 @@ def default_cases(algorithms: list[str] | None = None, mutants: bool = True,
     if "dpcube" in names:
         data, neighbour = _flip_pair(epsilon)
         cases.append(Case("dpcube (8,) one record flips the partition", _tiny("dpcube"), data, neighbour, epsilon))
+    if "kdtree" in names:
+        data, neighbour = _flip_pair(epsilon, "kdtree")
+        cases.append(Case("kdtree (8,) one record flips the partition", _tiny("kdtree"), data, neighbour, epsilon))
     if "structurefirst" in names:
         data, neighbour = _structurefirst_flip_pair()
         cases.append(Case("structurefirst (8,) one record moves the best boundaries", _tiny("structurefirst"),
@@ -179,8 +183,8 @@ def default_cases(algorithms: list[str] | None = None, mutants: bool = True,
     if mutants:
         for cls in MUTANTS:
             label, data, neighbour = _pairs((8,))[0]
-            if getattr(cls, "flip_pair", None) == "dpcube":
-                label, (data, neighbour) = "one record flips the partition", _flip_pair(epsilon)
+            if getattr(cls, "flip_pair", None) in ("dpcube", "kdtree"):
+                label, (data, neighbour) = "one record flips the partition", _flip_pair(epsilon, cls.flip_pair)
             if getattr(cls, "flip_pair", None) == "structurefirst":
                 label, (data, neighbour) = "one record moves the best boundaries", _structurefirst_flip_pair()
             columns = None
