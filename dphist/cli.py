@@ -79,7 +79,8 @@ def main():
 @click.option("--budget-split", type=click.Choice(["uniform", "geometric"]),
               help="Tree algorithms: how ε is shared among tree levels [h, hb: uniform; quadtree: geometric].")
 @click.option("--option", "options", multiple=True, metavar="KEY=VALUE",
-              help="An algorithm option, e.g. alpha=0.25 (repeatable; see 'dphist algorithms').")
+              help="An algorithm option, e.g. alpha=0.25 or cap=100 (repeatable; every algorithm's options "
+                   "and what they do: 'dphist algorithms').")
 @click.option("--out", "-o", metavar="DIR", help="Output directory [./release].")
 @click.option("--format", "-f", "fmt", type=click.Choice(FORMATS), help="Release file format [csv].")
 @click.option("--raw", is_flag=True, help="Skip post-processing: publish the unbiased noisy counts (may be negative).")
@@ -306,13 +307,14 @@ def bench_command(files, algorithms, scales, epsilons, samples, runs, jsonl):
 def algorithms_command():
     """List the available algorithms and their options (set with --option KEY=VALUE or a job spec's options)."""
     for name in sorted(REGISTRY):
-        click.echo(f"{name:<12} {REGISTRY[name].summary}")
+        click.echo(f"{name:<14} {REGISTRY[name].summary}")
         cls = REGISTRY[name]
         for key, (default, _) in cls.options.items():
             # Tree methods leave branching and budget_split to the method's own default.
             shown = {"branching": getattr(cls, "default_branching", None),
                      "budget_split": getattr(cls, "default_split", None)}.get(key) if default is None else default
-            click.echo(f"{'':<14}option {key} (default {shown})")
+            note = f": {cls.option_help[key]}" if key in cls.option_help else ""
+            click.echo(f"{'':<15}option {key} ({'required' if shown is None else f'default {shown}'}){note}")
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -179,6 +179,10 @@ def test_overwrite_replaces_previous_release(tmp_path):
 def test_algorithms_and_schema_commands(tmp_path):
     result = run("algorithms")
     assert result.exit_code == 0 and "identity" in result.output
+    for name in ("noisefirst", "structurefirst", "dpcube", "kdtree"):
+        assert f"\n{name} " in result.output
+    assert "option cap (required): public upper bound" in result.output
+    assert "option alpha (default 3/4): share of ε" in result.output
     draft = tmp_path / "draft.yaml"
     result = run("schema", "sample_data/census.csv", "-o", str(draft))
     assert result.exit_code == 0 and "NOT private" in result.stderr

@@ -124,6 +124,8 @@ class Algorithm(ABC):
     #: Values for options that have no default (a public policy number the user must give), used where the
     #: algorithm runs without a user: the audit, layer-0 tests and the benchmark's timing table.
     example_options: ClassVar[dict[str, Any]] = {}
+    #: One line per option for ``dphist algorithms``: what it sets, in the user's terms.
+    option_help: ClassVar[dict[str, str]] = {}
 
     def __init__(self, **options: Any):
         self.params: dict[str, Any] = {}

@@ -89,6 +89,8 @@ class NoiseFirst(Algorithm):
     name = "noisefirst"
     summary = "noisy cells merged into the best buckets for their noise (Xu et al. 2012); one column, small counts"
     options = {"max_buckets": (256, option.positive_int), "grid": (512, option.positive_int)}
+    option_help = {"max_buckets": "most buckets the merge may use (the DP costs O(max_buckets · grid²))",
+                   "grid": "bucket edges are restricted to this many equal steps over the domain"}
 
     def check_shape(self, shape: tuple[int, ...]) -> None:
         if len(shape) != 1:
@@ -236,6 +238,10 @@ class DPCube(Algorithm):
     # partition, and that bias adds up along a prefix.
     options = {"alpha": (Fraction(3, 4), option.fraction_between_0_and_1), "max_depth": (64, option.positive_int),
                "release": ("gls", option.choice("uniform", "gls", "shrink"))}
+    option_help = {"alpha": "share of ε for the noisy cells (the rest measures the partition totals)",
+                   "max_depth": "most k-d cuts from the whole table to a partition",
+                   "release": "inside a partition: gls (noisy cells moved to the combined total, unbiased), "
+                              "uniform (the total spread evenly) or shrink (between them, per partition)"}
 
     def run(self, counts: np.ndarray, epsilon: Fraction, bits: BitSource, columns=None) -> Estimate:
         eps1 = epsilon * self.params["alpha"]
