@@ -121,7 +121,7 @@ def test_kd_tree_partition_without_noise_ends_in_uniform_leaves():
 
 def test_dpcube_combination_weights_and_totals():
     x = np.concatenate([np.full(32, 20), np.zeros(32, dtype=np.int64)])
-    algo = get_algorithm("dpcube", alpha="1/2", release="uniform")
+    algo = get_algorithm("dpcube", alpha="1/2", release="uniform", block=1)
     est = algo.run(x, Fraction(1), Replicated(SeededBits(4), 1))  # one run, with its partition exposed
     s1 = discrete_laplace_variance(est.measurements[0].scale)
     s2 = discrete_laplace_variance(est.measurements[1].scale)
@@ -129,7 +129,7 @@ def test_dpcube_combination_weights_and_totals():
     assert est.measurements[0].scale == est.measurements[1].scale == 2  # α = 1/2
     # Uniform release: every partition holds the combined estimate w·y + (1-w)·S̃, spread evenly.
     cells, view, values = est.noisy[0][0], est.noisy[1][0], est.values[0]
-    for lo, hi in est.choices["structure"][0]:
+    for lo, hi in est.choices["structure"][0][1]:
         part = slice(lo[0], hi[0])
         m = hi[0] - lo[0]
         w = m * s1 / (m * s1 + s2)
@@ -137,7 +137,7 @@ def test_dpcube_combination_weights_and_totals():
         assert np.allclose(values[part], combined / m)
     assert values.sum() == pytest.approx(sum(
         (m * s1 / (m * s1 + s2)) * view[lo[0]] * m + (1 - m * s1 / (m * s1 + s2)) * cells[lo[0]:hi[0]].sum()
-        for (lo, hi) in est.choices["structure"][0] for m in [hi[0] - lo[0]]))
+        for (lo, hi) in est.choices["structure"][0][1] for m in [hi[0] - lo[0]]))
 
 
 @pytest.mark.parametrize("name", ["dpcube", "kdtree"])
@@ -160,16 +160,18 @@ def test_dpcube_release_through_the_pipeline(name):
     table = result.tables["v"]
     assert (table["count"] >= 0).all() and abs(table["count"].sum() - 2000) < 100
     report = result.report["tables"][0]
-    assert [s["epsilon"] for s in report["steps"]] == ["0.75", "0.25"]  # α = 3/4
+    # 2000 records over 64 cells at ε = 1: the noisy total picks blocks of 3 cells; α = 9/10 of the rest.
+    assert [s["epsilon"] for s in report["steps"]] == ["0.05", "0.855", "0.095"]
+    assert report["chosen_from_noisy_values"]["block"] == [3]
     assert "partitions" in report["chosen_from_noisy_values"]
 
 
 def test_the_three_releases_agree_on_every_partition_total_and_gls_keeps_the_cell_deviations():
     x = np.concatenate([np.full(40, 30), np.random.default_rng(3).integers(0, 200, 24)])
-    runs = {r: get_algorithm("dpcube", release=r).run(x, Fraction(1, 2), Replicated(SeededBits(6), 1))
+    runs = {r: get_algorithm("dpcube", release=r, block=1).run(x, Fraction(1, 2), Replicated(SeededBits(6), 1))
             for r in ("uniform", "gls", "shrink")}
-    parts = runs["gls"].choices["structure"][0]
-    assert all(est.choices["structure"][0] == parts for est in runs.values())  # same noise, same partition
+    parts = runs["gls"].choices["structure"][0][1]
+    assert all(est.choices["structure"][0][1] == parts for est in runs.values())  # same noise, same partition
     cells = runs["gls"].noisy[0][0]
     for lo, hi in parts:
         part = slice(lo[0], hi[0])

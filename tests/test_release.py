@@ -182,7 +182,7 @@ def test_algorithms_and_schema_commands(tmp_path):
     for name in ("noisefirst", "structurefirst", "dpcube", "kdtree"):
         assert any(line.startswith(f"{name} ") for line in result.output.splitlines())
     assert "option cap (required): public upper bound" in result.output
-    assert "option alpha (default 3/4): share of ε" in result.output
+    assert "option alpha (default 9/10): share of ε" in result.output
     draft = tmp_path / "draft.yaml"
     result = run("schema", "sample_data/census.csv", "-o", str(draft))
     assert result.exit_code == 0 and "NOT private" in result.stderr
@@ -254,6 +254,7 @@ def test_run_wide_tree_options_apply_only_where_they_fit():
 def test_option_flag_sets_algorithm_options(tmp_path):
     out = tmp_path / "o"
     result = run("release", "sample_data/census.csv", *ARGS, "-c", "income", "-a", "dpcube", "--option", "alpha=0.25",
+                 "--option", "block=1",
                  "--option", "release=gls", "-o", str(out), "--seed", "1")
     assert result.exit_code == 0, result.stderr
     report = json.loads((out / "report.json").read_text())["tables"][0]

@@ -228,75 +228,166 @@ def _kd_partition(noisy: np.ndarray, sigma2: float, kappa: float, max_depth: int
     return leaves
 
 
+def _block(value) -> int | str:
+    return "auto" if value in (None, "auto") else option.positive_int(value)
+
+
+def _edges(length: int, block: int) -> np.ndarray:
+    """Edges of ceil(length / block) near-equal runs of cells covering [0, length)."""
+    return np.unique(np.round(np.linspace(0, length, -(-length // block) + 1)).astype(np.int64))
+
+
+def _coarsen(table: np.ndarray, edges: list[np.ndarray]) -> np.ndarray:
+    for axis, e in enumerate(edges):
+        table = np.add.reduceat(table, e[:-1], axis=axis)
+    return table
+
+
+def _spread(values: np.ndarray, edges: list[np.ndarray]) -> np.ndarray:
+    """Each block's value divided evenly over the block's cells (the inverse of :func:`_coarsen` for sums)."""
+    for axis, e in enumerate(edges):
+        sizes = np.diff(e)
+        shape = [1] * values.ndim
+        shape[axis] = sizes.size
+        values = np.repeat(values / sizes.reshape(shape), sizes, axis=axis)
+    return values
+
+
 class DPCube(Algorithm):
     data_adaptive = True
     name = "dpcube"
     summary = "noisy cells, k-d partition of them, noisy partition totals, combined (Xiao et al.); small counts"
-    # Defaults from the DPBench grid (1-D, ε = 0.1, 18 data sets × 10 runs): α = 3/4 with the unbiased GLS
-    # release beat α = 1/2 with the uniform one at every scale (median 0.199 vs 0.228 at 1e3, 2.66e-3 vs
-    # 3.56e-3 at 1e5, 5.0e-5 vs 5.3e-5 at 1e7).  Uniform spreading biases range queries that end inside a
-    # partition, and that bias adds up along a prefix.
-    options = {"alpha": (Fraction(3, 4), option.fraction_between_0_and_1), "max_depth": (64, option.positive_int),
-               "release": ("gls", option.choice("uniform", "gls", "shrink"))}
-    option_help = {"alpha": "share of ε for the noisy cells (the rest measures the partition totals)",
+    # Defaults from the DPBench grid (1-D, ε = 0.1, 18 data sets × 10 runs each).  The unbiased GLS release
+    # beats the uniform one: uniform spreading biases every range that ends inside a partition, and along a
+    # prefix that bias adds up.  Phase 1 on blocks of cells when the counts are small relative to the noise is
+    # what the reference implementation does with its coarse grid; here the block size comes from a noisy total
+    # (see ``auto_block``), so every cell is measured when the signal is strong.  There, partitions are small
+    # and the two measurements of a small partition combine to one at ε·sqrt(α² + (1 − α)²): hence α = 9/10,
+    # which cost nothing measurable at the small scales.
+    options = {"alpha": (Fraction(9, 10), option.fraction_between_0_and_1), "max_depth": (64, option.positive_int),
+               "release": ("gls", option.choice("uniform", "gls", "shrink")), "block": ("auto", _block),
+               "total_share": (Fraction(1, 20), option.fraction_between_0_and_1)}
+    option_help = {"alpha": "share of ε (after the total's) for phase 1; the rest measures the partition totals",
                    "max_depth": "most k-d cuts from the whole table to a partition",
                    "release": "inside a partition: gls (noisy cells moved to the combined total, unbiased), "
-                              "uniform (the total spread evenly) or shrink (between them, per partition)"}
+                              "uniform (the total spread evenly) or shrink (between them, per partition)",
+                   "block": "phase 1 measures blocks of this many cells per axis (1 = every cell, the paper's "
+                            "version), or auto: chosen from a noisy total",
+                   "total_share": "with block=auto, the share of ε spent on the noisy total"}
+
+    def auto_block(self, noisy_total: float, shape: tuple[int, ...], epsilon: Fraction) -> tuple[int, ...]:
+        """Phase-1 block size per axis from the noisy total N̂ (public once measured): with r = max(N̂, 1)·ε/n
+        the expected count per cell in units of the noise scale, blocks of c = 16·(2.4/r)^0.6 cells (fitted on
+        the 1-D DPBench grid at ε = 0.1: c ≈ 256, 16 and 1 at 10³, 10⁵ and 10⁷ records in 4096 cells),
+        c^(1/d) per axis."""
+        cells = int(np.prod(shape))
+        r = max(float(noisy_total), 1.0) * float(epsilon) / cells
+        c = 16 * (2.4 / r) ** 0.6
+        return tuple(int(min(max(round(c ** (1 / len(shape))), 1), length)) for length in shape)
 
     def run(self, counts: np.ndarray, epsilon: Fraction, bits: BitSource, columns=None) -> Estimate:
-        eps1 = epsilon * self.params["alpha"]
-        eps2 = epsilon - eps1
-        # Phase 1 (all repetitions at once when auditing).
-        cells, first_record = measure(counts, 1, eps1, bits, "phase 1: every cell")
-        sigma1 = discrete_laplace_variance(first_record.scale)
+        reps = bits.reps if isinstance(bits, Replicated) else None
+        source = bits.bits if reps else bits
+        R = reps or 1
+        measurements, views = [], []
+        rest = epsilon
+        if self.params["block"] == "auto":
+            eps0 = epsilon * self.params["total_share"]
+            rest = epsilon - eps0
+            totals, record = measure(np.full(R, counts.sum()), 1, eps0, source,
+                                     "the grand total (to choose the phase-1 block size)")
+            measurements.append(replace(record, queries=1, composition="one query"))
+            views.append(totals.reshape(-1, 1))
+            blocks = [self.auto_block(t, counts.shape, epsilon) for t in totals]
+        else:
+            blocks = [tuple(min(self.params["block"], n) for n in counts.shape)] * R
+        eps1 = rest * self.params["alpha"]
+        eps2 = rest - eps1
+        # Runs that share a block size are measured together (audits repeat a run many times).
+        values = np.empty((R,) + counts.shape)
+        first_view, second_view = np.empty_like(values), np.empty_like(values)
+        partitions, queries = [None] * R, []
+        for block in sorted(set(blocks)):
+            runs = [r for r in range(R) if blocks[r] == block]
+            out = self.phases(counts, block, len(runs), eps1, eps2, source)
+            values[runs], first_view[runs], second_view[runs] = out[0], out[1], out[2]
+            for r, leaves in zip(runs, out[3]):
+                partitions[r] = leaves
+            records = out[4]
+            queries += [(records[0].queries, len(leaves)) for leaves in out[3]]
+        measurements += [replace(records[0], queries=int(round(np.mean([q[0] for q in queries])))),
+                         replace(records[1], queries=int(round(np.mean([q[1] for q in queries]))))]
+        views += [first_view, second_view]
+        structure = {"alpha": str(self.params["alpha"]), "release": self.params["release"],
+                     "max_depth": self.params["max_depth"], "block": self.params["block"]}
+        if reps:
+            return Estimate(values=values, measurements=measurements, noisy=views, structure=structure,
+                            choices={"structure": list(zip(blocks, partitions))})
+        return Estimate(values=values[0], measurements=measurements, noisy=[v[0] for v in views],
+                        structure=structure, choices={"partitions": len(partitions[0]), "block": list(blocks[0])})
+
+    def phases(self, counts, block, runs, eps1, eps2, bits):
+        """``runs`` independent runs of: phase 1 on blocks of ``block`` cells, the partition of the noisy blocks,
+        phase 2 on the partition totals, and the combination.  Returns, each with a leading axis of runs: the
+        estimates, the audit views of both phases, the partitions; then the two measurement records.
+
+        Audit views (per cell, so that runs line up whatever they chose): phase 1 puts each noisy block count
+        in the block's first cell; phase 2 spreads each noisy partition total evenly over its cells.  Either
+        view changes (in L1) exactly as much as the noisy values it shows."""
+        edges = [_edges(n, b) for n, b in zip(counts.shape, block)]
+        coarse = _coarsen(counts, edges)
+        cells, first = measure(coarse, 1, eps1, Replicated(bits, runs), "phase 1: every block of cells (blocks "
+                               "of a size chosen beforehand)")
+        sigma1 = discrete_laplace_variance(Fraction(1) / eps1)
         sigma2 = discrete_laplace_variance(Fraction(1) / eps2)
-        runs = cells.reshape((-1,) + counts.shape)
-        # The partition of each run, from its noisy cells only (post-processing of phase 1).
-        partitions = [tuple(self.partition(run, counts, sigma1, sigma2)) for run in runs]
-        labels, totals = [], []
+        # The partition of each run, from its noisy blocks only (post-processing of phase 1).
+        partitions = [tuple(self.partition(run, coarse, sigma1, sigma2)) for run in cells]
+        labels = []
         for leaves in partitions:
-            label = np.zeros(counts.shape, dtype=np.int64)
+            label = np.zeros(coarse.shape, dtype=np.int64)
             for i, (lo, hi) in enumerate(leaves):
-                label[tuple(slice(l, h) for l, h in zip(lo, hi))] = i
+                label[tuple(slice(a, b) for a, b in zip(lo, hi))] = i
             labels.append(label.ravel())
-            totals.append(np.bincount(label.ravel(), weights=counts.ravel(), minlength=len(leaves)).round())
         # Phase 2: every partition's total; partitions are disjoint, so one record moves one total by 1.
         lengths = [len(p) for p in partitions]
-        noisy_all, second_record = measure(np.concatenate(totals).astype(np.int64), 1, eps2,
-                                           bits.bits if isinstance(bits, Replicated) else bits,
-                                           "phase 2: the total of every partition (chosen from phase 1)")
+        totals = np.concatenate([np.bincount(f, weights=coarse.ravel(), minlength=k) for f, k in zip(labels, lengths)])
+        noisy_all, second = measure(totals.round().astype(np.int64), 1, eps2, bits,
+                                    "phase 2: the total of every partition (chosen from phase 1)")
         offsets = np.cumsum([0] + lengths)
-        values, audit_view = [], []
-        for r, (run, flat) in enumerate(zip(runs, labels)):
+        block_cells = _coarsen(np.ones(counts.shape), edges).ravel()
+        values, first_view, second_view = [], [], []
+        for r, (run, flat, k) in enumerate(zip(cells, labels, lengths)):
             noisy_totals = noisy_all[offsets[r]:offsets[r + 1]]
-            size = np.bincount(flat, minlength=lengths[r]).astype(np.float64)
-            from_cells = np.bincount(flat, weights=run.ravel().astype(np.float64), minlength=lengths[r])
-            w = size * sigma1 / (size * sigma1 + sigma2)  # inverse-variance weight of the phase-2 total
-            combined = w * noisy_totals + (1 - w) * from_cells
-            if self.params["release"] == "uniform":
-                values.append((combined / size)[flat])
-            elif self.params["release"] == "gls":
-                values.append(run.ravel() + ((combined - from_cells) / size)[flat])
-            else:  # shrink: λ_P = Ĥ / (Ĥ + (|P| − 1)σ₁²) of each cell's deviation from its partition's mean
-                cell = run.ravel().astype(np.float64)
-                deviation = cell - (from_cells / size)[flat]
-                spread = np.bincount(flat, weights=deviation * deviation, minlength=lengths[r])
-                noise = (size - 1) * sigma1
-                signal = np.maximum(spread - noise, 0.0)
-                with np.errstate(invalid="ignore", divide="ignore"):
-                    keep = np.where(signal > 0, signal / (signal + noise), 0.0)
-                values.append((combined / size)[flat] + keep[flat] * deviation)
-            # Audit view of phase 2: each cell holds its partition's noisy total over the partition size, so
-            # the view changes by exactly as much (in L1) as the partition totals do.
-            audit_view.append((noisy_totals / size)[flat])
-        shape = cells.shape
-        second = replace(second_record, queries=int(round(np.mean(lengths))))
-        return Estimate(values=np.reshape(values, shape), measurements=[first_record, second],
-                        noisy=[cells, np.reshape(audit_view, shape)],
-                        structure={"alpha": str(self.params["alpha"]), "release": self.params["release"],
-                                   "max_depth": self.params["max_depth"]},
-                        choices={"partitions": lengths[0]} if runs.shape[0] == 1 and cells.ndim == counts.ndim
-                        else {"structure": partitions})
+            value = self.combine(run.ravel().astype(np.float64), flat, k, noisy_totals, sigma1, sigma2)
+            values.append(_spread(value.reshape(coarse.shape), edges))
+            corner = np.zeros(counts.shape)
+            corner[tuple(np.ix_(*[e[:-1] for e in edges]))] = run
+            first_view.append(corner)
+            cells_per_part = np.bincount(flat, weights=block_cells, minlength=k)
+            second_view.append(_spread(((noisy_totals / cells_per_part)[flat] * block_cells).reshape(coarse.shape),
+                                       edges))
+        return np.stack(values), np.stack(first_view), np.stack(second_view), partitions, (first, second)
+
+    def combine(self, run: np.ndarray, flat: np.ndarray, k: int, noisy_totals: np.ndarray, sigma1: float,
+                sigma2: float) -> np.ndarray:
+        """Per block: the estimate from the noisy blocks ``run``, their partition labels ``flat`` and the noisy
+        partition totals, by the chosen release (module docstring)."""
+        size = np.bincount(flat, minlength=k).astype(np.float64)  # blocks per partition
+        from_cells = np.bincount(flat, weights=run, minlength=k)
+        w = size * sigma1 / (size * sigma1 + sigma2)  # inverse-variance weight of the phase-2 total
+        combined = w * noisy_totals + (1 - w) * from_cells
+        if self.params["release"] == "uniform":
+            return (combined / size)[flat]
+        if self.params["release"] == "gls":
+            return run + ((combined - from_cells) / size)[flat]
+        # shrink: λ_P = Ĥ / (Ĥ + (|P| − 1)σ₁²) of each block's deviation from its partition's mean
+        deviation = run - (from_cells / size)[flat]
+        spread = np.bincount(flat, weights=deviation * deviation, minlength=k)
+        noise = (size - 1) * sigma1
+        signal = np.maximum(spread - noise, 0.0)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            keep = np.where(signal > 0, signal / (signal + noise), 0.0)
+        return (combined / size)[flat] + keep[flat] * deviation
 
     split_rule = "best"
 

@@ -23,6 +23,7 @@ from fractions import Fraction
 import numpy as np
 
 from ..algorithms import REGISTRY, Algorithm
+from ..algorithms.partitioning import DPCube
 from ..algorithms.structurefirst import StructureFirst
 from ..noise import Replicated, SeededBits
 from ..errors import UsageError
@@ -97,8 +98,8 @@ def _flip_pair(epsilon: Fraction, name: str = "dpcube") -> tuple[np.ndarray, np.
     from ..algorithms.partitioning import _kd_partition
     from ..noise import discrete_laplace_variance
 
-    algo = REGISTRY[name]()
-    eps1 = epsilon * algo.params["alpha"]
+    algo = _tiny(name)
+    eps1 = epsilon * algo.params["alpha"]  # tiny: every cell measured, no total
     s1, s2 = discrete_laplace_variance(1 / eps1), discrete_laplace_variance(1 / (epsilon - eps1))
     for a in range(0, 12):
         for b in range(a, 16):
@@ -137,10 +138,13 @@ def _structurefirst_flip_pair() -> tuple[np.ndarray, np.ndarray]:
 def _tiny_options(cls: type[Algorithm]) -> dict:
     """Options for an algorithm (or its mutant) as it runs on tiny tables: options that would turn it into
     another one are switched off (Privelet leaves axes of up to 16 cells untransformed by default, which would
-    make it identity here), and StructureFirst gets a cap and one boundary draw over 8 cells."""
+    make it identity here), DPCube and the k-d tree measure every cell, and StructureFirst gets a cap and one
+    boundary draw over 8 cells."""
     tiny = dict(cls.example_options)
     if "small_axis" in cls.options:
         tiny["small_axis"] = 0
+    if issubclass(cls, DPCube):
+        tiny["block"] = 1  # every cell measured, so that the partition has cells to choose from
     if issubclass(cls, StructureFirst):
         tiny.update(cap=6, buckets=2, structure_share="1/5")
     return tiny
@@ -173,6 +177,11 @@ def default_cases(algorithms: list[str] | None = None, mutants: bool = True,
     if "dpcube" in names:
         data, neighbour = _flip_pair(epsilon)
         cases.append(Case("dpcube (8,) one record flips the partition", _tiny("dpcube"), data, neighbour, epsilon))
+    if "dpcube" in names:
+        # The block size chosen from a noisy total: a case with the default (auto) options.
+        label, data, neighbour = _pairs((8,))[0]
+        cases.append(Case(f"dpcube (8,) block size from a noisy total, {label}", REGISTRY["dpcube"](), data,
+                          neighbour, epsilon))
     if "kdtree" in names:
         data, neighbour = _flip_pair(epsilon, "kdtree")
         cases.append(Case("kdtree (8,) one record flips the partition", _tiny("kdtree"), data, neighbour, epsilon))
