@@ -183,3 +183,15 @@ def test_the_three_releases_agree_on_every_partition_total_and_gls_keeps_the_cel
         dev_gls = runs["gls"].values[0][part] - runs["uniform"].values[0][part]
         dev_shrink = runs["shrink"].values[0][part] - runs["uniform"].values[0][part]
         assert np.all(np.abs(dev_shrink) <= np.abs(dev_gls) + 1e-9)
+
+
+def test_auto_block_follows_the_noisy_total_only():
+    algo = get_algorithm("dpcube")
+    eps = Fraction(1, 10)
+    one = [algo.auto_block(total, (4096,), eps)[0] for total in (1e3, 1e5, 1e7)]
+    assert one[0] >= 128 and 8 <= one[1] <= 32 and one[2] == 1
+    assert algo.auto_block(1e3, (256, 256), eps) == (16, 16) and algo.auto_block(1e7, (256, 256), eps) == (1, 1)
+    assert algo.auto_block(-50, (8,), eps) == (8,)  # a negative noisy total counts as 1: one block
+    # More signal never means bigger blocks.
+    sizes = [algo.auto_block(t, (4096,), eps)[0] for t in np.geomspace(1, 1e9, 40)]
+    assert sizes == sorted(sizes, reverse=True)

@@ -275,14 +275,20 @@ class DPCube(Algorithm):
                             "version), or auto: chosen from a noisy total",
                    "total_share": "with block=auto, the share of ε spent on the noisy total"}
 
+    # c = scale · (reference / r)^power cells per block, fitted on the DPBench grid (ε = 0.1 and 1, scales 10³ to
+    # 10⁷): one column, c ≈ 256, 16 and 1 at r ≈ 0.024, 2.4 and 244; two columns (sparser tables, larger
+    # queries), c ≈ 256, 64, 4 and 1 at r ≈ 0.0015, 0.015, 0.15 and 1.5.  Tables of three or more columns use
+    # the two-column rule (not fitted).
+    BLOCK_RULE = {1: (16.0, 2.4, 0.6), 2: (4.0, 0.15, 0.9)}
+
     def auto_block(self, noisy_total: float, shape: tuple[int, ...], epsilon: Fraction) -> tuple[int, ...]:
-        """Phase-1 block size per axis from the noisy total N̂ (public once measured): with r = max(N̂, 1)·ε/n
-        the expected count per cell in units of the noise scale, blocks of c = 16·(2.4/r)^0.6 cells (fitted on
-        the 1-D DPBench grid at ε = 0.1: c ≈ 256, 16 and 1 at 10³, 10⁵ and 10⁷ records in 4096 cells),
-        c^(1/d) per axis."""
+        """Phase-1 block size per axis from the noisy total N̂ (public once measured): with r = max(N̂, 1)·ε/n,
+        the expected count per cell in units of the noise scale, blocks of c = scale·(reference/r)^power cells
+        (``BLOCK_RULE``), c^(1/d) per axis, 1 when the signal is strong."""
         cells = int(np.prod(shape))
         r = max(float(noisy_total), 1.0) * float(epsilon) / cells
-        c = 16 * (2.4 / r) ** 0.6
+        scale, reference, power = self.BLOCK_RULE[min(len(shape), 2)]
+        c = scale * (reference / r) ** power
         return tuple(int(min(max(round(c ** (1 / len(shape))), 1), length)) for length in shape)
 
     def run(self, counts: np.ndarray, epsilon: Fraction, bits: BitSource, columns=None) -> Estimate:
