@@ -195,3 +195,14 @@ def test_auto_block_follows_the_noisy_total_only():
     # More signal never means bigger blocks.
     sizes = [algo.auto_block(t, (4096,), eps)[0] for t in np.geomspace(1, 1e9, 40)]
     assert sizes == sorted(sizes, reverse=True)
+
+
+@pytest.mark.parametrize("name", ["dpcube", "kdtree"])
+def test_partition_is_a_function_of_the_noisy_blocks_alone(name):
+    algo = get_algorithm(name)
+    noisy = np.random.default_rng(9).integers(-20, 60, (12, 10))
+    truth = np.random.default_rng(10).integers(0, 40, (12, 10))
+    s1, s2 = 8.0, 50.0
+    # The true counts are passed along (the mutants read them); the real partition ignores them entirely.
+    assert algo.partition(noisy, truth, s1, s2) == algo.partition(noisy, np.zeros_like(truth), s1, s2)
+    assert algo.partition(noisy, truth, s1, s2) != algo.partition(truth, truth, s1, s2)
