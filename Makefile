@@ -30,6 +30,7 @@ test-fast: install
 bench: install
 	$(PY) bench/run.py
 	$(PY) bench/dpbench.py
+	$(PY) bench/large_scale.py
 
 bench-quick: install
 	$(PY) bench/run.py --quick
