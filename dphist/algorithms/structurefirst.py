@@ -119,6 +119,11 @@ class StructureFirst(Algorithm):
         reps = bits.reps if isinstance(bits, Replicated) else None
         source = bits.bits if reps else bits
 
+        # The bucket totals' noise is drawn first: k independent draws whatever the boundaries, so the number of
+        # random words the boundary draws use (which depends on the scores) never shifts it.
+        noise, record = measure(np.zeros(k, dtype=np.int64), 1, eps2, Replicated(source, reps or 1),
+                                f"the total of each of the {k} buckets")
+
         # Select: k − 1 boundaries by the exponential mechanism (none when k = 1: the plan is public).
         measurements = []
         scores = self.scores(counts, cuts, k)
@@ -134,10 +139,7 @@ class StructureFirst(Algorithm):
 
         # Measure: every bucket's total (buckets are disjoint, so one record moves one total by 1).
         edges = [cuts[np.array(b)] for b in runs]
-        totals = np.stack([np.add.reduceat(counts, e[:-1]) for e in edges])
-        noisy, record = measure(totals if reps else totals[0], 1, eps2, source,
-                                f"the total of each of the {k} buckets")
-        noisy = noisy if reps else noisy[None]  # (runs, k): the plain source adds no repetition axis
+        noisy = np.stack([np.add.reduceat(counts, e[:-1]) for e in edges]) + noise  # (runs, k)
         measurements.append(record)
 
         # Infer: spread each bucket's noisy total evenly over its cells.
