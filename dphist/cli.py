@@ -1,15 +1,19 @@
 """The ``dphist`` command line: a thin click layer over :mod:`dphist.api`.
 
-Every failure a user can cause ends with one line on stderr, exit code 2 (usage: options, schema, spec) or 1
-(data), no traceback and no output files.
+Every failure a user can cause ends with one line on stderr and no traceback or output files.  Exit codes:
+0 done, 1 data error, 2 usage error (options, schema, spec), 3 budget exhausted, 4 ledger locked (timeout),
+5 internal error (a bug), 130 interrupted.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import sys
 import traceback
+from fractions import Fraction
+from pathlib import Path
 
 import click
 
@@ -18,9 +22,22 @@ from .algorithms import REGISTRY
 from .api import DEFAULT_ALGORITHM, NOT_PRIVATE, plan_release, run_plan
 from .draft import draft_schema
 from .evaluate import WARNING, WORKLOADS, evaluate
-from .errors import DphistError, UsageError
+from .errors import DataError, DphistError, UsageError
 from .io.writers import FORMATS, check_destination, write_text_atomic
 from .job import load_job
+from .accountant import format_fraction, parse_epsilon
+from .ledger import ROW_UNIT, Existing, Ledger
+
+
+INTERNAL_ERROR = 5
+_LOG = {"json": False}  # set by commands that offer --log-format
+
+
+def _error_line(message: str, code: int) -> None:
+    if _LOG["json"]:
+        click.echo(json.dumps({"event": "error", "exit_code": code, "message": message}), err=True)
+    else:
+        click.echo(f"Error: {message}", err=True)
 
 
 class _Group(click.Group):
@@ -41,7 +58,7 @@ class _Group(click.Group):
             click.echo(f"Error: {exc.format_message()}{hint}", err=True)
             sys.exit(exc.exit_code)
         except DphistError as exc:
-            click.echo(f"Error: {exc}", err=True)
+            _error_line(str(exc), exc.exit_code)
             sys.exit(exc.exit_code)
         except KeyboardInterrupt:
             click.echo("Error: interrupted; nothing was written", err=True)
@@ -49,9 +66,9 @@ class _Group(click.Group):
         except Exception as exc:  # a bug: keep the promise of no traceback, but make it debuggable
             if os.environ.get("DPHIST_DEBUG"):
                 traceback.print_exc()
-            click.echo(f"Error: internal error ({type(exc).__name__}); nothing was written. "
-                       "Set DPHIST_DEBUG=1 to see the traceback and please report it.", err=True)
-            sys.exit(3)
+            _error_line(f"internal error ({type(exc).__name__}); nothing was written. "
+                        "Set DPHIST_DEBUG=1 to see the traceback and please report it.", INTERNAL_ERROR)
+            sys.exit(INTERNAL_ERROR)
         sys.exit(0)
 
 
@@ -88,8 +105,17 @@ def main():
 @click.option("--seed", type=click.IntRange(min=0), metavar="N",
               help="TEST MODE: deterministic noise. The release is NOT differentially private.")
 @click.option("--quiet", "-q", is_flag=True, help="Do not print the summary on stderr.")
+@click.option("--ledger", "ledger_path", metavar="PATH", help="Budget ledger [$DPHIST_LEDGER, else "
+              "~/.local/share/dphist/ledger.sqlite]. Every release outside test mode is recorded there.")
+@click.option("--dataset-id", metavar="ID", help="The data set's name in the ledger [the input's absolute path].")
+@click.option("--run-key", metavar="KEY", help="Idempotency key, e.g. nightly-2026-11-21: if a release with this "
+              "key was committed, report it and exit 0 without drawing new noise.")
+@click.option("--lock-timeout", default=60.0, show_default=True, type=click.FloatRange(0, 86_400), metavar="S",
+              help="Seconds to wait for another run holding the ledger (then exit 4).")
+@click.option("--log-format", type=click.Choice(["text", "json"]), default="text", show_default=True,
+              help="json: one JSON object per line on stderr (result or error), for schedulers.")
 def release_command(input, epsilon, schema_path, columns, spec, algorithm, branching, budget_split, options, out,
-                    fmt, raw, overwrite, seed, quiet):
+                    fmt, raw, overwrite, seed, quiet, ledger_path, dataset_id, run_key, lock_timeout, log_format):
     """Release differentially private tables of INPUT (a CSV or Parquet file, a directory, or a glob).
 
     \b
@@ -98,8 +124,11 @@ def release_command(input, epsilon, schema_path, columns, spec, algorithm, branc
     With neither: one 1-D histogram per schema column, ε split equally.
 
     Writes one <table>.<format> file per table (one row per cell: labels, count, noisy_count, ci_lower,
-    ci_upper) and report.json into --out, atomically. The whole run spends exactly ε.
+    ci_upper) and report.json into --out, atomically. The whole run spends exactly ε, and the budget ledger
+    records it against the data set (refused with exit code 3 if that would pass the data set's cap; see
+    'dphist budget').
     """
+    _LOG["json"] = log_format == "json"
     tables = None
     if spec:
         if columns:
@@ -112,6 +141,8 @@ def release_command(input, epsilon, schema_path, columns, spec, algorithm, branc
         fmt = fmt or job.format
         algorithm = algorithm or job.algorithm
         tables = job.tables
+        dataset_id = dataset_id or job.dataset_id
+        run_key = run_key or job.run_key
     if input is None:
         raise click.UsageError("missing INPUT (a CSV or Parquet file)")
     if epsilon is None:
@@ -123,14 +154,73 @@ def release_command(input, epsilon, schema_path, columns, spec, algorithm, branc
     plan = plan_release(input, epsilon=epsilon, schema=schema_path, columns=columns, tables=tables,
                         algorithm=algorithm, seed=seed, raw=raw,
                         algorithm_options=_algorithm_options(branching, budget_split, options))
-    check_destination(out, overwrite)  # all checks done before any row is read
     if seed is not None:
+        check_destination(out, overwrite)  # all checks done before any row is read
         click.secho(f"*** {NOT_PRIVATE} ***", err=True, fg="red", bold=True)
-    result = run_plan(plan)
-    paths = result.write(out, fmt, overwrite)
-    if not quiet:
+        result = run_plan(plan)  # test mode never touches the ledger
+        _finish(result, result.write(out, fmt, overwrite), out, quiet)
+        return
+    ledger = Ledger(ledger_path, timeout=lock_timeout)
+    dataset = dataset_id or default_dataset_id(input)
+    reserved = ledger.committed(dataset, ROW_UNIT, run_key)
+    if reserved is None:
+        check_destination(out, overwrite)  # all checks done before any row is read or any budget reserved
+        reserved = ledger.reserve(dataset, ROW_UNIT, plan.epsilon, 0, run_key, detail={
+            "out": str(Path(out).absolute()), "tables": [r.name for r in plan.requests]})
+    if isinstance(reserved, Existing):
+        where = reserved.detail.get("out", "?")
+        _report(f"release for run key '{run_key}' already committed to {where}; nothing new was drawn or spent",
+                {"event": "release", "status": "exists", "dataset": dataset, "run_key": run_key, "out": where,
+                 "ledger_entry": reserved.entry_hash}, quiet)
+        return
+    read = False
+    try:
+        ledger.mark_read(reserved)  # from here the budget stays spent, whatever happens
+        read = True
+        result = run_plan(plan)
+        result.report["ledger"] = {"dataset": dataset, "privacy_unit": ROW_UNIT,
+                                   "reservation_entry": reserved.entry_hash,
+                                   "epsilon_spent_before": format_fraction(reserved.spent_before),
+                                   "epsilon_cap": None if reserved.cap is None else format_fraction(reserved.cap),
+                                   **({"run_key": run_key} if run_key else {})}
+        paths = result.write(out, fmt, overwrite)
+    except BaseException:
+        if not read:
+            ledger.abort(reserved, "failed before reading any data")
+        raise
+    entry = ledger.commit(reserved, {"out": str(Path(out).absolute()),
+                                     "files": {p.name: _sha256(p) for p in paths}}, run_key)
+    _finish(result, paths, out, quiet, {"dataset": dataset, "ledger_entry": entry, "run_key": run_key})
+
+
+def _finish(result, paths, out, quiet, ledger_info=None) -> None:
+    if _LOG["json"]:
+        click.echo(json.dumps({"event": "release", "status": "ok", "out": str(out),
+                               "files": [p.name for p in paths], "epsilon_spent": result.report["epsilon_spent"],
+                               "test_mode": result.test_mode, **(ledger_info or {})}), err=True)
+    elif not quiet:
         click.echo(result.summary(banner=False), err=True)
         click.echo(f"wrote {len(paths)} files to {out}/: {', '.join(p.name for p in paths)}", err=True)
+
+
+def _report(text: str, record: dict, quiet: bool) -> None:
+    if _LOG["json"]:
+        click.echo(json.dumps(record), err=True)
+    elif not quiet:
+        click.echo(text, err=True)
+
+
+def _sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def default_dataset_id(input: str) -> str:
+    """The ledger's name for a data set given as a path: its absolute path (globs kept as patterns)."""
+    return str(Path(os.path.expanduser(str(input))).absolute())
 
 
 def _algorithm_options(branching, budget_split, pairs=()) -> dict:
@@ -301,6 +391,94 @@ def bench_command(files, algorithms, scales, epsilons, samples, runs, jsonl):
     if jsonl:
         write_text_atomic(jsonl, "".join(json.dumps(r) + "\n" for r in records))
     click.echo(summarize(records))
+
+
+@main.group("budget")
+def budget_group():
+    """The privacy-budget ledger: caps per data set, what was spent, and a tamper check.
+
+    \b
+    dphist budget set ID --epsilon 5          # cap a data set (releases past it exit 3)
+    dphist budget show [ID]                   # spent, remaining, number of releases
+    dphist budget history ID [--format json]  # every entry, oldest first
+    dphist budget verify                      # check the hash chain (exit 1 if broken)
+    """
+
+
+_ledger_option = click.option("--ledger", "ledger_path", metavar="PATH",
+                              help="Ledger file [$DPHIST_LEDGER, else ~/.local/share/dphist/ledger.sqlite].")
+
+
+@budget_group.command("set")
+@click.argument("dataset")
+@click.option("--epsilon", "-e", required=True, metavar="E", help="The data set's total ε over all releases.")
+@click.option("--delta", default="0", show_default=True, metavar="D", help="The data set's total δ.")
+@click.option("--reason", default="", metavar="TEXT", help="Why the cap is set or changed (kept in the ledger).")
+@_ledger_option
+def budget_set(dataset, epsilon, delta, reason, ledger_path):
+    """Set (or change) the cap of DATASET; the change is itself a ledger entry."""
+    eps = parse_epsilon(epsilon)
+    try:
+        dlt = Fraction(str(delta).strip())
+    except (ValueError, ZeroDivisionError):
+        raise UsageError(f"--delta must be a number in [0, 1), got '{delta}'") from None
+    if not 0 <= dlt < 1:
+        raise UsageError(f"--delta must be in [0, 1), got '{delta}'")
+    ledger = Ledger(ledger_path)
+    ledger.set_cap(dataset, ROW_UNIT, eps, dlt, reason)
+    (row,) = ledger.status(dataset)
+    click.echo(f"{dataset}: cap epsilon {row['epsilon_cap']}, delta {row['delta_cap']}; spent epsilon "
+               f"{row['epsilon_spent']}, remaining {row['epsilon_remaining']}")
+
+
+@budget_group.command("show")
+@click.argument("dataset", required=False)
+@click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
+@_ledger_option
+def budget_show(dataset, fmt, ledger_path):
+    """Cap, spent and remaining budget of DATASET (or of every data set in the ledger)."""
+    rows = Ledger(ledger_path).status(dataset)
+    if dataset and not rows:
+        raise UsageError(f"data set '{dataset}' is not in the ledger")
+    if fmt == "json":
+        click.echo(json.dumps(rows, indent=2))
+        return
+    for r in rows:
+        cap = "no cap" if r["epsilon_cap"] is None else f"cap {r['epsilon_cap']}, remaining {r['epsilon_remaining']}"
+        click.echo(f"{r['dataset']} ({r['unit']}): epsilon spent {r['epsilon_spent']}, {cap}; "
+                   f"{r['releases']} release(s), last entry {r['last_entry']}")
+
+
+@budget_group.command("history")
+@click.argument("dataset")
+@click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
+@_ledger_option
+def budget_history(dataset, fmt, ledger_path):
+    """Every ledger entry of DATASET, oldest first."""
+    entries = Ledger(ledger_path).history(dataset)
+    if not entries:
+        raise UsageError(f"data set '{dataset}' is not in the ledger")
+    if fmt == "json":
+        click.echo(json.dumps(entries, indent=2))
+        return
+    for e in entries:
+        amount = f" epsilon {format_fraction(Fraction(e['epsilon']))}" if e["kind"] in ("RESERVE", "CAP") else ""
+        key = f" key {e['run_key']}" if e["run_key"] else ""
+        click.echo(f"{e['seq']:>6} {e['ts']} {e['kind']:<7} run {e['run_id'][:8]}{amount}{key}")
+
+
+@budget_group.command("verify")
+@_ledger_option
+def budget_verify(ledger_path):
+    """Check the ledger's hash chain: exit 0 if intact, 1 with the broken entries listed if not."""
+    ledger = Ledger(ledger_path)
+    problems = ledger.verify()
+    if problems:
+        for p in problems:
+            click.echo(p, err=True)
+        raise DataError(f"ledger {ledger.path}: the hash chain is broken ({len(problems)} problem(s)); "
+                        "it was edited outside dphist")
+    click.echo(f"ledger {ledger.path}: hash chain intact, head {ledger.head()}")
 
 
 @main.command("algorithms")

@@ -49,6 +49,8 @@ class Job:
     format: str | None = None
     algorithm: str | None = None
     tables: list[TableRequest] = field(default_factory=list)
+    dataset_id: str | None = None
+    run_key: str | None = None
 
 
 def table_name_for(columns: list[str] | tuple[str, ...]) -> str:
@@ -111,7 +113,7 @@ def load_job(path: str | Path, today: _dt.date | None = None) -> Job:
     document = load_document(path, "job spec")
     if not isinstance(document, dict):
         raise UsageError(f"{path}: a job spec must be a mapping with a 'tables' list")
-    known = {"input", "schema", "epsilon", "out", "format", "algorithm", "tables"}
+    known = {"input", "schema", "epsilon", "out", "format", "algorithm", "tables", "dataset_id", "run_key"}
     unknown = set(document) - known
     if unknown:
         raise UsageError(f"{path}: unknown field '{sorted(map(str, unknown))[0]}'")
@@ -127,7 +129,17 @@ def load_job(path: str | Path, today: _dt.date | None = None) -> Job:
             value = value.replace("{date}", (today or _dt.date.today()).isoformat())
         return str(base / value) if not Path(value).is_absolute() else value
 
+    def text(key: str) -> str | None:
+        value = document.get(key)
+        if value is None:
+            return None
+        if not isinstance(value, str) or not value.strip():
+            raise UsageError(f"{path}: '{key}' must be a non-empty text")
+        return value.replace("{date}", (today or _dt.date.today()).isoformat())
+
     return Job(
+        dataset_id=text("dataset_id"),
+        run_key=text("run_key"),
         input=relative("input"),
         schema=relative("schema"),
         epsilon=document.get("epsilon"),

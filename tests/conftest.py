@@ -48,3 +48,11 @@ def urandom_calls(monkeypatch) -> list[int]:
 
     monkeypatch.setattr(noise.os, "urandom", spy)
     return calls
+
+
+@pytest.fixture(autouse=True)
+def private_ledger(tmp_path_factory, monkeypatch):
+    """Every test (and every dphist process it starts) records releases in its own ledger, never the user's."""
+    path = tmp_path_factory.mktemp("ledger") / "ledger.sqlite"
+    monkeypatch.setenv("DPHIST_LEDGER", str(path))
+    return path
