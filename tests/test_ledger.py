@@ -99,6 +99,19 @@ def test_verify_detects_edits_deletions_and_cap_changes_are_entries(tmp_path):
     assert any("deleted or reordered" in p for p in Ledger(path).verify())
 
 
+def test_a_transaction_waits_for_the_lock_then_gives_up(tmp_path):
+    path = tmp_path / "l.sqlite"
+    Ledger(path)
+    holder = sqlite3.connect(path, isolation_level=None)
+    holder.execute("BEGIN IMMEDIATE")
+    started = time.perf_counter()
+    with pytest.raises(LedgerLocked, match="still locked by another process after 0.3 s"):
+        Ledger(path, timeout=0.3).reserve("d", "row", "0.1")
+    assert time.perf_counter() - started >= 0.25  # it did wait
+    holder.execute("ROLLBACK")
+    assert Ledger(path, timeout=0.3).reserve("d", "row", "0.1").epsilon == Fraction(1, 10)
+
+
 def test_a_process_that_died_before_reading_gets_its_reservation_back(tmp_path):
     path = tmp_path / "l.sqlite"
     Ledger(path).set_cap("d", "row", 1)
