@@ -139,8 +139,10 @@ def release(
     seed: int | None = None,
     raw: bool = False,
     algorithm_options: dict | None = None,
+    ledger: Any = None,
+    dataset_id: str | None = None,
 ) -> Release:
-    """Release differentially private tables of ``source``.
+    """Release differentially private tables of ``source``, charged to the budget ledger.
 
     Parameters
     ----------
@@ -154,13 +156,29 @@ def release(
     algorithm : default algorithm for tables that do not name one (``identity``).
     algorithm_options : options for the algorithms (e.g. ``{"branching": 16}``); a table's own ``options``
         take precedence.
-    seed : test mode.  Deterministic noise; the release is marked NOT differentially private.
+    seed : test mode.  Deterministic noise; the release is marked NOT differentially private, and the ledger is
+        not touched.
     raw : skip post-processing; ``count`` is then the unbiased noisy estimate.
+    ledger : a :class:`~dphist.ledger.Ledger` or a path to one (default: ``$DPHIST_LEDGER``, else
+        ``~/.local/share/dphist/ledger.sqlite``).  The release is recorded there against ``dataset_id`` (default:
+        the input's absolute path; every DataFrame shares one id), and refused (BudgetExhausted) past its cap.
 
     The total epsilon spent is exactly ``epsilon`` (sequential composition over tables), under add/remove of
     one record.  Raises UsageError for bad arguments (before reading data) and DataError for unreadable data.
     """
-    return run_plan(plan_release(source, epsilon, schema, columns, tables, algorithm, seed, raw, algorithm_options))
+    from .ledger import Ledger
+    from .publish import charged_run
+
+    plan = plan_release(source, epsilon, schema, columns, tables, algorithm, seed, raw, algorithm_options)
+    if seed is not None:
+        return run_plan(plan)
+
+    def work(info):
+        result = run_plan(plan)
+        result.report["ledger"] = info
+        return result, {"returned_to": "Python caller"}
+    book = ledger if isinstance(ledger, Ledger) else Ledger(ledger)
+    return charged_run(plan, work, book, dataset_id).value
 
 
 def run_plan(plan: ReleasePlan) -> Release:

@@ -7,7 +7,6 @@ Every failure a user can cause ends with one line on stderr and no traceback or 
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import sys
@@ -26,7 +25,8 @@ from .errors import DataError, DphistError, UsageError
 from .io.writers import FORMATS, check_destination, write_text_atomic
 from .job import load_job
 from .accountant import format_fraction, parse_epsilon
-from .ledger import ROW_UNIT, Existing, Ledger
+from .ledger import ROW_UNIT, Ledger
+from .publish import charged_run, sha256_file
 
 
 INTERNAL_ERROR = 5
@@ -160,37 +160,24 @@ def release_command(input, epsilon, schema_path, columns, spec, algorithm, branc
         result = run_plan(plan)  # test mode never touches the ledger
         _finish(result, result.write(out, fmt, overwrite), out, quiet)
         return
-    ledger = Ledger(ledger_path, timeout=lock_timeout)
-    dataset = dataset_id or default_dataset_id(input)
-    reserved = ledger.committed(dataset, ROW_UNIT, run_key)
-    if reserved is None:
-        check_destination(out, overwrite)  # all checks done before any row is read or any budget reserved
-        reserved = ledger.reserve(dataset, ROW_UNIT, plan.epsilon, 0, run_key, detail={
-            "out": str(Path(out).absolute()), "tables": [r.name for r in plan.requests]})
-    if isinstance(reserved, Existing):
-        where = reserved.detail.get("out", "?")
-        _report(f"release for run key '{run_key}' already committed to {where}; nothing new was drawn or spent",
-                {"event": "release", "status": "exists", "dataset": dataset, "run_key": run_key, "out": where,
-                 "ledger_entry": reserved.entry_hash}, quiet)
-        return
-    read = False
-    try:
-        ledger.mark_read(reserved)  # from here the budget stays spent, whatever happens
-        read = True
+    detail = {"out": str(Path(out).absolute()), "tables": [r.name for r in plan.requests]}
+
+    def work(ledger_info):
         result = run_plan(plan)
-        result.report["ledger"] = {"dataset": dataset, "privacy_unit": ROW_UNIT,
-                                   "reservation_entry": reserved.entry_hash,
-                                   "epsilon_spent_before": format_fraction(reserved.spent_before),
-                                   "epsilon_cap": None if reserved.cap is None else format_fraction(reserved.cap),
-                                   **({"run_key": run_key} if run_key else {})}
+        result.report["ledger"] = ledger_info
         paths = result.write(out, fmt, overwrite)
-    except BaseException:
-        if not read:
-            ledger.abort(reserved, "failed before reading any data")
-        raise
-    entry = ledger.commit(reserved, {"out": str(Path(out).absolute()),
-                                     "files": {p.name: _sha256(p) for p in paths}}, run_key)
-    _finish(result, paths, out, quiet, {"dataset": dataset, "ledger_entry": entry, "run_key": run_key})
+        return (result, paths), {"out": str(Path(out).absolute()), "files": {p.name: sha256_file(p) for p in paths}}
+    done = charged_run(plan, work, Ledger(ledger_path, timeout=lock_timeout), dataset_id, run_key, detail,
+                       before_reserve=lambda: check_destination(out, overwrite))
+    if done.existing is not None:
+        where = done.existing.detail.get("out", "?")
+        _report(f"release for run key '{run_key}' already committed to {where}; nothing new was drawn or spent",
+                {"event": "release", "status": "exists", "dataset": done.dataset, "run_key": run_key, "out": where,
+                 "ledger_entry": done.existing.entry_hash}, quiet)
+        return
+    result, paths = done.value
+    _finish(result, paths, out, quiet, {"dataset": done.dataset, "ledger_entry": done.commit_entry,
+                                        "run_key": run_key})
 
 
 def _finish(result, paths, out, quiet, ledger_info=None) -> None:
@@ -208,19 +195,6 @@ def _report(text: str, record: dict, quiet: bool) -> None:
         click.echo(json.dumps(record), err=True)
     elif not quiet:
         click.echo(text, err=True)
-
-
-def _sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
-
-
-def default_dataset_id(input: str) -> str:
-    """The ledger's name for a data set given as a path: its absolute path (globs kept as patterns)."""
-    return str(Path(os.path.expanduser(str(input))).absolute())
 
 
 def _algorithm_options(branching, budget_split, pairs=()) -> dict:

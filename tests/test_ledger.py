@@ -275,3 +275,21 @@ def _entries(path: Path) -> list[dict]:
         return []
     finally:
         db.close()
+
+
+def test_the_python_api_is_charged_too(tmp_path):
+    import pandas as pd
+
+    import dphist
+
+    path = tmp_path / "api.sqlite"
+    Ledger(path).set_cap("frame", "row", "0.75")
+    frame = pd.DataFrame({"v": np.arange(100) % 10})
+    schema = {"columns": {"v": {"type": "numeric", "lower": 0, "upper": 10, "bins": 10}}}
+    result = dphist.release(frame, "0.5", schema, columns="v", ledger=path, dataset_id="frame")
+    assert result.report["ledger"]["dataset"] == "frame" and spent(path, "frame") == Fraction(1, 2)
+    with pytest.raises(BudgetExhausted):
+        dphist.release(frame, "0.5", schema, columns="v", ledger=path, dataset_id="frame")
+    dphist.release(frame, "0.5", schema, columns="v", ledger=path, dataset_id="frame", seed=3)  # test mode: free
+    assert spent(path, "frame") == Fraction(1, 2)
+    assert [e["kind"] for e in Ledger(path).history("frame")] == ["CAP", "RESERVE", "READ", "COMMIT"]
