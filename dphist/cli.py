@@ -15,6 +15,7 @@ from fractions import Fraction
 from pathlib import Path
 
 import click
+import numpy as np
 
 from . import __version__
 from .algorithms import REGISTRY
@@ -22,11 +23,12 @@ from .api import DEFAULT_ALGORITHM, NOT_PRIVATE, plan_release, run_plan
 from .draft import draft_schema
 from .evaluate import WARNING, WORKLOADS, evaluate
 from .errors import DataError, DphistError, UsageError
-from .io.writers import FORMATS, check_destination, write_text_atomic
+from .io.writers import FORMATS, check_destination, write_frame_atomic, write_text_atomic
 from .job import load_job
 from .accountant import format_fraction, parse_epsilon
 from .ledger import ROW_UNIT, Ledger
 from .publish import charged_run, sha256_file
+from .synth import synthesize
 
 
 INTERNAL_ERROR = 5
@@ -365,6 +367,31 @@ def bench_command(files, algorithms, scales, epsilons, samples, runs, jsonl):
     if jsonl:
         write_text_atomic(jsonl, "".join(json.dumps(r) + "\n" for r in records))
     click.echo(summarize(records))
+
+
+@main.command("synth")
+@click.argument("release_dir", metavar="RELEASE_DIR")
+@click.option("--rows", "-n", required=True, type=click.IntRange(0, 10**9), metavar="N", help="Rows to generate.")
+@click.option("--table", "-t", metavar="NAME", help="The released table to sample (needed if there are several).")
+@click.option("--out", "-o", required=True, metavar="FILE", help="Output file: .csv, .parquet or .json.")
+@click.option("--seed", type=click.IntRange(min=0), metavar="N", help="Reproducible sampling.")
+@click.option("--overwrite", is_flag=True, help="Replace FILE if it exists.")
+def synth_command(release_dir, rows, table, out, seed, overwrite):
+    """Synthetic records drawn from a released table: cells in proportion to their released counts, then a
+    value inside each cell (uniform within a numeric or date bin, the label of a category).
+
+    Post-processing only: it reads the release, never the private data, and spends no budget. The records
+    reproduce the released table, nothing more: relations inside a bin, or between columns that are not in one
+    table together, are not in the release and are not in the records.
+    """
+    fmt = {".csv": "csv", ".parquet": "parquet", ".json": "json"}.get(Path(out).suffix.lower())
+    if fmt is None:
+        raise UsageError(f"--out must end in .csv, .parquet or .json, got '{out}'")
+    if os.path.exists(out) and not overwrite:
+        raise UsageError(f"{out} exists (use --overwrite to replace it)")
+    frame = synthesize(release_dir, rows, table, None if seed is None else np.random.default_rng(seed))
+    write_frame_atomic(out, frame, fmt)
+    click.echo(f"wrote {len(frame)} synthetic rows to {out}", err=True)
 
 
 @main.group("budget")

@@ -85,6 +85,19 @@ def write_text_atomic(path: str | os.PathLike, text: str) -> None:
         raise
 
 
+def write_frame_atomic(path: str | os.PathLike, frame: pd.DataFrame, fmt: str) -> None:
+    """Write one table (csv, parquet or json) by temp file, fsync and rename."""
+    path = Path(path)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.absolute().parent)
+    os.close(fd)
+    try:
+        _write_table(Path(tmp), frame, fmt)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
 def _swap_into_place(staging: Path, out: Path) -> None:
     if not out.exists():
         os.rename(staging, out)
