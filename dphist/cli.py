@@ -28,6 +28,7 @@ from .job import load_job
 from .accountant import format_fraction, parse_epsilon
 from .ledger import ROW_UNIT, Ledger
 from .publish import charged_run, sha256_file
+from .plot import plot_release
 from .synth import synthesize
 
 
@@ -392,6 +393,20 @@ def synth_command(release_dir, rows, table, out, seed, overwrite):
     frame = synthesize(release_dir, rows, table, None if seed is None else np.random.default_rng(seed))
     write_frame_atomic(out, frame, fmt)
     click.echo(f"wrote {len(frame)} synthetic rows to {out}", err=True)
+
+
+@main.command("plot")
+@click.argument("release_dir", metavar="RELEASE_DIR")
+@click.option("--table", "-t", metavar="NAME", help="The released table to draw (needed if there are several).")
+@click.option("--out", "-o", required=True, metavar="FILE", help="The picture, e.g. chart.png.")
+@click.option("--overwrite", is_flag=True, help="Replace FILE if it exists.")
+def plot_command(release_dir, table, out, overwrite):
+    """Draw a released table: bars with 95 % intervals (one column), a heat map (two), or small multiples of
+    heat maps (three). Reads the release only. Needs matplotlib: pip install 'dphist[plot]'."""
+    if os.path.exists(out) and not overwrite:
+        raise UsageError(f"{out} exists (use --overwrite to replace it)")
+    plot_release(release_dir, out, table)
+    click.echo(f"wrote {out}", err=True)
 
 
 @main.group("budget")
