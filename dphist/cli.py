@@ -47,6 +47,7 @@ class _Group(click.Group):
     """Turns every error into one line on stderr and an exit code, never a traceback."""
 
     def main(self, args=None, prog_name=None, complete_var=None, standalone_mode=True, **extra):
+        _LOG["json"] = False  # each invocation starts with text logs (matters when called in-process)
         try:
             super().main(args, prog_name, complete_var, standalone_mode=False, **extra)
         except click.exceptions.Exit as exc:
