@@ -26,6 +26,7 @@ from .inference import nonnegative_integer_table
 from .io.sources import Source, open_source
 from .io.writers import write_release
 from .job import TableRequest, check_table_names, parse_tables, table_name_for
+from .marginals import derive_marginal, labelled_frame, parse_marginals, union_of
 from .noise import BitSource, SeededBits, SystemBits
 from .schema import MAX_CELLS, MAX_DIMENSIONS, Schema, load_schema, parse_schema
 
@@ -72,8 +73,9 @@ class Release:
         width = max(len(t["name"]) for t in r["tables"])
         for t in r["tables"]:
             sd = f", sd per cell {t['expected_cell_sd']:.3g}" if t.get("expected_cell_sd") is not None else ""
+            shared = f" (a sum of the one {t['derived_from']} table)" if t.get("derived_from") else ""
             lines.append(f"  {t['name']:<{width}}  {t['algorithm']:<10} epsilon {t['epsilon']:<8} "
-                         f"{t['cells']} cells{sd}")
+                         f"{t['cells']} cells{sd}{shared}")
         return "\n".join(lines)
 
 
@@ -90,6 +92,8 @@ class ReleasePlan:
     budgets: list[Fraction]
     seed: int | None
     raw: bool
+    #: With marginals: the one table is the full table over their columns, released as these sums of it.
+    marginals: list[tuple[str, ...]] | None = None
 
 
 def plan_release(
@@ -102,9 +106,17 @@ def plan_release(
     seed: int | None = None,
     raw: bool = False,
     algorithm_options: dict | None = None,
+    marginals: Any = None,
 ) -> ReleasePlan:
     """Validate the arguments of :func:`release` and the input's header; reads no rows, spends nothing."""
     total_epsilon = parse_epsilon(epsilon)
+    if marginals is not None:
+        if columns is not None or tables is not None:
+            raise UsageError("give marginals, columns or tables, not more than one")
+        marginals = parse_marginals(marginals)
+        columns = list(union_of(marginals))
+        if raw:
+            raise UsageError("marginals are sums of the post-processed full table: --raw does not apply")
     if schema is None:
         raise UsageError("a schema is required: draft one with 'dphist schema INPUT -o schema.yaml', review it, "
                          "and pass it with --schema")
@@ -126,7 +138,10 @@ def plan_release(
         raise UsageError("seed must be a non-negative integer")
     src = open_source(source)
     src.check_columns({c.name: c for shape in shapes for c in shape.columns})
-    return ReleasePlan(src, total_epsilon, requests, shapes, algorithms, budgets, seed, raw)
+    if marginals is not None:
+        for m in marginals:
+            check_table_names([TableRequest(table_name_for(m), m)])
+    return ReleasePlan(src, total_epsilon, requests, shapes, algorithms, budgets, seed, raw, marginals)
 
 
 def release(
@@ -141,6 +156,7 @@ def release(
     algorithm_options: dict | None = None,
     ledger: Any = None,
     dataset_id: str | None = None,
+    marginals: Any = None,
 ) -> Release:
     """Release differentially private tables of ``source``, charged to the budget ledger.
 
@@ -159,6 +175,9 @@ def release(
     seed : test mode.  Deterministic noise; the release is marked NOT differentially private, and the ledger is
         not touched.
     raw : skip post-processing; ``count`` is then the unbiased noisy estimate.
+    marginals : a set of tables released from one measurement, ``"age,sex;sex,income"`` or a list of column
+        lists: the full table over their columns is measured once with all of epsilon, and each marginal is a
+        sum of its released counts, so the marginals agree exactly with each other (strategy "full").
     ledger : a :class:`~dphist.ledger.Ledger` or a path to one (default: ``$DPHIST_LEDGER``, else
         ``~/.local/share/dphist/ledger.sqlite``).  The release is recorded there against ``dataset_id`` (default:
         the input's absolute path; every DataFrame shares one id), and refused (BudgetExhausted) past its cap.
@@ -169,7 +188,7 @@ def release(
     from .ledger import Ledger
     from .publish import charged_run
 
-    plan = plan_release(source, epsilon, schema, columns, tables, algorithm, seed, raw, algorithm_options)
+    plan = plan_release(source, epsilon, schema, columns, tables, algorithm, seed, raw, algorithm_options, marginals)
     if seed is not None:
         return run_plan(plan)
 
@@ -211,6 +230,9 @@ def run_plan(plan: ReleasePlan) -> Release:
             "post_processing": "none (--raw)" if raw else POST_PROCESSING,
         })
     assert spent <= total_epsilon
+    full_table = None
+    if plan.marginals is not None:
+        frames, table_reports, full_table = _derive_marginals(plan, frames, table_reports)
     report = {
         "dphist_version": __version__,
         "input": {"name": src.public_name, "format": src.format},
@@ -225,6 +247,7 @@ def run_plan(plan: ReleasePlan) -> Release:
         "noise": TEST_SAMPLER if seed is not None else SAMPLER,
         "test_mode": seed is not None,
         "tables": table_reports,
+        **({"marginals": full_table} if full_table is not None else {}),
         "notes": [
             "Bin edges, categories and table shapes come from the declared schema, which is public.",
             "Values outside a column's domain were clamped or dropped as the schema says; how many is not published.",
@@ -238,6 +261,34 @@ def run_plan(plan: ReleasePlan) -> Release:
 
 
 # --------------------------------------------------------------------------------------------------------------
+
+
+def _derive_marginals(plan: ReleasePlan, frames: dict, table_reports: list) -> tuple[dict, list, dict]:
+    """Replace the full table by its marginals: sums of its released integer counts (and of its noisy values)."""
+    (shape,), (full_report,) = plan.shapes, table_reports
+    full = frames[plan.requests[0].name]
+    axes = tuple(c.name for c in shape.columns)
+    counts = full["count"].to_numpy().reshape(shape.shape)
+    noisy = full["noisy_count"].to_numpy(np.float64).reshape(shape.shape)
+    by_name = {c.name: c for c in shape.columns}
+    out_frames, reports = {}, []
+    for m in plan.marginals:
+        name = table_name_for(m)
+        cols = [by_name[c] for c in m]
+        out_frames[name] = labelled_frame(cols, {
+            "count": derive_marginal(counts, axes, m),
+            "noisy_count": _integral_or_float(np.round(derive_marginal(noisy, axes, m), 6))})
+        reports.append({
+            "name": name, "columns": list(m), "algorithm": full_report["algorithm"],
+            "epsilon": full_report["epsilon"], "delta": "0", "cells": int(np.prod([c.n_cells for c in cols])),
+            "shape": [c.n_cells for c in cols], "domain": {c.name: c.describe() for c in cols},
+            "derived_from": full_report["name"], "post_processing": "sum of the full table's released counts",
+        })
+    full_table = {"strategy": "full: one measurement of the table over all the marginals' columns; each "
+                              "marginal is a sum of its non-negative integer counts, so all of them agree exactly "
+                              "(shared sub-marginals and grand total) and together cost the run's ε once",
+                  "full_table": full_report}
+    return out_frames, reports, full_table
 
 
 def _table_requests(schema: Schema, columns, tables) -> list[TableRequest]:

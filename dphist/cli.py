@@ -94,6 +94,8 @@ def main():
 @click.option("--schema", "-s", "schema_path", metavar="FILE", help="YAML/JSON schema declaring each column's public domain.")
 @click.option("--columns", "-c", metavar="A,B", help="Release one table over these columns (comma-separated).")
 @click.option("--spec", metavar="JOB.yaml", help="Job spec listing the tables, algorithms and budget shares.")
+@click.option("--marginals", metavar="A,B;C,D", help="Several tables from one measurement of the full table over "
+              "their columns, each a sum of it: they agree exactly and cost ε once.")
 @click.option("--algorithm", "-a", metavar="NAME", help=f"Algorithm for tables that name none [{DEFAULT_ALGORITHM}]. See 'dphist algorithms'.")
 @click.option("--branching", "-b", metavar="B", help="Tree algorithms (h, hb, quadtree): splits per node and axis, "
               "or 'auto' [h, quadtree: 2; hb: chosen for the domain].")
@@ -118,7 +120,7 @@ def main():
               help="Seconds to wait for another run holding the ledger (then exit 4).")
 @click.option("--log-format", type=click.Choice(["text", "json"]), default="text", show_default=True,
               help="json: one JSON object per line on stderr (result or error), for schedulers.")
-def release_command(input, epsilon, schema_path, columns, spec, algorithm, branching, budget_split, options, out,
+def release_command(input, epsilon, schema_path, columns, spec, marginals, algorithm, branching, budget_split, options, out,
                     fmt, raw, overwrite, seed, quiet, ledger_path, dataset_id, run_key, lock_timeout, log_format):
     """Release differentially private tables of INPUT (a CSV or Parquet file, a directory, or a glob).
 
@@ -155,9 +157,11 @@ def release_command(input, epsilon, schema_path, columns, spec, algorithm, branc
     if fmt not in FORMATS:
         raise UsageError(f"unknown format '{fmt}' (choose one of {', '.join(FORMATS)})")
     out = out or "release"
+    if marginals is not None and (columns or spec):
+        raise click.UsageError("give --marginals, --columns or --spec, not more than one")
     plan = plan_release(input, epsilon=epsilon, schema=schema_path, columns=columns, tables=tables,
                         algorithm=algorithm, seed=seed, raw=raw,
-                        algorithm_options=_algorithm_options(branching, budget_split, options))
+                        algorithm_options=_algorithm_options(branching, budget_split, options), marginals=marginals)
     if seed is not None:
         check_destination(out, overwrite)  # all checks done before any row is read
         click.secho(f"*** {NOT_PRIVATE} ***", err=True, fg="red", bold=True)
