@@ -330,17 +330,7 @@ def _table_shape(schema: Schema, request: TableRequest) -> TableShape:
 
 def _tidy_table(shape: TableShape, estimate: Estimate, raw: bool) -> pd.DataFrame:
     """One row per cell in C order: dimension labels, count, noisy_count, ci_lower, ci_upper."""
-    dims = shape.shape
-    n = shape.n_cells
-    flat_index = np.arange(n)
-    data: dict[str, Any] = {}
-    stride = n
-    for column, size in zip(shape.columns, dims):
-        stride //= size
-        position = (flat_index // stride) % size
-        for label, values in column.labels().items():
-            # Infer the label type once on the axis's few labels, then repeat them (fast for big tables).
-            data[label] = pd.Series(pd.array(values)).take(position).reset_index(drop=True)
+    data: dict[str, Any] = dict(labelled_frame(list(shape.columns), {}))
     noisy = estimate.values.ravel()
     if raw:
         count = _integral_or_float(noisy)

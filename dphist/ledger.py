@@ -25,6 +25,7 @@ import socket
 import sqlite3
 import time
 import uuid
+from contextlib import contextmanager
 from dataclasses import dataclass
 from fractions import Fraction
 from pathlib import Path
@@ -248,27 +249,23 @@ class Ledger:
 
     # ----------------------------------------------------------------------------------------------------------
 
+    @contextmanager
     def _transaction(self):
-        ledger = self
-
-        class _Tx:
-            def __enter__(self):
-                try:
-                    ledger._db.execute("BEGIN IMMEDIATE")
-                except sqlite3.OperationalError as exc:
-                    raise ledger._error(exc) from None
-
-            def __exit__(self, kind, value, tb):
-                if kind is None:
-                    try:
-                        ledger._db.execute("COMMIT")
-                    except sqlite3.OperationalError as exc:
-                        ledger._db.execute("ROLLBACK")
-                        raise ledger._error(exc) from None
-                else:
-                    ledger._db.execute("ROLLBACK")
-                return False
-        return _Tx()
+        """One BEGIN IMMEDIATE transaction: waits up to the timeout for other writers, then LedgerLocked."""
+        try:
+            self._db.execute("BEGIN IMMEDIATE")
+        except sqlite3.OperationalError as exc:
+            raise self._error(exc) from None
+        try:
+            yield
+        except BaseException:
+            self._db.execute("ROLLBACK")
+            raise
+        try:
+            self._db.execute("COMMIT")
+        except sqlite3.OperationalError as exc:
+            self._db.execute("ROLLBACK")
+            raise self._error(exc) from None
 
     def _error(self, exc: sqlite3.OperationalError) -> DphistError:
         if "locked" in str(exc) or "busy" in str(exc):

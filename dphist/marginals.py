@@ -15,7 +15,7 @@ import pandas as pd
 
 from .errors import UsageError
 
-__all__ = ["parse_marginals", "union_of", "derive_marginal"]
+__all__ = ["parse_marginals", "union_of", "derive_marginal", "labelled_frame"]
 
 
 def parse_marginals(value: Any) -> list[tuple[str, ...]]:
@@ -68,6 +68,7 @@ def labelled_frame(columns: list, values: dict[str, np.ndarray]) -> pd.DataFrame
         stride //= size
         position = (flat // stride) % size
         for label, labels in column.labels().items():
+            # Infer the label type once on the axis's few labels, then repeat them (fast for big tables).
             data[label] = pd.Series(pd.array(labels)).take(position).reset_index(drop=True)
     for name, array in values.items():
         data[name] = np.asarray(array).ravel()
