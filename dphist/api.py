@@ -26,7 +26,8 @@ from .inference import nonnegative_integer_table
 from .io.sources import Source, open_source
 from .io.writers import write_release
 from .job import TableRequest, check_table_names, parse_tables, table_name_for
-from .marginals import derive_marginal, labelled_frame, parse_marginals, union_of
+from .consistency import consistent_marginals, expected_errors, nonnegative_integer_marginals
+from .marginals import MarginalPlan, derive_marginal, labelled_frame, parse_marginals, plan_marginals, union_of
 from .noise import BitSource, SeededBits, SystemBits
 from .schema import MAX_CELLS, MAX_DIMENSIONS, Schema, load_schema, parse_schema
 
@@ -92,8 +93,13 @@ class ReleasePlan:
     budgets: list[Fraction]
     seed: int | None
     raw: bool
-    #: With marginals: the one table is the full table over their columns, released as these sums of it.
-    marginals: list[tuple[str, ...]] | None = None
+    #: With marginals: the strategy; under "full" the one table is the full table over their columns, released
+    #: as sums of it; under "separate" the tables are the marginals, made consistent after measurement.
+    marginal_plan: MarginalPlan | None = None
+
+    @property
+    def marginals(self) -> list[tuple[str, ...]] | None:
+        return None if self.marginal_plan is None else self.marginal_plan.marginals
 
 
 def plan_release(
@@ -107,6 +113,7 @@ def plan_release(
     raw: bool = False,
     algorithm_options: dict | None = None,
     marginals: Any = None,
+    marginal_strategy: str = "auto",
 ) -> ReleasePlan:
     """Validate the arguments of :func:`release` and the input's header; reads no rows, spends nothing."""
     total_epsilon = parse_epsilon(epsilon)
@@ -114,14 +121,26 @@ def plan_release(
         if columns is not None or tables is not None:
             raise UsageError("give marginals, columns or tables, not more than one")
         marginals = parse_marginals(marginals)
-        columns = list(union_of(marginals))
         if raw:
-            raise UsageError("marginals are sums of the post-processed full table: --raw does not apply")
+            raise UsageError("marginals are post-processed to agree with each other: --raw does not apply")
     if schema is None:
         raise UsageError("a schema is required: draft one with 'dphist schema INPUT -o schema.yaml', review it, "
                          "and pass it with --schema")
     schema = schema if isinstance(schema, Schema) else (
         parse_schema(schema) if isinstance(schema, dict) else load_schema(schema))
+    marginal_plan = None
+    if marginals is not None:
+        for m in marginals:
+            for c in m:
+                schema[c]  # unknown columns fail here, before any choice is made
+            check_table_names([TableRequest(table_name_for(m), m)])
+        sizes = {c: schema[c].n_cells for m in marginals for c in m}
+        marginal_plan = plan_marginals(marginals, sizes, total_epsilon, algorithm or DEFAULT_ALGORITHM,
+                                       marginal_strategy)
+        if marginal_plan.strategy == "full":
+            columns = list(union_of(marginals))
+        else:
+            tables = [TableRequest(table_name_for(m), m, "identity") for m in marginals]
     requests = _table_requests(schema, columns, tables)
     names = [t.algorithm or algorithm or DEFAULT_ALGORITHM for t in requests]
     # Options given for the whole run apply to the tables whose algorithm has them; a table's own win.
@@ -138,10 +157,7 @@ def plan_release(
         raise UsageError("seed must be a non-negative integer")
     src = open_source(source)
     src.check_columns({c.name: c for shape in shapes for c in shape.columns})
-    if marginals is not None:
-        for m in marginals:
-            check_table_names([TableRequest(table_name_for(m), m)])
-    return ReleasePlan(src, total_epsilon, requests, shapes, algorithms, budgets, seed, raw, marginals)
+    return ReleasePlan(src, total_epsilon, requests, shapes, algorithms, budgets, seed, raw, marginal_plan)
 
 
 def release(
@@ -157,6 +173,7 @@ def release(
     ledger: Any = None,
     dataset_id: str | None = None,
     marginals: Any = None,
+    marginal_strategy: str = "auto",
 ) -> Release:
     """Release differentially private tables of ``source``, charged to the budget ledger.
 
@@ -175,9 +192,12 @@ def release(
     seed : test mode.  Deterministic noise; the release is marked NOT differentially private, and the ledger is
         not touched.
     raw : skip post-processing; ``count`` is then the unbiased noisy estimate.
-    marginals : a set of tables released from one measurement, ``"age,sex;sex,income"`` or a list of column
-        lists: the full table over their columns is measured once with all of epsilon, and each marginal is a
-        sum of its released counts, so the marginals agree exactly with each other (strategy "full").
+    marginals : a set of tables that agree exactly with each other (shared sub-tables and grand total),
+        ``"age,sex;sex,income"`` or a list of column lists.
+    marginal_strategy : ``"full"``: the table over all the marginals' columns is measured once with all of
+        epsilon and each marginal is a sum of its released counts; ``"separate"``: each marginal is measured
+        with epsilon/k, then they are made consistent by least squares and rounded keeping the agreement;
+        ``"auto"`` (default): the one with the lower expected error (``report["marginals"]`` gives both).
     ledger : a :class:`~dphist.ledger.Ledger` or a path to one (default: ``$DPHIST_LEDGER``, else
         ``~/.local/share/dphist/ledger.sqlite``).  The release is recorded there against ``dataset_id`` (default:
         the input's absolute path; every DataFrame shares one id), and refused (BudgetExhausted) past its cap.
@@ -188,7 +208,8 @@ def release(
     from .ledger import Ledger
     from .publish import charged_run
 
-    plan = plan_release(source, epsilon, schema, columns, tables, algorithm, seed, raw, algorithm_options, marginals)
+    plan = plan_release(source, epsilon, schema, columns, tables, algorithm, seed, raw, algorithm_options, marginals,
+                        marginal_strategy)
     if seed is not None:
         return run_plan(plan)
 
@@ -207,13 +228,13 @@ def run_plan(plan: ReleasePlan) -> Release:
     needed = {c.name: c for shape in plan.shapes for c in shape.columns}
     counts = count_tables(src.batches(needed), plan.shapes, src.name)  # the only step that reads rows
 
-    frames, table_reports = {}, []
+    table_reports, estimates = [], []
     spent = Fraction(0)
     for request, algo, shape, budget, table_counts in zip(plan.requests, plan.algorithms, plan.shapes,
                                                           plan.budgets, counts):
         estimate = algo.run(table_counts, budget, bits, columns=shape.columns)
         spent += check_spent(estimate.measurements, budget, request.name)
-        frames[request.name] = _tidy_table(shape, estimate, raw)
+        estimates.append(estimate)
         table_reports.append({
             "name": request.name,
             "columns": list(request.columns),
@@ -230,9 +251,14 @@ def run_plan(plan: ReleasePlan) -> Release:
             "post_processing": "none (--raw)" if raw else POST_PROCESSING,
         })
     assert spent <= total_epsilon
-    full_table = None
-    if plan.marginals is not None:
-        frames, table_reports, full_table = _derive_marginals(plan, frames, table_reports)
+    marginal_report = None
+    if plan.marginal_plan is not None and plan.marginal_plan.strategy == "separate":
+        frames, marginal_report = _consistent_marginals(plan, estimates, table_reports)
+    else:
+        frames = {request.name: _tidy_table(shape, estimate, raw)
+                  for request, shape, estimate in zip(plan.requests, plan.shapes, estimates)}
+        if plan.marginal_plan is not None:
+            frames, table_reports, marginal_report = _derive_marginals(plan, frames, table_reports)
     report = {
         "dphist_version": __version__,
         "input": {"name": src.public_name, "format": src.format},
@@ -247,7 +273,7 @@ def run_plan(plan: ReleasePlan) -> Release:
         "noise": TEST_SAMPLER if seed is not None else SAMPLER,
         "test_mode": seed is not None,
         "tables": table_reports,
-        **({"marginals": full_table} if full_table is not None else {}),
+        **({"marginals": marginal_report} if marginal_report is not None else {}),
         "notes": [
             "Bin edges, categories and table shapes come from the declared schema, which is public.",
             "Values outside a column's domain were clamped or dropped as the schema says; how many is not published.",
@@ -261,6 +287,36 @@ def run_plan(plan: ReleasePlan) -> Release:
 
 
 # --------------------------------------------------------------------------------------------------------------
+
+
+SEPARATE_POST = ("exact least-squares consistency with the other marginals (shared sub-tables and grand total "
+                 "agree), then non-negative integers with the shared sub-tables held fixed (L1-closest)")
+
+
+def _consistent_marginals(plan: ReleasePlan, estimates: list[Estimate], table_reports: list) -> tuple[dict, dict]:
+    """Strategy separate: least-squares consistent marginals, then non-negative integers that keep agreeing."""
+    marginals = plan.marginals
+    variances = [float(e.variance.flat[0]) for e in estimates]  # identity: the same variance on every cell
+    consistent = consistent_marginals([e.values for e in estimates], marginals, variances)
+    counts = nonnegative_integer_marginals(consistent, marginals)
+    sizes = {c.name: c.n_cells for shape in plan.shapes for c in shape.columns}
+    errors = expected_errors(marginals, sizes, variances)
+    frames = {}
+    for shape, report, value, count, error in zip(plan.shapes, table_reports, consistent, counts, errors):
+        sd = (error / shape.n_cells) ** 0.5  # every cell of a marginal has the same variance after consistency
+        half = 1.959963984540054 * sd
+        frames[shape.name] = labelled_frame(list(shape.columns), {
+            "count": count,
+            "noisy_count": _integral_or_float(np.round(value, 6)),
+            "ci_lower": np.round(np.maximum(value - half, 0.0), 2),
+            "ci_upper": np.round(np.maximum(value + half, 0.0), 2)})
+        report["expected_cell_sd"] = round(sd, 4)
+        report["post_processing"] = SEPARATE_POST
+    k = len(marginals)
+    return frames, {**plan.marginal_plan.report(),
+                    "composition": f"sequential: the {k} marginals are of the same records, each measured with "
+                                   f"epsilon {format_fraction(plan.epsilon / k)}",
+                    "ci": "ci_lower/ci_upper: normal approximation, noisy_count ± 1.96 × expected_cell_sd"}
 
 
 def _derive_marginals(plan: ReleasePlan, frames: dict, table_reports: list) -> tuple[dict, list, dict]:
@@ -284,9 +340,10 @@ def _derive_marginals(plan: ReleasePlan, frames: dict, table_reports: list) -> t
             "shape": [c.n_cells for c in cols], "domain": {c.name: c.describe() for c in cols},
             "derived_from": full_report["name"], "post_processing": "sum of the full table's released counts",
         })
-    full_table = {"strategy": "full: one measurement of the table over all the marginals' columns; each "
-                              "marginal is a sum of its non-negative integer counts, so all of them agree exactly "
-                              "(shared sub-marginals and grand total) and together cost the run's ε once",
+    full_table = {**plan.marginal_plan.report(),
+                  "composition": "one measurement of the table over all the marginals' columns; each marginal is "
+                                 "a sum of its non-negative integer counts, so all of them agree exactly (shared "
+                                 "sub-marginals and grand total) and together cost the run's epsilon once",
                   "full_table": full_report}
     return out_frames, reports, full_table
 

@@ -94,8 +94,12 @@ def main():
 @click.option("--schema", "-s", "schema_path", metavar="FILE", help="YAML/JSON schema declaring each column's public domain.")
 @click.option("--columns", "-c", metavar="A,B", help="Release one table over these columns (comma-separated).")
 @click.option("--spec", metavar="JOB.yaml", help="Job spec listing the tables, algorithms and budget shares.")
-@click.option("--marginals", metavar="A,B;C,D", help="Several tables from one measurement of the full table over "
-              "their columns, each a sum of it: they agree exactly and cost ε once.")
+@click.option("--marginals", metavar="A,B;C,D", help="Several tables of the same records that agree exactly "
+              "(shared sub-tables and grand total); together they cost ε.")
+@click.option("--marginal-strategy", type=click.Choice(["auto", "full", "separate"]),
+              help="With --marginals: 'full' measures the table over all their columns once and sums it; "
+                   "'separate' measures each at ε/k and reconciles them by least squares; 'auto' picks the "
+                   "lower expected error (both are in the report) [auto].")
 @click.option("--algorithm", "-a", metavar="NAME", help=f"Algorithm for tables that name none [{DEFAULT_ALGORITHM}]. See 'dphist algorithms'.")
 @click.option("--branching", "-b", metavar="B", help="Tree algorithms (h, hb, quadtree): splits per node and axis, "
               "or 'auto' [h, quadtree: 2; hb: chosen for the domain].")
@@ -120,7 +124,7 @@ def main():
               help="Seconds to wait for another run holding the ledger (then exit 4).")
 @click.option("--log-format", type=click.Choice(["text", "json"]), default="text", show_default=True,
               help="json: one JSON object per line on stderr (result or error), for schedulers.")
-def release_command(input, epsilon, schema_path, columns, spec, marginals, algorithm, branching, budget_split, options, out,
+def release_command(input, epsilon, schema_path, columns, spec, marginals, marginal_strategy, algorithm, branching, budget_split, options, out,
                     fmt, raw, overwrite, seed, quiet, ledger_path, dataset_id, run_key, lock_timeout, log_format):
     """Release differentially private tables of INPUT (a CSV or Parquet file, a directory, or a glob).
 
@@ -136,6 +140,8 @@ def release_command(input, epsilon, schema_path, columns, spec, marginals, algor
     """
     _LOG["json"] = log_format == "json"
     tables = None
+    if marginals is not None and (columns or spec):
+        raise click.UsageError("give --marginals, --columns or --spec, not more than one")
     if spec:
         if columns:
             raise click.UsageError("give --columns or --spec, not both")
@@ -146,7 +152,9 @@ def release_command(input, epsilon, schema_path, columns, spec, marginals, algor
         out = out or job.out
         fmt = fmt or job.format
         algorithm = algorithm or job.algorithm
-        tables = job.tables
+        tables = job.tables or None
+        marginals = job.marginals
+        marginal_strategy = marginal_strategy or job.marginal_strategy
         dataset_id = dataset_id or job.dataset_id
         run_key = run_key or job.run_key
     if input is None:
@@ -157,11 +165,12 @@ def release_command(input, epsilon, schema_path, columns, spec, marginals, algor
     if fmt not in FORMATS:
         raise UsageError(f"unknown format '{fmt}' (choose one of {', '.join(FORMATS)})")
     out = out or "release"
-    if marginals is not None and (columns or spec):
-        raise click.UsageError("give --marginals, --columns or --spec, not more than one")
+    if marginal_strategy is not None and marginals is None:
+        raise click.UsageError("--marginal-strategy applies to --marginals only")
     plan = plan_release(input, epsilon=epsilon, schema=schema_path, columns=columns, tables=tables,
                         algorithm=algorithm, seed=seed, raw=raw,
-                        algorithm_options=_algorithm_options(branching, budget_split, options), marginals=marginals)
+                        algorithm_options=_algorithm_options(branching, budget_split, options), marginals=marginals,
+                        marginal_strategy=marginal_strategy or "auto")
     if seed is not None:
         check_destination(out, overwrite)  # all checks done before any row is read
         click.secho(f"*** {NOT_PRIVATE} ***", err=True, fg="red", bold=True)

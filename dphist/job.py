@@ -9,6 +9,11 @@
       - {name: age_by_sex, columns: [age, sex], algorithm: identity, share: 2}
       - {name: income, columns: [income], share: 1}
 
+Instead of ``tables``, a job may list ``marginals`` (tables that must agree exactly, as with ``--marginals``):
+
+    marginals: [[age, sex], [sex, income], [age, income]]
+    marginal_strategy: auto      # or full / separate
+
 Relative paths are taken relative to the spec file.  ``{date}`` in ``out`` becomes today's date (YYYY-MM-DD).
 """
 
@@ -22,6 +27,7 @@ from typing import Any
 
 from .accountant import parse_share
 from .errors import UsageError
+from .marginals import parse_marginals
 from .yamlfile import load_document
 
 __all__ = ["TableRequest", "Job", "load_job", "parse_tables", "table_name_for"]
@@ -51,6 +57,8 @@ class Job:
     tables: list[TableRequest] = field(default_factory=list)
     dataset_id: str | None = None
     run_key: str | None = None
+    marginals: list[list[str]] | None = None
+    marginal_strategy: str | None = None
 
 
 def table_name_for(columns: list[str] | tuple[str, ...]) -> str:
@@ -113,7 +121,8 @@ def load_job(path: str | Path, today: _dt.date | None = None) -> Job:
     document = load_document(path, "job spec")
     if not isinstance(document, dict):
         raise UsageError(f"{path}: a job spec must be a mapping with a 'tables' list")
-    known = {"input", "schema", "epsilon", "out", "format", "algorithm", "tables", "dataset_id", "run_key"}
+    known = {"input", "schema", "epsilon", "out", "format", "algorithm", "tables", "dataset_id", "run_key",
+             "marginals", "marginal_strategy"}
     unknown = set(document) - known
     if unknown:
         raise UsageError(f"{path}: unknown field '{sorted(map(str, unknown))[0]}'")
@@ -137,7 +146,16 @@ def load_job(path: str | Path, today: _dt.date | None = None) -> Job:
             raise UsageError(f"{path}: '{key}' must be a non-empty text")
         return value.replace("{date}", (today or _dt.date.today()).isoformat())
 
+    marginals = document.get("marginals")
+    if marginals is not None:
+        if "tables" in document:
+            raise UsageError(f"{path}: give 'tables' or 'marginals', not both")
+        marginals = parse_marginals(marginals)
+    elif "marginal_strategy" in document:
+        raise UsageError(f"{path}: 'marginal_strategy' applies to 'marginals' only")
     return Job(
+        marginals=marginals,
+        marginal_strategy=text("marginal_strategy"),
         dataset_id=text("dataset_id"),
         run_key=text("run_key"),
         input=relative("input"),
@@ -146,5 +164,5 @@ def load_job(path: str | Path, today: _dt.date | None = None) -> Job:
         out=relative("out"),
         format=document.get("format"),
         algorithm=document.get("algorithm"),
-        tables=parse_tables(document.get("tables"), str(path)),
+        tables=[] if marginals is not None else parse_tables(document.get("tables"), str(path)),
     )

@@ -1,21 +1,40 @@
-"""Sets of marginal tables released from one measurement of the full table over their columns.
+"""Sets of marginal tables from the same records that agree exactly with each other (algorithms.md §6.4).
 
-Strategy "full" (algorithms.md §6.4, option a): measure the contingency table over the union of the marginals'
-columns once, post-process it to non-negative integers, and sum it down to each marginal.  Every marginal is then
-a post-processing of one ε-DP release, so the set costs ε (not ε per marginal), and the marginals agree exactly:
-any two share the same sub-marginals and the same grand total, because they are sums of the same integer table.
+Two strategies, chosen before any data is read:
+
+* **full**: measure the contingency table over the union of the marginals' columns once with all of ε,
+  post-process it to non-negative integers, and sum it down to each marginal.  Every marginal is a
+  post-processing of one ε-DP release, and any two share the same sub-marginals and grand total because they are
+  sums of one integer table.  Its error grows with the full table's size.
+* **separate**: measure each of the k marginals with the identity mechanism at ε/k (sequential composition:
+  one record is in every marginal), then make them mutually consistent by exact least squares and non-negative
+  integers that keep the shared sub-tables (:mod:`dphist.consistency`).  Its error grows with k.
+
+``auto`` picks the one with the lower expected squared error, computed from public facts alone (the marginals'
+shapes, ε and the noise distribution).
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from fractions import Fraction
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
+from .consistency import check_separable, expected_errors, full_table_errors, shared_subsets
 from .errors import UsageError
+from .noise import discrete_laplace_variance
 
-__all__ = ["parse_marginals", "union_of", "derive_marginal", "labelled_frame"]
+__all__ = ["parse_marginals", "union_of", "derive_marginal", "labelled_frame", "STRATEGIES", "MarginalPlan",
+           "plan_marginals", "SEPARATE_MAX_CELLS"]
+
+STRATEGIES = ("auto", "full", "separate")
+#: Strategy "separate" solves a transportation problem per table; beyond this many cells it is too slow.
+SEPARATE_MAX_CELLS = 1_000_000
+ERROR_MEASURE = ("expected squared error of the unbiased estimates (before non-negativity and rounding), summed "
+                 "over all cells of all marginals; per table, the root-mean-square error per cell")
 
 
 def parse_marginals(value: Any) -> list[tuple[str, ...]]:
@@ -73,3 +92,75 @@ def labelled_frame(columns: list, values: dict[str, np.ndarray]) -> pd.DataFrame
     for name, array in values.items():
         data[name] = np.asarray(array).ravel()
     return pd.DataFrame(data)
+
+
+@dataclass
+class MarginalPlan:
+    """How a marginal set will be released: the strategy, why, and both strategies' expected errors."""
+
+    marginals: list[tuple[str, ...]]
+    strategy: str
+    chosen_by: str
+    expected: dict
+    shared: list[tuple[str, ...]]
+
+    def report(self) -> dict:
+        return {"strategy": self.strategy, "chosen_by": self.chosen_by,
+                "shared_sub_tables": [list(s) for s in self.shared],
+                "expected_error": self.expected}
+
+
+def plan_marginals(marginals: list[tuple[str, ...]], sizes: dict[str, int], epsilon: Fraction,
+                   algorithm: str, strategy: str = "auto") -> MarginalPlan:
+    """Choose the strategy for ``marginals`` from public facts: the columns' sizes, ε and the algorithm.
+
+    Expected errors are exact for the identity mechanism (discrete Laplace noise, Δ₁ = 1 per measured table):
+    "full" measures the table over all the columns at ε; "separate" measures each marginal at ε/k and combines
+    them by least squares.  With another algorithm only "full" applies (its error is not computed here).
+    """
+    if strategy not in STRATEGIES:
+        raise UsageError(f"unknown marginal strategy '{strategy}' (choose one of {', '.join(STRATEGIES)})")
+    k = len(marginals)
+    names = ["_".join(m) for m in marginals]
+    separable = check_separable(marginals)
+    biggest = max(int(np.prod([sizes[c] for c in m], dtype=np.float64)) for m in marginals)
+    if separable is None and biggest > SEPARATE_MAX_CELLS:
+        separable = f"a marginal has {biggest} cells, more than the {SEPARATE_MAX_CELLS} strategy separate handles"
+    if separable is None and algorithm != "identity":
+        separable = f"strategy separate measures each marginal with identity, and algorithm '{algorithm}' was chosen"
+
+    def summary(errors: list[float]) -> dict:
+        cells = [float(np.prod([sizes[c] for c in m], dtype=np.float64)) for m in marginals]
+        return {"total": _sig(sum(errors)),
+                "rmse_per_cell": {n: _sig((e / c) ** 0.5) for n, e, c in zip(names, errors, cells)}}
+    expected: dict[str, Any] = {"measure": ERROR_MEASURE}
+    full_errors = None
+    if algorithm == "identity":
+        full_errors = full_table_errors(marginals, sizes, discrete_laplace_variance(1 / epsilon))
+        expected["full"] = summary(full_errors)
+    else:
+        expected["full"] = {"not_computed": f"exact for identity only; algorithm '{algorithm}' was chosen"}
+    separate_errors = None
+    if separable is None or algorithm != "identity":
+        variance = discrete_laplace_variance(Fraction(k) / epsilon)
+        separate_errors = expected_errors(marginals, sizes, [variance] * k)
+        expected["separate"] = summary(separate_errors)
+        if separable is not None:
+            expected["separate"]["not_available"] = separable
+    else:
+        expected["separate"] = {"not_available": separable}
+
+    if strategy == "separate" and separable is not None:
+        raise UsageError(f"marginal strategy separate does not apply: {separable}; use --marginal-strategy full")
+    if strategy != "auto":
+        chosen, why = strategy, "requested"
+    elif separable is not None:
+        chosen, why = "full", f"auto: separate does not apply ({separable})"
+    else:
+        chosen = "separate" if sum(separate_errors) < sum(full_errors) else "full"
+        why = "auto: the lower expected error"
+    return MarginalPlan(marginals, chosen, why, expected, shared_subsets(marginals)[1:])
+
+
+def _sig(value: float) -> float:
+    return float(f"{value:.4g}")
