@@ -11,6 +11,7 @@ import json
 import os
 import sys
 import traceback
+import warnings
 from fractions import Fraction
 from pathlib import Path
 
@@ -388,23 +389,37 @@ def bench_command(files, algorithms, scales, epsilons, samples, runs, jsonl):
 @click.argument("release_dir", metavar="RELEASE_DIR")
 @click.option("--rows", "-n", required=True, type=click.IntRange(0, 10**9), metavar="N", help="Rows to generate.")
 @click.option("--table", "-t", metavar="NAME", help="The released table to sample (needed if there are several).")
+@click.option("--joint", is_flag=True, help="Draw records over the columns of all tables together: a "
+              "maximum-entropy table fitted to all of them by iterative proportional fitting.")
 @click.option("--out", "-o", required=True, metavar="FILE", help="Output file: .csv, .parquet or .json.")
 @click.option("--seed", type=click.IntRange(min=0), metavar="N", help="Reproducible sampling.")
 @click.option("--overwrite", is_flag=True, help="Replace FILE if it exists.")
-def synth_command(release_dir, rows, table, out, seed, overwrite):
+def synth_command(release_dir, rows, table, joint, out, seed, overwrite):
     """Synthetic records drawn from a released table: cells in proportion to their released counts, then a
     value inside each cell (uniform within a numeric or date bin, the label of a category).
 
     Post-processing only: it reads the release, never the private data, and spends no budget. The records
     reproduce the released table, nothing more: relations inside a bin, or between columns that are not in one
     table together, are not in the release and are not in the records.
+
+    With --joint the records have the columns of all tables, drawn from the maximum-entropy table that has them
+    all as marginals (they must agree, as the tables of 'dphist release --marginals' do). It reproduces each
+    table and invents no other association: from age,sex and sex,income, age and income are independent given
+    sex.
     """
+    if joint and table is not None:
+        raise click.UsageError("give --table or --joint, not both")
     fmt = {".csv": "csv", ".parquet": "parquet", ".json": "json"}.get(Path(out).suffix.lower())
     if fmt is None:
         raise UsageError(f"--out must end in .csv, .parquet or .json, got '{out}'")
     if os.path.exists(out) and not overwrite:
         raise UsageError(f"{out} exists (use --overwrite to replace it)")
-    frame = synthesize(release_dir, rows, table, None if seed is None else np.random.default_rng(seed))
+    with warnings.catch_warnings(record=True) as caught:  # shown as one line each, not Python's two-line form
+        warnings.simplefilter("always")
+        frame = synthesize(release_dir, rows, table, None if seed is None else np.random.default_rng(seed),
+                           joint=joint)
+    for warning in caught:
+        click.echo(f"Warning: {warning.message}", err=True)
     write_frame_atomic(out, frame, fmt)
     click.echo(f"wrote {len(frame)} synthetic rows to {out}", err=True)
 
