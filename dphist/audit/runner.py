@@ -29,6 +29,7 @@ from ..noise import Replicated, SeededBits
 from ..errors import UsageError
 from ..schema import parse_schema
 from .bounds import cp_lower, cp_upper, epsilon_lower_bound
+from .marginal_sets import OverspentMarginals, SeparateMarginals
 from .mutants import MUTANTS
 
 __all__ = ["Case", "AuditResult", "default_cases", "audit", "ALPHA"]
@@ -157,11 +158,12 @@ def _tiny(name: str) -> Algorithm:
 
 def default_cases(algorithms: list[str] | None = None, mutants: bool = True,
                   epsilon: Fraction = Fraction(1)) -> list[Case]:
-    """Every registered algorithm on 1-D (8 cells) and 2-D (4x4) tables, each with its neighbour pairs, plus
-    every mutant on one 1-D pair."""
+    """Every registered algorithm on 1-D (8 cells) and 2-D (4x4) tables, each with its neighbour pairs, the
+    marginal-set strategy "separate" (with all algorithms, or as ``marginals``) on a 2x2x2 table, plus every
+    mutant on one 1-D pair."""
     names = sorted(REGISTRY) if algorithms is None else algorithms
     cases = []
-    for name in names:
+    for name in (n for n in names if n in REGISTRY):
         for shape in ((8,), (4, 4)):
             try:
                 _tiny(name).check_shape(shape)
@@ -189,6 +191,14 @@ def default_cases(algorithms: list[str] | None = None, mutants: bool = True,
         data, neighbour = _structurefirst_flip_pair()
         cases.append(Case("structurefirst (8,) one record moves the best boundaries", _tiny("structurefirst"),
                           data, neighbour, epsilon))
+    if algorithms is None or "marginals" in algorithms:
+        for label, data, neighbour in _pairs((2, 2, 2)):
+            cases.append(Case(f"marginals separate (2, 2, 2) {label}", SeparateMarginals(), data, neighbour,
+                              epsilon))
+        if mutants:
+            label, data, neighbour = _pairs((2, 2, 2))[0]
+            cases.append(Case(f"{OverspentMarginals.name} {label}", OverspentMarginals(), data, neighbour, epsilon,
+                              mutant=True))
     if mutants:
         for cls in MUTANTS:
             label, data, neighbour = _pairs((8,))[0]

@@ -27,6 +27,7 @@ def test_every_algorithm_and_mutant_is_covered(results):
     audited = {r.algorithm for r in results}
     assert set(REGISTRY) <= audited
     assert {m.name for m in MUTANTS} <= audited
+    assert {"marginals-separate", "mutant-marginals-no-composition"} <= audited  # the marginal-set strategy
 
 
 def test_real_algorithms_pass(results):
