@@ -135,8 +135,12 @@ def plan_release(
                 schema[c]  # unknown columns fail here, before any choice is made
             check_table_names([TableRequest(table_name_for(m), m)])
         sizes = {c: schema[c].n_cells for m in marginals for c in m}
+        union = union_of(marginals)
+        full_cells = int(np.prod([sizes[c] for c in union], dtype=np.float64))
+        full_limit = (f"would have {len(union)} columns, more than {MAX_DIMENSIONS}" if len(union) > MAX_DIMENSIONS
+                      else f"would have {full_cells} cells, more than {MAX_CELLS}" if full_cells > MAX_CELLS else None)
         marginal_plan = plan_marginals(marginals, sizes, total_epsilon, algorithm or DEFAULT_ALGORITHM,
-                                       marginal_strategy)
+                                       marginal_strategy, full_limit)
         if marginal_plan.strategy == "full":
             columns = list(union_of(marginals))
         else:

@@ -111,12 +111,13 @@ class MarginalPlan:
 
 
 def plan_marginals(marginals: list[tuple[str, ...]], sizes: dict[str, int], epsilon: Fraction,
-                   algorithm: str, strategy: str = "auto") -> MarginalPlan:
+                   algorithm: str, strategy: str = "auto", full_limit: str | None = None) -> MarginalPlan:
     """Choose the strategy for ``marginals`` from public facts: the columns' sizes, ε and the algorithm.
 
     Expected errors are exact for the identity mechanism (discrete Laplace noise, Δ₁ = 1 per measured table):
     "full" measures the table over all the columns at ε; "separate" measures each marginal at ε/k and combines
     them by least squares.  With another algorithm only "full" applies (its error is not computed here).
+    ``full_limit`` says why the full table cannot be released (too many columns or cells), if so.
     """
     if strategy not in STRATEGIES:
         raise UsageError(f"unknown marginal strategy '{strategy}' (choose one of {', '.join(STRATEGIES)})")
@@ -150,10 +151,20 @@ def plan_marginals(marginals: list[tuple[str, ...]], sizes: dict[str, int], epsi
     else:
         expected["separate"] = {"not_available": separable}
 
+    if full_limit is not None:
+        expected["full"]["not_available"] = full_limit
+    if separable is not None and full_limit is not None:
+        raise UsageError(f"these marginals cannot be released together: the full table {full_limit}, and strategy "
+                         f"separate does not apply ({separable})")
     if strategy == "separate" and separable is not None:
         raise UsageError(f"marginal strategy separate does not apply: {separable}; use --marginal-strategy full")
+    if strategy == "full" and full_limit is not None:
+        raise UsageError(f"marginal strategy full does not apply: the full table {full_limit}; use "
+                         "--marginal-strategy separate")
     if strategy != "auto":
         chosen, why = strategy, "requested"
+    elif full_limit is not None:
+        chosen, why = "separate", f"auto: full does not apply (the full table {full_limit})"
     elif separable is not None:
         chosen, why = "full", f"auto: separate does not apply ({separable})"
     else:

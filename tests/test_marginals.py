@@ -211,6 +211,21 @@ def test_separate_refuses_three_fixed_margins_and_auto_falls_back():
     assert auto.strategy == "full" and "separate does not apply" in auto.chosen_by
     hb = plan_marginals([("a", "b"), ("b", "c")], sizes, Fraction(1), "hb", "auto")
     assert hb.strategy == "full" and "identity" in hb.chosen_by
+    wide = plan_marginals([("a", "b"), ("b", "c")], sizes, Fraction(1), "identity", "auto", "has 5 columns")
+    assert wide.strategy == "separate" and "full does not apply" in wide.chosen_by
+    with pytest.raises(UsageError, match="cannot be released together"):
+        plan_marginals(cyclic, sizes, Fraction(1), "identity", "auto", "has 5 columns")
+
+
+def test_five_columns_go_separate(tmp_path):
+    """Three 3-way marginals over five columns: no full table (at most four columns), so auto measures each."""
+    marginals = "age,sex,income;marital_status,sex,income;education,income"
+    kwargs = dict(marginals=marginals, seed=2)
+    result = dphist.release(SAMPLE / "census.csv", "1", SAMPLE / "census.schema.yaml", **kwargs)
+    assert result.report["marginals"]["strategy"] == "separate"
+    check_agreement(result.tables, parse_marginals(marginals))
+    with pytest.raises(UsageError, match="full does not apply"):
+        dphist.release(SAMPLE / "census.csv", "1", SAMPLE / "census.schema.yaml", marginal_strategy="full", **kwargs)
 
 
 def test_expected_errors_closed_forms():
