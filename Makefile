@@ -31,6 +31,7 @@ bench: install
 	$(PY) bench/run.py
 	$(PY) bench/dpbench.py
 	$(PY) bench/large_scale.py
+	$(PY) bench/marginals.py
 
 bench-quick: install
 	$(PY) bench/run.py --quick

@@ -71,6 +71,10 @@ class Release:
         lines.append(f"dphist {r['dphist_version']}: released {len(r['tables'])} table(s) from {where}")
         lines.append(f"privacy: epsilon {r['epsilon_spent']} spent of {r['epsilon_requested']} requested, "
                      f"delta {r['delta_spent']}; unit {r['privacy_unit']}, neighbours differ by {r['neighbouring']}")
+        if r.get("marginals"):
+            m = r["marginals"]
+            lines.append(f"marginals: strategy {m['strategy']} ({m['chosen_by']}); every shared margin and the "
+                         "grand total agree across the tables")
         width = max(len(t["name"]) for t in r["tables"])
         for t in r["tables"]:
             sd = f", sd per cell {t['expected_cell_sd']:.3g}" if t.get("expected_cell_sd") is not None else ""
