@@ -17,11 +17,13 @@ import numpy as np
 import pandas as pd
 
 from . import __version__
-from .accountant import (NEIGHBOURING, PRIVACY_UNIT, SAMPLER, TEST_SAMPLER, check_spent, format_fraction,
+from .accountant import (MIN_EPSILON, NEIGHBOURING, PRIVACY_UNIT, SAMPLER, TEST_SAMPLER, check_spent, format_fraction,
                          parse_epsilon, split_budget, step_report)
 from .algorithms import Algorithm, Estimate, applicable_options, get_algorithm
+from .contribution import UnitBound, UnitColumn
 from .counting import TableShape, count_tables
-from .errors import UsageError
+from .errors import DataError, UsageError
+from .ledger import ROW_UNIT
 from .inference import nonnegative_integer_table
 from .io.sources import Source, open_source
 from .io.writers import write_release
@@ -97,9 +99,22 @@ class ReleasePlan:
     budgets: list[Fraction]
     seed: int | None
     raw: bool
+    #: Contribution bounding: at most ``unit.max_rows`` rows per privacy unit; groups of ``group_size`` units.
+    unit: UnitBound | None = None
+    group_size: int = 1
     #: With marginals: the strategy; under "full" the one table is the full table over their columns, released
     #: as sums of it; under "separate" the tables are the marginals, made consistent after measurement.
     marginal_plan: MarginalPlan | None = None
+
+    @property
+    def rows_per_protected_group(self) -> int:
+        """How many rows the protected group (one unit, or group_size units) can change: algorithms run at
+        ε divided by this (group privacy)."""
+        return (self.unit.max_rows if self.unit else 1) * self.group_size
+
+    @property
+    def ledger_unit(self) -> str:
+        return ROW_UNIT if self.unit is None else f"unit:{self.unit.column}"
 
     @property
     def marginals(self) -> list[tuple[str, ...]] | None:
@@ -118,9 +133,15 @@ def plan_release(
     algorithm_options: dict | None = None,
     marginals: Any = None,
     marginal_strategy: str = "auto",
+    privacy_unit: str | None = None,
+    max_rows_per_unit: int | None = None,
+    group_size: int = 1,
 ) -> ReleasePlan:
     """Validate the arguments of :func:`release` and the input's header; reads no rows, spends nothing."""
     total_epsilon = parse_epsilon(epsilon)
+    unit = _unit_bound(privacy_unit, max_rows_per_unit)
+    if isinstance(group_size, bool) or not isinstance(group_size, (int, np.integer)) or group_size < 1:
+        raise UsageError("group size must be a whole number of units, at least 1")
     if marginals is not None:
         if columns is not None or tables is not None:
             raise UsageError("give marginals, columns or tables, not more than one")
@@ -165,7 +186,51 @@ def plan_release(
         raise UsageError("seed must be a non-negative integer")
     src = open_source(source)
     src.check_columns({c.name: c for shape in shapes for c in shape.columns})
-    return ReleasePlan(src, total_epsilon, requests, shapes, algorithms, budgets, seed, raw, marginal_plan)
+    if unit is not None and unit.column not in src.column_names():
+        raise DataError(f"{src.name}: privacy-unit column '{unit.column}' not found in the input")
+    plan = ReleasePlan(src, total_epsilon, requests, shapes, algorithms, budgets, seed, raw, unit, int(group_size),
+                       marginal_plan)
+    factor = plan.rows_per_protected_group
+    for request, budget in zip(requests, budgets):
+        if budget / factor < MIN_EPSILON:
+            raise UsageError(f"table '{request.name}': epsilon {format_fraction(budget)} spread over {factor} rows "
+                             f"per protected group is below the minimum {format_fraction(MIN_EPSILON)} per row")
+    return plan
+
+
+def _unit_report(plan: ReleasePlan) -> dict:
+    """What one "neighbouring" data set differs by, and how contributions were bounded (public parameters)."""
+    unit, c, factor = plan.unit, plan.group_size, plan.rows_per_protected_group
+    out: dict[str, Any] = {"privacy_unit": PRIVACY_UNIT if unit is None else f"one {unit.column} (all its rows)",
+                           "neighbouring": NEIGHBOURING if unit is None else f"add/remove all rows of one {unit.column}"}
+    if unit is not None:
+        out["contribution_bounding"] = {
+            "unit_column": unit.column, "max_rows_per_unit": unit.max_rows,
+            "rule": f"at most {unit.max_rows} rows per {unit.column}, chosen uniformly at random among its rows "
+                    "(independent of their values); rows with no unit are left out"}
+    if c > 1:
+        out["group_privacy"] = {"group_size": c, "rule": f"the guarantee holds for any group of {c} "
+                                f"{'units' if unit else 'records'} together"}
+    if factor > 1:
+        out["group_privacy_scaling"] = (f"every step's epsilon is per row; the protected group adds at most "
+                                        f"{factor} rows, so each step costs {factor} x its epsilon for the group "
+                                        "(group privacy)")
+    return out
+
+
+def _unit_bound(column: str | None, max_rows: Any) -> UnitBound | None:
+    if column is None:
+        if max_rows is not None:
+            raise UsageError("--max-rows-per-unit needs --privacy-unit COLUMN")
+        return None
+    if not isinstance(column, str) or not column.strip():
+        raise UsageError("the privacy unit must be a column name")
+    if max_rows is None:
+        raise UsageError(f"--privacy-unit {column} needs --max-rows-per-unit K: the most rows one unit may add "
+                         "to the counts (its other rows are left out at random)")
+    if isinstance(max_rows, bool) or not isinstance(max_rows, (int, np.integer)) or max_rows < 1:
+        raise UsageError("--max-rows-per-unit must be a whole number, at least 1")
+    return UnitBound(column.strip(), int(max_rows))
 
 
 def release(
@@ -182,6 +247,9 @@ def release(
     dataset_id: str | None = None,
     marginals: Any = None,
     marginal_strategy: str = "auto",
+    privacy_unit: str | None = None,
+    max_rows_per_unit: int | None = None,
+    group_size: int = 1,
 ) -> Release:
     """Release differentially private tables of ``source``, charged to the budget ledger.
 
@@ -206,6 +274,11 @@ def release(
         epsilon and each marginal is a sum of its released counts; ``"separate"``: each marginal is measured
         with epsilon/k, then they are made consistent by least squares and rounded keeping the agreement;
         ``"auto"`` (default): the one with the lower expected error (``report["marginals"]`` gives both).
+    privacy_unit, max_rows_per_unit : protect every value of this column (a person, a household) rather than
+        one row: at most ``max_rows_per_unit`` rows per unit are counted (chosen at random), and the algorithms
+        run at epsilon / max_rows_per_unit, so the whole unit is protected at epsilon (group privacy).  The
+        ledger keeps this budget apart from per-row budgets.
+    group_size : protect any group of this many units (or records) together at epsilon.
     ledger : a :class:`~dphist.ledger.Ledger` or a path to one (default: ``$DPHIST_LEDGER``, else
         ``~/.local/share/dphist/ledger.sqlite``).  The release is recorded there against ``dataset_id`` (default:
         the input's absolute path; every DataFrame shares one id), and refused (BudgetExhausted) past its cap.
@@ -217,7 +290,7 @@ def release(
     from .publish import charged_run
 
     plan = plan_release(source, epsilon, schema, columns, tables, algorithm, seed, raw, algorithm_options, marginals,
-                        marginal_strategy)
+                        marginal_strategy, privacy_unit, max_rows_per_unit, group_size)
     if seed is not None:
         return run_plan(plan)
 
@@ -234,20 +307,25 @@ def run_plan(plan: ReleasePlan) -> Release:
     src, seed, raw, total_epsilon = plan.source, plan.seed, plan.raw, plan.epsilon
     bits: BitSource = SystemBits() if seed is None else SeededBits(int(seed))
     needed = {c.name: c for shape in plan.shapes for c in shape.columns}
-    counts = count_tables(src.batches(needed), plan.shapes, src.name)  # the only step that reads rows
+    if plan.unit is not None:
+        needed.setdefault(plan.unit.column, UnitColumn(plan.unit.column))
+    # The only step that reads rows.
+    counts = count_tables(src.batches(needed), plan.shapes, src.name, plan.unit, bits)
+    factor = plan.rows_per_protected_group
 
     table_reports, estimates = [], []
     spent = Fraction(0)
     for request, algo, shape, budget, table_counts in zip(plan.requests, plan.algorithms, plan.shapes,
                                                           plan.budgets, counts):
-        estimate = algo.run(table_counts, budget, bits, columns=shape.columns)
-        spent += check_spent(estimate.measurements, budget, request.name)
+        estimate = algo.run(table_counts, budget / factor, bits, columns=shape.columns)
+        spent += factor * check_spent(estimate.measurements, budget / factor, request.name)
         estimates.append(estimate)
         table_reports.append({
             "name": request.name,
             "columns": list(request.columns),
             "algorithm": algo.name,
             "epsilon": format_fraction(budget),
+            **({"epsilon_per_row": format_fraction(budget / factor)} if factor > 1 else {}),
             "delta": "0",
             "cells": shape.n_cells,
             "shape": list(shape.shape),
@@ -270,8 +348,7 @@ def run_plan(plan: ReleasePlan) -> Release:
     report = {
         "dphist_version": __version__,
         "input": {"name": src.public_name, "format": src.format},
-        "privacy_unit": PRIVACY_UNIT,
-        "neighbouring": NEIGHBOURING,
+        **_unit_report(plan),
         "definition": "pure epsilon-differential privacy",
         "epsilon_requested": format_fraction(total_epsilon),
         "epsilon_spent": format_fraction(spent),

@@ -101,6 +101,12 @@ def main():
               help="With --marginals: 'full' measures the table over all their columns once and sums it; "
                    "'separate' measures each at ε/k and reconciles them by least squares; 'auto' picks the "
                    "lower expected error (both are in the report) [auto].")
+@click.option("--privacy-unit", metavar="COLUMN", help="Protect each value of COLUMN (a person, a household) "
+              "with all its rows, not one row; needs --max-rows-per-unit.")
+@click.option("--max-rows-per-unit", type=click.IntRange(min=1), metavar="K", help="With --privacy-unit: count "
+              "at most K rows per unit (chosen at random); noise grows K-fold.")
+@click.option("--group-size", type=click.IntRange(min=1), default=1, show_default=True, metavar="C",
+              help="Protect any C units (or records) together; noise grows C-fold.")
 @click.option("--algorithm", "-a", metavar="NAME", help=f"Algorithm for tables that name none [{DEFAULT_ALGORITHM}]. See 'dphist algorithms'.")
 @click.option("--branching", "-b", metavar="B", help="Tree algorithms (h, hb, quadtree): splits per node and axis, "
               "or 'auto' [h, quadtree: 2; hb: chosen for the domain].")
@@ -125,7 +131,8 @@ def main():
               help="Seconds to wait for another run holding the ledger (then exit 4).")
 @click.option("--log-format", type=click.Choice(["text", "json"]), default="text", show_default=True,
               help="json: one JSON object per line on stderr (result or error), for schedulers.")
-def release_command(input, epsilon, schema_path, columns, spec, marginals, marginal_strategy, algorithm, branching, budget_split, options, out,
+def release_command(input, epsilon, schema_path, columns, spec, marginals, marginal_strategy, privacy_unit,
+                    max_rows_per_unit, group_size, algorithm, branching, budget_split, options, out,
                     fmt, raw, overwrite, seed, quiet, ledger_path, dataset_id, run_key, lock_timeout, log_format):
     """Release differentially private tables of INPUT (a CSV or Parquet file, a directory, or a glob).
 
@@ -171,7 +178,8 @@ def release_command(input, epsilon, schema_path, columns, spec, marginals, margi
     plan = plan_release(input, epsilon=epsilon, schema=schema_path, columns=columns, tables=tables,
                         algorithm=algorithm, seed=seed, raw=raw,
                         algorithm_options=_algorithm_options(branching, budget_split, options), marginals=marginals,
-                        marginal_strategy=marginal_strategy or "auto")
+                        marginal_strategy=marginal_strategy or "auto", privacy_unit=privacy_unit,
+                        max_rows_per_unit=max_rows_per_unit, group_size=group_size)
     if seed is not None:
         check_destination(out, overwrite)  # all checks done before any row is read
         click.secho(f"*** {NOT_PRIVATE} ***", err=True, fg="red", bold=True)
@@ -460,8 +468,10 @@ _ledger_option = click.option("--ledger", "ledger_path", metavar="PATH",
 @click.option("--epsilon", "-e", required=True, metavar="E", help="The data set's total ε over all releases.")
 @click.option("--delta", default="0", show_default=True, metavar="D", help="The data set's total δ.")
 @click.option("--reason", default="", metavar="TEXT", help="Why the cap is set or changed (kept in the ledger).")
+@click.option("--privacy-unit", metavar="COLUMN", help="Cap the budget of releases protecting each COLUMN value "
+              "(release --privacy-unit COLUMN), a separate account from the per-row budget.")
 @_ledger_option
-def budget_set(dataset, epsilon, delta, reason, ledger_path):
+def budget_set(dataset, epsilon, delta, reason, privacy_unit, ledger_path):
     """Set (or change) the cap of DATASET; the change is itself a ledger entry."""
     eps = parse_epsilon(epsilon)
     try:
@@ -471,9 +481,10 @@ def budget_set(dataset, epsilon, delta, reason, ledger_path):
     if not 0 <= dlt < 1:
         raise UsageError(f"--delta must be in [0, 1), got '{delta}'")
     ledger = Ledger(ledger_path)
-    ledger.set_cap(dataset, ROW_UNIT, eps, dlt, reason)
-    (row,) = ledger.status(dataset)
-    click.echo(f"{dataset}: cap epsilon {row['epsilon_cap']}, delta {row['delta_cap']}; spent epsilon "
+    unit = ROW_UNIT if privacy_unit is None else f"unit:{privacy_unit}"
+    ledger.set_cap(dataset, unit, eps, dlt, reason)
+    row = next(r for r in ledger.status(dataset) if r["unit"] == unit)
+    click.echo(f"{dataset}{'' if privacy_unit is None else ' (per ' + privacy_unit + ')'}: cap epsilon {row['epsilon_cap']}, delta {row['delta_cap']}; spent epsilon "
                f"{row['epsilon_spent']}, remaining {row['epsilon_remaining']}")
 
 

@@ -16,7 +16,9 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from .contribution import UnitBound, UnitIds, bounded_rows
 from .errors import DataError
+from .noise import BitSource
 from .schema import CategoricalColumn, Column, DateColumn, NumericColumn, normalise_label
 
 __all__ = ["TableShape", "count_tables", "axis_index"]
@@ -39,18 +41,25 @@ class TableShape:
 
 
 def count_tables(
-    batches: Iterable[pa.RecordBatch], tables: list[TableShape], where: str = "input"
+    batches: Iterable[pa.RecordBatch], tables: list[TableShape], where: str = "input",
+    unit: UnitBound | None = None, bits: BitSource | None = None,
 ) -> list[np.ndarray]:
     """Count every row of every batch into each table, in one pass.
 
     Returns one int64 array per table, of shape ``table.shape``.  Rows whose value is dropped by a column's
     policy (out of domain, unknown category, null) are left out of that table only.  ``where`` names the
-    source in error messages.
+    source in error messages.  With ``unit``, the batches also hold the unit column, and only the rows chosen by
+    :func:`~dphist.contribution.bounded_rows` (at most ``unit.max_rows`` per unit, drawn with ``bits``) count:
+    one unit then adds at most that many to each table.
     """
     flat = [np.zeros(t.n_cells, dtype=np.int64) for t in tables]
+    held: list[list[np.ndarray]] = [[] for _ in tables]  # with a unit: each row's cell, -1 if dropped
+    units, ids = [], UnitIds()
     for batch in batches:
         axes: dict[str, tuple[np.ndarray, np.ndarray | None]] = {}
-        for table, out in zip(tables, flat):
+        if unit is not None:
+            units.append(ids.encode(batch.column(unit.column)))
+        for table, out, rows in zip(tables, flat, held):
             index = np.zeros(batch.num_rows, dtype=np.int64)
             keep = None
             for column in table.columns:
@@ -64,8 +73,17 @@ def count_tables(
                 index += idx
                 if mask is not None:
                     keep = mask if keep is None else keep & mask
+            if unit is not None:
+                rows.append(index if keep is None else np.where(keep, index, -1))
+                continue
             if keep is not None:
                 index = index[keep]
+            out += np.bincount(index, minlength=out.size)
+    if unit is not None:
+        chosen = bounded_rows(np.concatenate(units) if units else np.zeros(0, np.int64), unit.max_rows, bits)
+        for out, rows in zip(flat, held):
+            index = np.concatenate(rows) if rows else np.zeros(0, np.int64)
+            index = index[chosen & (index >= 0)]
             out += np.bincount(index, minlength=out.size)
     return [out.reshape(t.shape) for t, out in zip(tables, flat)]
 

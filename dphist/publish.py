@@ -46,13 +46,14 @@ def charged_run(plan, work: Callable[[dict], tuple[object, dict]], ledger: Ledge
     returns (value, commit detail); ``ledger_info`` is the block to put in the report.  ``before_reserve`` runs
     last-minute checks that need no data (e.g. the output directory), after the run-key lookup."""
     dataset = dataset_id or default_dataset_id(plan.source)
-    existing = ledger.committed(dataset, ROW_UNIT, run_key)
+    unit = getattr(plan, "ledger_unit", ROW_UNIT)  # budgets per row and per person are separate accounts
+    existing = ledger.committed(dataset, unit, run_key)
     if existing is None and before_reserve is not None:
         before_reserve()
-    reserved = existing or ledger.reserve(dataset, ROW_UNIT, plan.epsilon, 0, run_key, detail=detail)
+    reserved = existing or ledger.reserve(dataset, unit, plan.epsilon, 0, run_key, detail=detail)
     if isinstance(reserved, Existing):
         return Charged(dataset, existing=reserved)
-    info = {"dataset": dataset, "privacy_unit": ROW_UNIT, "reservation_entry": reserved.entry_hash,
+    info = {"dataset": dataset, "privacy_unit": unit, "reservation_entry": reserved.entry_hash,
             "epsilon_spent_before": format_fraction(reserved.spent_before),
             "epsilon_cap": None if reserved.cap is None else format_fraction(reserved.cap),
             **({"run_key": run_key} if run_key else {})}
