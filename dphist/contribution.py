@@ -56,6 +56,10 @@ class UnitIds:
         codes = values.indices.fill_null(len(values.dictionary)).to_numpy(zero_copy_only=False)
         return lookup[codes.astype(np.int64)]
 
+    def labels(self) -> list[str]:
+        """Every value seen, in id order."""
+        return list(self._ids)
+
 
 def bounded_rows(units: np.ndarray, max_rows: int, bits: BitSource) -> np.ndarray:
     """A mask keeping, of each unit's rows, the ``max_rows`` with the smallest random priorities (a uniform

@@ -30,6 +30,7 @@ from ..errors import UsageError
 from ..schema import parse_schema
 from .bounds import cp_lower, cp_upper, epsilon_lower_bound
 from .marginal_sets import OverspentMarginals, SeparateMarginals
+from .units import BoundedUnits, UnboundedUnits, unit_pairs
 from .mutants import MUTANTS
 
 __all__ = ["Case", "AuditResult", "default_cases", "audit", "ALPHA"]
@@ -159,8 +160,8 @@ def _tiny(name: str) -> Algorithm:
 def default_cases(algorithms: list[str] | None = None, mutants: bool = True,
                   epsilon: Fraction = Fraction(1)) -> list[Case]:
     """Every registered algorithm on 1-D (8 cells) and 2-D (4x4) tables, each with its neighbour pairs, the
-    marginal-set strategy "separate" (with all algorithms, or as ``marginals``) on a 2x2x2 table, plus every
-    mutant on one 1-D pair."""
+    marginal-set strategy "separate" (with all algorithms, or as ``marginals``) on a 2x2x2 table, contribution
+    bounding per privacy unit (with all, or as ``units``) on row lists, plus every mutant on one 1-D pair."""
     names = sorted(REGISTRY) if algorithms is None else algorithms
     cases = []
     for name in (n for n in names if n in REGISTRY):
@@ -198,6 +199,13 @@ def default_cases(algorithms: list[str] | None = None, mutants: bool = True,
         if mutants:
             label, data, neighbour = _pairs((2, 2, 2))[0]
             cases.append(Case(f"{OverspentMarginals.name} {label}", OverspentMarginals(), data, neighbour, epsilon,
+                              mutant=True))
+    if algorithms is None or "units" in algorithms:
+        for label, data, neighbour in unit_pairs():
+            cases.append(Case(f"units K=2 {label}", BoundedUnits(), data, neighbour, epsilon))
+        if mutants:
+            label, data, neighbour = unit_pairs()[0]
+            cases.append(Case(f"{UnboundedUnits.name} {label}", UnboundedUnits(), data, neighbour, epsilon,
                               mutant=True))
     if mutants:
         for cls in MUTANTS:
@@ -304,7 +312,8 @@ def audit(cases: list[Case], n_select: int = 20_000, n_test: int = 300_000, seed
     """
     results = []
     for i, case in enumerate(cases):
-        share = ADAPTIVE_SHARE if case.algorithm.data_adaptive else 1
+        slow = case.algorithm.data_adaptive or getattr(case.algorithm, "slow_runs", False)
+        share = ADAPTIVE_SHARE if slow else 1
         results.append(audit_case(case, alpha / len(cases), max(1000, int(n_select * share)),
                                   max(2000, int(n_test * share)), seed * 1_000_003 + i))
     return results

@@ -28,6 +28,7 @@ def test_every_algorithm_and_mutant_is_covered(results):
     assert set(REGISTRY) <= audited
     assert {m.name for m in MUTANTS} <= audited
     assert {"marginals-separate", "mutant-marginals-no-composition"} <= audited  # the marginal-set strategy
+    assert {"unit-bounded-identity", "mutant-unit-bound-forgotten"} <= audited  # contribution bounding
 
 
 def test_real_algorithms_pass(results):
