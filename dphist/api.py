@@ -21,6 +21,7 @@ from .accountant import (MIN_EPSILON, NEIGHBOURING, PRIVACY_UNIT, SAMPLER, TEST_
                          parse_epsilon, split_budget, step_report)
 from .algorithms import Algorithm, Estimate, applicable_options, get_algorithm
 from .contribution import UnitBound, UnitColumn
+from .discovery import DEFAULT_BINS, DEFAULT_MAX_CATEGORIES, DEFAULT_SHARE, DiscoveryPlan, discover, kind_of
 from .counting import TableShape, count_tables
 from .errors import DataError, UsageError
 from .ledger import ROW_UNIT
@@ -99,6 +100,10 @@ class ReleasePlan:
     budgets: list[Fraction]
     seed: int | None
     raw: bool
+    #: Columns without a declared domain, found privately before counting (their shapes in ``shapes`` are
+    #: placeholders of the largest size until then); and the run's δ.
+    discovery: DiscoveryPlan | None = None
+    delta: Fraction = Fraction(0)
     #: Contribution bounding: at most ``unit.max_rows`` rows per privacy unit; groups of ``group_size`` units.
     unit: UnitBound | None = None
     group_size: int = 1
@@ -136,6 +141,10 @@ def plan_release(
     privacy_unit: str | None = None,
     max_rows_per_unit: int | None = None,
     group_size: int = 1,
+    delta: Any = 0,
+    discovery_share: Any = None,
+    discovery_bins: int | None = None,
+    max_categories: int | None = None,
 ) -> ReleasePlan:
     """Validate the arguments of :func:`release` and the input's header; reads no rows, spends nothing."""
     total_epsilon = parse_epsilon(epsilon)
@@ -148,11 +157,28 @@ def plan_release(
         marginals = parse_marginals(marginals)
         if raw:
             raise UsageError("marginals are post-processed to agree with each other: --raw does not apply")
-    if schema is None:
-        raise UsageError("a schema is required: draft one with 'dphist schema INPUT -o schema.yaml', review it, "
-                         "and pass it with --schema")
-    schema = schema if isinstance(schema, Schema) else (
-        parse_schema(schema) if isinstance(schema, dict) else load_schema(schema))
+    total_delta = _parse_delta(delta)
+    if schema is not None:
+        schema = schema if isinstance(schema, Schema) else (
+            parse_schema(schema) if isinstance(schema, dict) else load_schema(schema))
+    src = open_source(source)
+    wanted = ([c for m in marginals for c in m] if marginals is not None else
+              _requested_columns(columns, tables, schema, src, unit))
+    discovery = None
+    undeclared = list(dict.fromkeys(c for c in wanted if schema is None or c not in schema.columns))
+    if undeclared:
+        if marginals is not None:
+            raise UsageError(f"column '{undeclared[0]}' has no declared domain: marginal sets need a schema")
+        share = DEFAULT_SHARE if discovery_share is None else _fraction(discovery_share, "the discovery share")
+        if not 0 < share < 1:
+            raise UsageError("the discovery share must be between 0 and 1, e.g. 0.1")
+        discovery = DiscoveryPlan(_kinds(src, undeclared), total_epsilon * share, total_delta,
+                                  discovery_bins or DEFAULT_BINS, max_categories or DEFAULT_MAX_CATEGORIES)
+        schema = Schema({**(schema.columns if schema else {}), **discovery.placeholders()})
+    elif total_delta > 0:
+        raise UsageError("delta is only used to discover categories of undeclared columns; every column is declared, "
+                         "so leave --delta out")
+    table_epsilon = total_epsilon - (discovery.epsilon if discovery else 0)
     marginal_plan = None
     if marginals is not None:
         for m in marginals:
@@ -170,7 +196,7 @@ def plan_release(
             columns = list(union_of(marginals))
         else:
             tables = [TableRequest(table_name_for(m), m, "identity") for m in marginals]
-    requests = _table_requests(schema, columns, tables)
+    requests = _table_requests(wanted, columns, tables)
     names = [t.algorithm or algorithm or DEFAULT_ALGORITHM for t in requests]
     # Options given for the whole run apply to the tables whose algorithm has them; a table's own win.
     algorithms = [get_algorithm(n, **{**applicable_options(n, algorithm_options), **t.options})
@@ -181,21 +207,28 @@ def plan_release(
     shapes = [_table_shape(schema, t) for t in requests]
     for algo, shape in zip(algorithms, shapes):
         algo.check_shape(shape.shape)
-    budgets = split_budget(total_epsilon, [Fraction(t.share) for t in requests], [t.name for t in requests])
+    budgets = split_budget(table_epsilon, [Fraction(t.share) for t in requests], [t.name for t in requests])
     if seed is not None and (isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0):
         raise UsageError("seed must be a non-negative integer")
-    src = open_source(source)
-    src.check_columns({c.name: c for shape in shapes for c in shape.columns})
+    src.check_columns({c.name: c for shape in shapes for c in shape.columns
+                       if discovery is None or c.name not in discovery.kinds})
     if unit is not None and unit.column not in src.column_names():
         raise DataError(f"{src.name}: privacy-unit column '{unit.column}' not found in the input")
-    plan = ReleasePlan(src, total_epsilon, requests, shapes, algorithms, budgets, seed, raw, unit, int(group_size),
-                       marginal_plan)
+    plan = ReleasePlan(src, total_epsilon, requests, shapes, algorithms, budgets, seed, raw, discovery, total_delta,
+                       unit, int(group_size), marginal_plan)
     factor = plan.rows_per_protected_group
     for request, budget in zip(requests, budgets):
         if budget / factor < MIN_EPSILON:
             raise UsageError(f"table '{request.name}': epsilon {format_fraction(budget)} spread over {factor} rows "
                              f"per protected group is below the minimum {format_fraction(MIN_EPSILON)} per row")
     return plan
+
+
+def _delta_spent(plan: ReleasePlan) -> Fraction:
+    d = plan.discovery
+    if d is None:
+        return Fraction(0)
+    return d.column_delta * sum(k == "categorical" for k in d.kinds.values())
 
 
 def _unit_report(plan: ReleasePlan) -> dict:
@@ -250,6 +283,10 @@ def release(
     privacy_unit: str | None = None,
     max_rows_per_unit: int | None = None,
     group_size: int = 1,
+    delta: Any = 0,
+    discovery_share: Any = None,
+    discovery_bins: int | None = None,
+    max_categories: int | None = None,
 ) -> Release:
     """Release differentially private tables of ``source``, charged to the budget ledger.
 
@@ -257,8 +294,12 @@ def release(
     ----------
     source : path (CSV/Parquet file, directory or glob) or pandas DataFrame.
     epsilon : total privacy budget, a positive number; a decimal string keeps it exact (``"0.5"``).
-    schema : path to a YAML/JSON schema, a parsed schema mapping, or a ``Schema``.  Required: domains are public
-        and are never read from the data.
+    schema : path to a YAML/JSON schema, a parsed schema mapping, or a ``Schema``.  Columns it does not declare
+        (all of them without a schema) get their domain privately from the data, with ``discovery_share`` of
+        epsilon (default 1/10): DP bounds and ``discovery_bins`` equal-width bins (default 16) for numbers and
+        dates; for text, the categories held by enough records (at most ``max_categories``, default 100),
+        which needs ``delta`` > 0.
+    delta : the δ of (ε, δ)-DP, used only to discover categories (e.g. ``"1e-6"``); 0 otherwise.
     columns : one table over these columns (``["age", "sex"]`` or ``"age,sex"``).
     tables : several tables, each ``{"name", "columns", "algorithm", "share"}``; epsilon is split by share.
         With neither ``columns`` nor ``tables``, one 1-D table per schema column, epsilon split equally.
@@ -290,7 +331,8 @@ def release(
     from .publish import charged_run
 
     plan = plan_release(source, epsilon, schema, columns, tables, algorithm, seed, raw, algorithm_options, marginals,
-                        marginal_strategy, privacy_unit, max_rows_per_unit, group_size)
+                        marginal_strategy, privacy_unit, max_rows_per_unit, group_size, delta, discovery_share,
+                        discovery_bins, max_categories)
     if seed is not None:
         return run_plan(plan)
 
@@ -306,16 +348,30 @@ def run_plan(plan: ReleasePlan) -> Release:
     """Read the data once, measure every table with noise, post-process, and build the report."""
     src, seed, raw, total_epsilon = plan.source, plan.seed, plan.raw, plan.epsilon
     bits: BitSource = SystemBits() if seed is None else SeededBits(int(seed))
-    needed = {c.name: c for shape in plan.shapes for c in shape.columns}
-    if plan.unit is not None:
-        needed.setdefault(plan.unit.column, UnitColumn(plan.unit.column))
-    # The only step that reads rows.
-    counts = count_tables(src.batches(needed), plan.shapes, src.name, plan.unit, bits)
     factor = plan.rows_per_protected_group
+    spent, shapes, discovery_report = Fraction(0), plan.shapes, None
+    unit_reader = {} if plan.unit is None else {plan.unit.column: UnitColumn(plan.unit.column)}
+    if plan.discovery is not None:
+        # Reads the undeclared columns once and fixes their domains from noisy counts (its own steps).
+        found, steps, columns = discover(plan.discovery, src.batches({**plan.discovery.readers(), **unit_reader}),
+                                         bits, factor, plan.unit)
+        spent += factor * sum((m.epsilon for m in steps), Fraction(0))
+        shapes = [TableShape(shape.name, tuple(found.get(c.name, c) for c in shape.columns)) for shape in shapes]
+        for algo, shape in zip(plan.algorithms, shapes):
+            algo.check_shape(shape.shape)
+        discovery_report = {
+            "epsilon": format_fraction(plan.discovery.epsilon), "delta": format_fraction(plan.delta),
+            "columns": columns, "steps": [step_report(m) for m in steps],
+            "note": "domains of undeclared columns were chosen from noisy counts (algorithms.md §9); values "
+                    "outside a discovered range are counted in its first or last bin, and categories held by few "
+                    "records are left out by design (not published as 'other')"}
+    needed = {c.name: c for shape in shapes for c in shape.columns}
+    needed.update({k: v for k, v in unit_reader.items() if k not in needed})
+    # The only step that reads rows (apart from discovery).
+    counts = count_tables(src.batches(needed), shapes, src.name, plan.unit, bits)
 
     table_reports, estimates = [], []
-    spent = Fraction(0)
-    for request, algo, shape, budget, table_counts in zip(plan.requests, plan.algorithms, plan.shapes,
+    for request, algo, shape, budget, table_counts in zip(plan.requests, plan.algorithms, shapes,
                                                           plan.budgets, counts):
         estimate = algo.run(table_counts, budget / factor, bits, columns=shape.columns)
         spent += factor * check_spent(estimate.measurements, budget / factor, request.name)
@@ -342,25 +398,28 @@ def run_plan(plan: ReleasePlan) -> Release:
         frames, marginal_report = _consistent_marginals(plan, estimates, table_reports)
     else:
         frames = {request.name: _tidy_table(shape, estimate, raw)
-                  for request, shape, estimate in zip(plan.requests, plan.shapes, estimates)}
+                  for request, shape, estimate in zip(plan.requests, shapes, estimates)}
         if plan.marginal_plan is not None:
             frames, table_reports, marginal_report = _derive_marginals(plan, frames, table_reports)
     report = {
         "dphist_version": __version__,
         "input": {"name": src.public_name, "format": src.format},
         **_unit_report(plan),
-        "definition": "pure epsilon-differential privacy",
+        "definition": "pure epsilon-differential privacy" if plan.delta == 0 else "(epsilon, delta)-differential "
+                      "privacy (delta only in discovering categories)",
         "epsilon_requested": format_fraction(total_epsilon),
         "epsilon_spent": format_fraction(spent),
-        "delta_requested": "0",
-        "delta_spent": "0",
+        "delta_requested": format_fraction(plan.delta),
+        "delta_spent": format_fraction(_delta_spent(plan)),
+        **({"discovery": discovery_report} if discovery_report is not None else {}),
         "composition": "sequential over tables (epsilons add); parallel over the disjoint cells of a table",
         "noise": TEST_SAMPLER if seed is not None else SAMPLER,
         "test_mode": seed is not None,
         "tables": table_reports,
         **({"marginals": marginal_report} if marginal_report is not None else {}),
         "notes": [
-            "Bin edges, categories and table shapes come from the declared schema, which is public.",
+            "Bin edges, categories and table shapes come from the declared schema, which is public"
+            + (", and for undeclared columns from the discovery steps." if discovery_report else "."),
             "Values outside a column's domain were clamped or dropped as the schema says; how many is not published.",
             "ci_lower/ci_upper: 95% interval for the true count of each cell, from noisy_count and the noise "
             "distribution alone (cut at 0).",
@@ -433,7 +492,46 @@ def _derive_marginals(plan: ReleasePlan, frames: dict, table_reports: list) -> t
     return out_frames, reports, full_table
 
 
-def _table_requests(schema: Schema, columns, tables) -> list[TableRequest]:
+def _requested_columns(columns, tables, schema: Schema | None, src: Source, unit: UnitBound | None) -> list[str]:
+    """The columns the tables will use: those named, else every declared column, else every input column
+    (but the privacy unit's)."""
+    if columns is not None or tables is not None:
+        return [c for t in _table_requests([], columns, tables) for c in t.columns]
+    if schema is not None:
+        return list(schema.columns)
+    return [c for c in src.column_names() if unit is None or c != unit.column]
+
+
+def _kinds(src: Source, names: list[str]) -> dict[str, str]:
+    types = src.arrow_types()
+    kinds = {}
+    for name in names:
+        if name not in types:
+            shown = ", ".join(list(types)[:20])
+            raise DataError(f"{src.name}: column '{name}' not found in the input (it has: {shown})")
+        kind = kind_of(types[name])
+        if kind is None:
+            raise DataError(f"{src.name}: column '{name}' holds {types[name]}, which cannot be counted into a table")
+        kinds[name] = kind
+    return kinds
+
+
+def _fraction(value: Any, what: str) -> Fraction:
+    try:
+        return Fraction(str(value).strip())
+    except (ValueError, ZeroDivisionError):
+        raise UsageError(f"{what} must be a number, got '{value}'") from None
+
+
+def _parse_delta(value: Any) -> Fraction:
+    delta = _fraction(value, "delta")
+    if not 0 <= delta <= Fraction(1, 1000):
+        raise UsageError(f"delta must be between 0 and 1e-3 (it bounds the chance of a failure of privacy), "
+                         f"got '{value}'")
+    return delta
+
+
+def _table_requests(default: list[str], columns, tables) -> list[TableRequest]:
     if columns is not None and tables is not None:
         raise UsageError("give either columns or tables, not both")
     if tables is not None:
@@ -447,7 +545,7 @@ def _table_requests(schema: Schema, columns, tables) -> list[TableRequest]:
             raise UsageError("columns must be a non-empty, comma-separated list of column names")
         requests = [TableRequest(table_name_for(cols), tuple(cols))]
     else:
-        requests = [TableRequest(name, (name,)) for name in schema.columns]
+        requests = [TableRequest(name, (name,)) for name in default]
     check_table_names(requests)
     return requests
 

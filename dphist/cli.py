@@ -101,6 +101,14 @@ def main():
               help="With --marginals: 'full' measures the table over all their columns once and sums it; "
                    "'separate' measures each at ε/k and reconciles them by least squares; 'auto' picks the "
                    "lower expected error (both are in the report) [auto].")
+@click.option("--delta", metavar="D", help="δ of (ε, δ)-DP, needed only to discover the categories of text "
+              "columns the schema does not declare, e.g. 1e-6 [0].")
+@click.option("--discovery-share", metavar="S", help="Share of ε spent finding the domains of undeclared columns "
+              "[0.1].")
+@click.option("--discovery-bins", type=click.IntRange(1, 4096), metavar="N", help="Bins for a discovered numeric "
+              "column [16].")
+@click.option("--max-categories", type=click.IntRange(1, 100_000), metavar="N", help="Most categories kept for a "
+              "discovered text column [100].")
 @click.option("--privacy-unit", metavar="COLUMN", help="Protect each value of COLUMN (a person, a household) "
               "with all its rows, not one row; needs --max-rows-per-unit.")
 @click.option("--max-rows-per-unit", type=click.IntRange(min=1), metavar="K", help="With --privacy-unit: count "
@@ -131,7 +139,8 @@ def main():
               help="Seconds to wait for another run holding the ledger (then exit 4).")
 @click.option("--log-format", type=click.Choice(["text", "json"]), default="text", show_default=True,
               help="json: one JSON object per line on stderr (result or error), for schedulers.")
-def release_command(input, epsilon, schema_path, columns, spec, marginals, marginal_strategy, privacy_unit,
+def release_command(input, epsilon, schema_path, columns, spec, marginals, marginal_strategy, delta, discovery_share,
+                    discovery_bins, max_categories, privacy_unit,
                     max_rows_per_unit, group_size, algorithm, branching, budget_split, options, out,
                     fmt, raw, overwrite, seed, quiet, ledger_path, dataset_id, run_key, lock_timeout, log_format):
     """Release differentially private tables of INPUT (a CSV or Parquet file, a directory, or a glob).
@@ -179,7 +188,9 @@ def release_command(input, epsilon, schema_path, columns, spec, marginals, margi
                         algorithm=algorithm, seed=seed, raw=raw,
                         algorithm_options=_algorithm_options(branching, budget_split, options), marginals=marginals,
                         marginal_strategy=marginal_strategy or "auto", privacy_unit=privacy_unit,
-                        max_rows_per_unit=max_rows_per_unit, group_size=group_size)
+                        max_rows_per_unit=max_rows_per_unit, group_size=group_size, delta=delta or 0,
+                        discovery_share=discovery_share, discovery_bins=discovery_bins,
+                        max_categories=max_categories)
     if seed is not None:
         check_destination(out, overwrite)  # all checks done before any row is read
         click.secho(f"*** {NOT_PRIVATE} ***", err=True, fg="red", bold=True)

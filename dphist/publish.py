@@ -50,7 +50,8 @@ def charged_run(plan, work: Callable[[dict], tuple[object, dict]], ledger: Ledge
     existing = ledger.committed(dataset, unit, run_key)
     if existing is None and before_reserve is not None:
         before_reserve()
-    reserved = existing or ledger.reserve(dataset, unit, plan.epsilon, 0, run_key, detail=detail)
+    reserved = existing or ledger.reserve(dataset, unit, plan.epsilon, getattr(plan, "delta", 0), run_key,
+                                               detail=detail)
     if isinstance(reserved, Existing):
         return Charged(dataset, existing=reserved)
     info = {"dataset": dataset, "privacy_unit": unit, "reservation_entry": reserved.entry_hash,

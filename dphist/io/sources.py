@@ -73,6 +73,24 @@ class Source:
             raise DataError(f"{self.name}: column name '{dup}' appears more than once in the header")
         return names
 
+    def arrow_types(self) -> dict[str, pa.DataType]:
+        """Each column's stored type: Parquet's schema, the DataFrame's dtypes, or for CSV the types Arrow infers
+        from the first block of the first file (reads that block, not the whole file)."""
+        if self.format == "csv":
+            try:
+                reader = pacsv.open_csv(self.files[0], read_options=pacsv.ReadOptions(block_size=_CSV_BLOCK),
+                                        convert_options=pacsv.ConvertOptions(null_values=[""],
+                                                                             strings_can_be_null=True))
+            except (pa.ArrowInvalid, UnicodeDecodeError):
+                raise DataError(f"{self.files[0]}: cannot be read as UTF-8 CSV with consistent column types; "
+                                "declare the columns in a schema") from None
+            schema = reader.schema
+        elif self.format == "parquet":
+            schema = self._dataset().schema
+        else:
+            schema = pa.Schema.from_pandas(self.frame, preserve_index=False)
+        return {field.name: field.type for field in schema}
+
     def check_columns(self, columns: dict[str, Column]) -> None:
         """Fail (DataError) if a declared column is missing or its stored type cannot hold the declared kind."""
         names = self.column_names()

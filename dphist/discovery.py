@@ -1,0 +1,331 @@
+"""Private domain discovery for columns the schema does not declare (algorithms.md §9).
+
+Paid for from the budget and reported as its own steps.  For each discovered column, with ε_c its share of the
+discovery budget and m the rows one protected unit may add (1, or K·c with privacy units and groups):
+
+* **numeric and date columns** (bounds, then bins):
+  1. a log-scale histogram (bins [0, s), [s, 2s), [2s, 4s), ... mirrored for negatives; s = 1 for integers and
+     days, 2⁻¹⁰ for floats) with discrete Laplace noise of scale 2m/ε_c; a bin counts as occupied if its noisy
+     count exceeds the threshold that an empty bin passes with probability at most β/2 over all bins;
+  2. inside those bounds, a histogram of 64 equal cells with the same noise and rule, whose first and last
+     occupied cells give the final bounds (the coarse ones if none is occupied);
+  3. equal-width bins over the bounds (integer-aligned for integer columns; days, months or years for dates by
+     the span), values outside clamped into the edge bins and missing values in their own cell.
+  If no bin of the first histogram is occupied the column cannot be released (too few records for this ε).
+* **categorical columns** (partition selection, (ε, δ)-DP): every label's count gets discrete Laplace noise of
+  scale m/ε_c; a label is kept if its noisy count exceeds m + t, with t the smallest integer for which
+  P(noise > t) ≤ δ′ = 1 − (1 − δ_c)^{1/m}.  A label held by the protected unit alone (count ≤ m, at most m such
+  labels) then appears with probability at most δ_c; labels are sorted, and at most ``max_categories`` (the
+  largest noisy counts) are kept.  Rare categories are suppressed by design: the released marginal of such a
+  column is biased low by the held-out labels, which are not published as "other".
+
+Every decision reads only noisy counts; all the true counts stay inside this module.  Column types come from
+the input's Arrow schema (for CSV: Arrow's type inference on the file's first block).
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import math
+from dataclasses import dataclass
+from fractions import Fraction
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from .accountant import format_fraction
+from .algorithms.base import Measurement
+from .contribution import UnitBound, UnitIds, bounded_rows
+from .errors import DataError, UsageError
+from .noise import BitSource, discrete_laplace, discrete_laplace_variance
+from .schema import Column, normalise_label, parse_schema
+
+__all__ = ["KINDS", "DiscoveryPlan", "kind_of", "discover", "DEFAULT_SHARE", "DEFAULT_BINS", "DEFAULT_MAX_CATEGORIES"]
+
+DEFAULT_SHARE = Fraction(1, 10)
+DEFAULT_BINS = 16
+DEFAULT_MAX_CATEGORIES = 100
+#: Probability that some empty bin of a bounds histogram is taken as occupied (per histogram, over all bins).
+BETA = Fraction(1, 1000)
+LOG_BINS = {"integer": (1.0, 64), "date": (1.0, 32), "float": (2.0 ** -10, 74)}  # (s, B): 2B + 1 bins
+FINE_CELLS = 64
+KINDS = ("integer", "float", "date", "categorical")
+_EPOCH = _dt.date(1970, 1, 1)
+
+
+def kind_of(arrow_type: pa.DataType) -> str | None:
+    """The discovery kind of a stored type, or None if it cannot be released (nested, binary)."""
+    if pa.types.is_dictionary(arrow_type):
+        arrow_type = arrow_type.value_type
+    if pa.types.is_integer(arrow_type):
+        return "integer"
+    if pa.types.is_floating(arrow_type) or pa.types.is_decimal(arrow_type):
+        return "float"
+    if pa.types.is_date(arrow_type) or pa.types.is_timestamp(arrow_type):
+        return "date"
+    if pa.types.is_string(arrow_type) or pa.types.is_large_string(arrow_type) or pa.types.is_boolean(arrow_type) \
+            or pa.types.is_null(arrow_type):
+        return "categorical"
+    return None
+
+
+@dataclass(frozen=True)
+class _Reader:
+    """How the reader should load a discovered column: numbers as float64, dates, anything else as labels."""
+
+    name: str
+    kind: str
+
+
+@dataclass
+class DiscoveryPlan:
+    """The columns to discover, their kinds, and the budget: ``epsilon`` (and ``delta``, for categorical
+    columns) in all, shared equally among the columns (and the categorical columns)."""
+
+    kinds: dict[str, str]
+    epsilon: Fraction
+    delta: Fraction
+    bins: int = DEFAULT_BINS
+    max_categories: int = DEFAULT_MAX_CATEGORIES
+
+    def __post_init__(self) -> None:
+        categorical = [n for n, k in self.kinds.items() if k == "categorical"]
+        if categorical and self.delta <= 0:
+            raise UsageError(f"column '{categorical[0]}' has no declared values: finding its categories privately "
+                             "needs delta > 0 (e.g. --delta 1e-6), or declare 'values:' for it in the schema")
+
+    @property
+    def column_epsilon(self) -> Fraction:
+        return self.epsilon / len(self.kinds)
+
+    @property
+    def column_delta(self) -> Fraction:
+        categorical = sum(k == "categorical" for k in self.kinds.values())
+        return self.delta / categorical if categorical else Fraction(0)
+
+    def placeholders(self) -> dict[str, Column]:
+        """Columns of the largest size discovery can give each column (numeric and date: ``bins`` + the null
+        cell, dates by year up to 200; categorical: ``max_categories`` + the null cell), to check table shapes
+        before any data is read."""
+        out = {}
+        for name, kind in self.kinds.items():
+            if kind == "categorical":
+                decl = {"type": "categorical", "values": [f"#{i}" for i in range(self.max_categories)]}
+            else:
+                decl = {"type": "numeric", "lower": 0, "upper": 1, "bins": 200 if kind == "date" else self.bins}
+            out[name] = parse_schema({"columns": {name: {**decl, "nulls": "category"}}}, "placeholder")[name]
+        return out
+
+    def readers(self) -> dict[str, _Reader]:
+        return {n: _Reader(n, "numeric" if k in ("integer", "float") else k) for n, k in self.kinds.items()}
+
+
+def discover(plan: DiscoveryPlan, batches, bits: BitSource, rows_per_group: int = 1,
+             unit: UnitBound | None = None) -> tuple[dict[str, Column], list[Measurement], list[dict]]:
+    """Read the discovered columns once and choose each one's domain from noisy counts.
+
+    ``batches`` hold the plan's columns (and the unit column with ``unit``).  Returns the columns (schema
+    declarations built from the noisy results), the measurements (their ε add up to ``plan.epsilon`` divided by
+    ``rows_per_group``, per row) and one report entry per column.
+    """
+    values: dict[str, list] = {n: [] for n in plan.kinds}
+    labels: dict[str, UnitIds] = {n: UnitIds() for n, k in plan.kinds.items() if k == "categorical"}
+    units, unit_ids = [], UnitIds()
+    for batch in batches:
+        if unit is not None:
+            units.append(unit_ids.encode(batch.column(unit.column)))
+        for name, kind in plan.kinds.items():
+            column = batch.column(name)
+            if kind == "categorical":
+                values[name].append(labels[name].encode(_as_labels(column)))
+            else:
+                values[name].append(_as_numbers(column, kind, name))
+    n = sum(v.size for v in values[next(iter(plan.kinds))]) if plan.kinds else 0
+    keep = bounded_rows(np.concatenate(units), unit.max_rows, bits) if unit is not None else np.ones(n, bool)
+    m = rows_per_group
+    eps_row = plan.column_epsilon / m
+    columns, measurements, reports = {}, [], []
+    for name, kind in plan.kinds.items():
+        data = np.concatenate(values[name]) if values[name] else np.zeros(0)
+        data = data[keep]
+        if kind == "categorical":
+            column, steps, report = _categories(name, data, labels[name].labels(), plan, eps_row, m, bits)
+        else:
+            column, steps, report = _numeric(name, kind, data, plan, eps_row, m, bits)
+        columns[name] = column
+        measurements += steps
+        reports.append(report)
+    return columns, measurements, reports
+
+
+# --------------------------------------------------------------------------------------------------------------
+# Reading
+
+
+def _as_labels(values: pa.Array | pa.ChunkedArray) -> pa.Array:
+    """Text labels exactly as the counting pass makes them (integral floats print as integers)."""
+    if isinstance(values, pa.ChunkedArray):
+        values = values.combine_chunks()
+    if pa.types.is_dictionary(values.type):
+        values = values.dictionary_decode()
+    if not (pa.types.is_string(values.type) or pa.types.is_large_string(values.type)):
+        if pa.types.is_floating(values.type):
+            values = pc.if_else(pc.equal(values, pc.floor(values)), pc.cast(values, pa.int64(), safe=False), values)
+        values = pc.cast(values, pa.string())
+    return pc.utf8_normalize(values, "NFC")
+
+
+def _as_numbers(values: pa.Array | pa.ChunkedArray, kind: str, name: str) -> np.ndarray:
+    """float64 values (days since 1970-01-01 for dates); NaN for missing."""
+    if isinstance(values, pa.ChunkedArray):
+        values = values.combine_chunks()
+    if pa.types.is_dictionary(values.type):
+        values = values.dictionary_decode()
+    try:
+        if kind == "date":
+            if pa.types.is_string(values.type) or pa.types.is_large_string(values.type):
+                values = pc.cast(values, pa.timestamp("s"))
+            if pa.types.is_timestamp(values.type):
+                values = pc.cast(pc.floor_temporal(values, unit="day"), pa.date32())
+            values = pc.cast(pc.cast(values, pa.date32()), pa.int32())
+        values = pc.cast(values, pa.float64(), safe=False)
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+        raise DataError(f"column '{name}': a value is not a {'date' if kind == 'date' else 'number'}") from None
+    out = values.to_numpy(zero_copy_only=False).astype(np.float64, copy=True)
+    out[~np.isfinite(out)] = np.nan
+    return out
+
+
+# --------------------------------------------------------------------------------------------------------------
+# Numeric and date columns
+
+
+def _threshold(scale: Fraction, tail: float) -> int:
+    """The smallest integer t with P(Z > t) ≤ tail for Z ~ discrete Laplace(scale): a^(t+1)/(1+a) ≤ tail."""
+    a = math.exp(-1 / float(scale))
+    t = math.ceil(math.log(tail * (1 + a)) / math.log(a)) - 1
+    while a ** (t + 1) / (1 + a) > tail:  # guard the float log against an off-by-one
+        t += 1
+    return max(t, 0)
+
+
+def _log_bin(v: np.ndarray, s: float, big: int) -> np.ndarray:
+    """Index in [0, 2B] of each finite value's log-scale bin: B for |v| < s, B ± k for s·2^(k−1) ≤ |v| < s·2^k."""
+    _, e = np.frexp(np.abs(v) / s)  # |v|/s = f·2^e with f in [0.5, 1), so k = e for |v| ≥ s
+    k = np.where(np.abs(v) < s, 0, np.minimum(e, big))
+    return big + np.sign(v).astype(np.int64) * k
+
+
+def _log_edges(j: int, s: float, big: int, integer: bool) -> tuple[float, float]:
+    k = j - big
+    if k == 0:
+        return (0.0, 1.0) if integer else (-s, s)
+    lo, hi = s * 2.0 ** (abs(k) - 1), s * 2.0 ** abs(k)
+    return (lo, hi) if k > 0 else (-hi + (1 if integer else 0), -lo + (1 if integer else 0))
+
+
+def _occupied(counts: np.ndarray, scale: Fraction, bits: BitSource, what: str, epsilon: Fraction, name: str):
+    noisy = counts + discrete_laplace(scale, counts.size, bits)
+    threshold = _threshold(scale, float(BETA) / 2 / counts.size)
+    record = Measurement(what=f"{name}: {what}", mechanism="discrete Laplace", sensitivity=1, scale=scale,
+                         epsilon=epsilon, queries=int(counts.size), noise_sd=discrete_laplace_variance(scale) ** 0.5,
+                         composition="parallel over disjoint bins")
+    return np.flatnonzero(noisy > threshold), threshold, record
+
+
+def _numeric(name: str, kind: str, data: np.ndarray, plan: DiscoveryPlan, eps_row: Fraction, m: int,
+             bits: BitSource):
+    s, big = LOG_BINS[kind]
+    integer = kind in ("integer", "date")
+    finite = data[np.isfinite(data)]
+    half = eps_row / 2
+    scale = 1 / half  # Δ = 1 per row; m rows per unit is in eps_row already
+    coarse = np.bincount(_log_bin(finite, s, big), minlength=2 * big + 1)
+    hit, t1, step1 = _occupied(coarse, scale, bits, "log-scale histogram for the bounds", half, name)
+    if hit.size == 0:
+        raise DataError(f"column '{name}': too few records to find its range privately with epsilon "
+                        f"{format_fraction(eps_row * m)}; declare its lower and upper bounds in a schema")
+    lower, upper = _log_edges(int(hit[0]), s, big, integer)[0], _log_edges(int(hit[-1]), s, big, integer)[1]
+    # Refine inside the coarse bounds: FINE_CELLS equal cells, the same rule.
+    edges = np.linspace(lower, upper, FINE_CELLS + 1)
+    if integer:
+        edges = np.unique(np.floor(edges))
+    inside = finite[(finite >= lower) & (finite < upper)]
+    fine = np.bincount(np.clip(np.searchsorted(edges, inside, side="right") - 1, 0, edges.size - 2),
+                       minlength=edges.size - 1)
+    hit2, t2, step2 = _occupied(fine, scale, bits, "equal-cell histogram inside them", half, name)
+    if hit2.size:
+        lower, upper = float(edges[hit2[0]]), float(edges[hit2[-1] + 1])
+    declaration = _bins(kind, lower, upper, plan.bins)
+    column = parse_schema({"columns": {name: declaration}}, "discovered domain")[name]
+    report = {"column": name, "kind": kind, "method": "DP bounds (log-scale, then 64 equal cells), equal-width bins",
+              "epsilon": format_fraction(eps_row * m), "delta": "0",
+              "thresholds": [t1, t2], "declared": {k: str(v) for k, v in declaration.items()}}
+    return column, [step1, step2], report
+
+
+def _bins(kind: str, lower: float, upper: float, bins: int) -> dict:
+    if kind == "date":
+        first = _EPOCH + _dt.timedelta(days=int(lower))
+        last = _EPOCH + _dt.timedelta(days=int(upper))  # exclusive
+        span = (last - first).days
+        unit = "day" if span <= 92 else "month" if span <= 6 * 366 else "year"
+        if unit == "month":
+            first = first.replace(day=1)
+            if last.day != 1:
+                last = _dt.date(last.year + last.month // 12, last.month % 12 + 1, 1)
+        elif unit == "year":
+            first = _dt.date(first.year, 1, 1)
+            if (last.month, last.day) != (1, 1):
+                last = _dt.date(last.year + 1, 1, 1)
+        return {"type": "date", "lower": first.isoformat(), "upper": last.isoformat(), "unit": unit,
+                "nulls": "category"}
+    if kind == "integer":
+        width = max(1, math.ceil((upper - lower) / bins))
+        return {"type": "numeric", "lower": int(lower), "upper": int(lower) + width * math.ceil((upper - lower) / width),
+                "width": width, "nulls": "category"}
+    if -LOG_BINS["float"][0] <= lower < 0:
+        lower = 0.0  # the centre bin (−s, s) found: start at 0 rather than at −s (tiny negatives are clamped)
+    lower, upper = _rounded_outward(lower, upper)
+    return {"type": "numeric", "lower": lower, "upper": upper, "bins": bins, "nulls": "category"}
+
+
+def _rounded_outward(lower: float, upper: float) -> tuple[float, float]:
+    """The bounds widened to multiples of a power of ten about 1/100 of their span (readable bin edges)."""
+    step = 10.0 ** math.floor(math.log10(upper - lower) - 2)
+    return math.floor(lower / step) * step, math.ceil(upper / step) * step
+
+
+# --------------------------------------------------------------------------------------------------------------
+# Categorical columns
+
+
+def _categories(name: str, codes: np.ndarray, labels: list[str], plan: DiscoveryPlan, eps_row: Fraction, m: int,
+                bits: BitSource):
+    counts = np.bincount(codes[codes >= 0], minlength=len(labels))
+    scale = 1 / eps_row
+    delta_each = 1 - (1 - float(plan.column_delta)) ** (1 / m)
+    threshold = m + _threshold(scale, delta_each)
+    noisy = counts + discrete_laplace(scale, counts.size, bits)
+    record = Measurement(what=f"{name}: partition selection (count per label, kept above {threshold})",
+                         mechanism="discrete Laplace", sensitivity=1, scale=scale, epsilon=eps_row,
+                         queries=int(counts.size), noise_sd=discrete_laplace_variance(scale) ** 0.5,
+                         composition="parallel over disjoint labels", delta=plan.column_delta)
+    kept = np.flatnonzero(noisy > threshold)
+    if kept.size > plan.max_categories:  # the largest noisy counts; ties by label, never by data order
+        kept = np.array(sorted(kept, key=lambda i: (-noisy[i], labels[i]))[: plan.max_categories])
+    values = sorted(normalise_label(labels[i]) for i in kept)
+    if not values:
+        raise DataError(f"column '{name}': no category is held by enough records to be released with epsilon "
+                        f"{format_fraction(eps_row * m)} and delta {format_fraction(plan.column_delta)}; declare "
+                        "its values in a schema")
+    declaration = {"type": "categorical", "values": values, "nulls": "category"}
+    column = parse_schema({"columns": {name: declaration}}, "discovered domain")[name]
+    report = {"column": name, "kind": "categorical", "method": "partition selection (Laplace threshold)",
+              "epsilon": format_fraction(eps_row * m), "delta": format_fraction(plan.column_delta),
+              "threshold": threshold, "categories": len(values),
+              "capped": bool(np.count_nonzero(noisy > threshold) > plan.max_categories)}
+    return column, [record], report
+
+
