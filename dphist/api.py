@@ -350,18 +350,29 @@ def run_plan(plan: ReleasePlan) -> Release:
     bits: BitSource = SystemBits() if seed is None else SeededBits(int(seed))
     factor = plan.rows_per_protected_group
     spent, shapes, discovery_report = Fraction(0), plan.shapes, None
+    tables = list(zip(plan.requests, plan.algorithms, plan.budgets))
     unit_reader = {} if plan.unit is None else {plan.unit.column: UnitColumn(plan.unit.column)}
     if plan.discovery is not None:
         # Reads the undeclared columns once and fixes their domains from noisy counts (its own steps).
         found, steps, columns = discover(plan.discovery, src.batches({**plan.discovery.readers(), **unit_reader}),
                                          bits, factor, plan.unit)
         spent += factor * sum((m.epsilon for m in steps), Fraction(0))
-        shapes = [TableShape(shape.name, tuple(found.get(c.name, c) for c in shape.columns)) for shape in shapes]
-        for algo, shape in zip(plan.algorithms, shapes):
+        failed = {c["column"]: c["failed"] for c in columns if "failed" in c}
+        usable = [i for i, shape in enumerate(shapes) if not any(c.name in failed for c in shape.columns)]
+        if not usable:
+            raise DataError(f"{src.name}: no table can be released: "
+                            + "; ".join(f"column '{k}': {v}" for k, v in failed.items()))
+        skipped = [{"name": plan.requests[i].name, "reason": "; ".join(
+            f"column '{c.name}': {failed[c.name]}" for c in shapes[i].columns if c.name in failed)}
+            for i in range(len(shapes)) if i not in usable]
+        tables = [tables[i] for i in usable]
+        shapes = [TableShape(shapes[i].name, tuple(found.get(c.name, c) for c in shapes[i].columns)) for i in usable]
+        for (_, algo, _), shape in zip(tables, shapes):
             algo.check_shape(shape.shape)
         discovery_report = {
             "epsilon": format_fraction(plan.discovery.epsilon), "delta": format_fraction(plan.delta),
             "columns": columns, "steps": [step_report(m) for m in steps],
+            **({"skipped_tables": skipped} if skipped else {}),
             "note": "domains of undeclared columns were chosen from noisy counts (algorithms.md §9); values "
                     "outside a discovered range are counted in its first or last bin, and categories held by few "
                     "records are left out by design (not published as 'other')"}
@@ -371,8 +382,7 @@ def run_plan(plan: ReleasePlan) -> Release:
     counts = count_tables(src.batches(needed), shapes, src.name, plan.unit, bits)
 
     table_reports, estimates = [], []
-    for request, algo, shape, budget, table_counts in zip(plan.requests, plan.algorithms, shapes,
-                                                          plan.budgets, counts):
+    for (request, algo, budget), shape, table_counts in zip(tables, shapes, counts):
         estimate = algo.run(table_counts, budget / factor, bits, columns=shape.columns)
         spent += factor * check_spent(estimate.measurements, budget / factor, request.name)
         estimates.append(estimate)
@@ -398,7 +408,7 @@ def run_plan(plan: ReleasePlan) -> Release:
         frames, marginal_report = _consistent_marginals(plan, estimates, table_reports)
     else:
         frames = {request.name: _tidy_table(shape, estimate, raw)
-                  for request, shape, estimate in zip(plan.requests, shapes, estimates)}
+                  for (request, _, _), shape, estimate in zip(tables, shapes, estimates)}
         if plan.marginal_plan is not None:
             frames, table_reports, marginal_report = _derive_marginals(plan, frames, table_reports)
     report = {

@@ -126,7 +126,8 @@ def discover(plan: DiscoveryPlan, batches, bits: BitSource, rows_per_group: int 
     """Read the discovered columns once and choose each one's domain from noisy counts.
 
     ``batches`` hold the plan's columns (and the unit column with ``unit``).  Returns the columns (schema
-    declarations built from the noisy results), the measurements (their ε add up to ``plan.epsilon`` divided by
+    declarations built from the noisy results; a column whose noisy counts show no range or no category is
+    missing, and its report entry says why), the measurements (their ε add up to ``plan.epsilon`` divided by
     ``rows_per_group``, per row) and one report entry per column.
     """
     values: dict[str, list] = {n: [] for n in plan.kinds}
@@ -153,7 +154,8 @@ def discover(plan: DiscoveryPlan, batches, bits: BitSource, rows_per_group: int 
             column, steps, report = _categories(name, data, labels[name].labels(), plan, eps_row, m, bits)
         else:
             column, steps, report = _numeric(name, kind, data, plan, eps_row, m, bits)
-        columns[name] = column
+        if column is not None:
+            columns[name] = column
         measurements += steps
         reports.append(report)
     return columns, measurements, reports
@@ -243,9 +245,14 @@ def _numeric(name: str, kind: str, data: np.ndarray, plan: DiscoveryPlan, eps_ro
     scale = 1 / half  # Δ = 1 per row; m rows per unit is in eps_row already
     coarse = np.bincount(_log_bin(finite, s, big), minlength=2 * big + 1)
     hit, t1, step1 = _occupied(coarse, scale, bits, "log-scale histogram for the bounds", half, name)
+    report = {"column": name, "kind": kind, "method": "DP bounds (log-scale, then 64 equal cells), equal-width bins",
+              "epsilon": format_fraction(eps_row * m), "delta": "0", "thresholds": [t1]}
     if hit.size == 0:
-        raise DataError(f"column '{name}': too few records to find its range privately with epsilon "
-                        f"{format_fraction(eps_row * m)}; declare its lower and upper bounds in a schema")
+        # The second half of the budget is still spent, so that the steps do not depend on this outcome.
+        _, _, step2 = _occupied(np.zeros(FINE_CELLS, np.int64), scale, bits, "equal-cell histogram (unused)",
+                                half, name)
+        return None, [step1, step2], {**report, "failed": f"too few records to find its range privately with "
+                                      f"epsilon {format_fraction(eps_row * m)}; declare its bounds in a schema"}
     lower, upper = _log_edges(int(hit[0]), s, big, integer)[0], _log_edges(int(hit[-1]), s, big, integer)[1]
     # Refine inside the coarse bounds: FINE_CELLS equal cells, the same rule.
     edges = np.linspace(lower, upper, FINE_CELLS + 1)
@@ -259,10 +266,7 @@ def _numeric(name: str, kind: str, data: np.ndarray, plan: DiscoveryPlan, eps_ro
         lower, upper = float(edges[hit2[0]]), float(edges[hit2[-1] + 1])
     declaration = _bins(kind, lower, upper, plan.bins)
     column = parse_schema({"columns": {name: declaration}}, "discovered domain")[name]
-    report = {"column": name, "kind": kind, "method": "DP bounds (log-scale, then 64 equal cells), equal-width bins",
-              "epsilon": format_fraction(eps_row * m), "delta": "0",
-              "thresholds": [t1, t2], "declared": {k: str(v) for k, v in declaration.items()}}
-    return column, [step1, step2], report
+    return column, [step1, step2], {**report, "thresholds": [t1, t2], "domain": column.describe()}
 
 
 def _bins(kind: str, lower: float, upper: float, bins: int) -> dict:
@@ -316,16 +320,15 @@ def _categories(name: str, codes: np.ndarray, labels: list[str], plan: Discovery
     if kept.size > plan.max_categories:  # the largest noisy counts; ties by label, never by data order
         kept = np.array(sorted(kept, key=lambda i: (-noisy[i], labels[i]))[: plan.max_categories])
     values = sorted(normalise_label(labels[i]) for i in kept)
-    if not values:
-        raise DataError(f"column '{name}': no category is held by enough records to be released with epsilon "
-                        f"{format_fraction(eps_row * m)} and delta {format_fraction(plan.column_delta)}; declare "
-                        "its values in a schema")
-    declaration = {"type": "categorical", "values": values, "nulls": "category"}
-    column = parse_schema({"columns": {name: declaration}}, "discovered domain")[name]
     report = {"column": name, "kind": "categorical", "method": "partition selection (Laplace threshold)",
               "epsilon": format_fraction(eps_row * m), "delta": format_fraction(plan.column_delta),
-              "threshold": threshold, "categories": len(values),
-              "capped": bool(np.count_nonzero(noisy > threshold) > plan.max_categories)}
-    return column, [record], report
+              "threshold": threshold, "categories": len(values)}
+    if not values:
+        return None, [record], {**report, "failed": "no category is held by enough records to be released with "
+                                "this epsilon and delta; declare its values in a schema"}
+    declaration = {"type": "categorical", "values": values, "nulls": "category"}
+    column = parse_schema({"columns": {name: declaration}}, "discovered domain")[name]
+    return column, [record], {**report, "domain": column.describe(),
+                              "capped": bool(np.count_nonzero(noisy > threshold) > plan.max_categories)}
 
 

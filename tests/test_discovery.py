@@ -1,0 +1,162 @@
+"""Private domain discovery: undeclared columns get their domains from noisy counts, paid from the budget.
+
+Statistical tests use fixed seeds; each states its false-alarm rate.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from fractions import Fraction
+
+import numpy as np
+import pandas as pd
+import pytest
+from click.testing import CliRunner
+from scipy import stats
+
+import dphist
+from dphist.cli import main
+from dphist.discovery import DiscoveryPlan, _threshold, discover
+from dphist.errors import DataError, UsageError
+from dphist.noise import SeededBits, discrete_laplace_pmf
+
+from conftest import ROOT
+
+SAMPLE = ROOT / "sample_data"
+
+
+def tail(t: int, scale: float) -> float:
+    """P(Z > t) for Z ~ discrete Laplace(scale)."""
+    a = math.exp(-1 / scale)
+    return a ** (t + 1) / (1 + a)
+
+
+def test_threshold_is_the_smallest_integer_with_the_tail():
+    for scale in (0.5, 3, 40, 800):
+        for target in (1e-3, 1e-6, 2.5e-7):
+            t = _threshold(Fraction(scale), target)
+            assert tail(t, scale) <= target and (t == 0 or tail(t - 1, scale) > target)
+    assert tail(0, 3) == pytest.approx(1 - sum(discrete_laplace_pmf(np.arange(-200, 1), 3)), abs=1e-12)
+
+
+def rare_and_common() -> pd.DataFrame:
+    rng = np.random.default_rng(0)
+    return pd.DataFrame({"kind": ["rare"] + ["common"] * 10_000 + ["other"] * 3_000,
+                         "x": rng.integers(0, 50, 13_001)})
+
+
+def test_rare_category_never_appears_and_common_always_does():
+    """The issue's check: 200 releases at ε = 1, δ = 1e-6 (seeds 0..199)."""
+    frame = rare_and_common()
+    seen = []
+    for seed in range(200):
+        result = dphist.release(frame, "1", columns="kind", delta="1e-6", seed=seed)
+        seen.append(set(result.tables["kind"]["kind"].dropna()))
+    assert not any("rare" in s for s in seen)
+    assert all("common" in s for s in seen)
+
+
+def test_partition_selection_noise_has_the_stated_scale():
+    """A label whose count is 3 below the threshold T passes iff its noise is > 3, which has probability
+    a⁴/(1+a) for the stated scale.  Binomial test over 3,000 seeds, false-alarm rate 1e-6; the same test rejects
+    the rate of a scale 30 % smaller."""
+    plan = DiscoveryPlan({"kind": "categorical"}, Fraction(1, 4), Fraction(1, 10**6))
+    scale = 1 / plan.column_epsilon
+    threshold = 1 + _threshold(Fraction(scale), 1 - (1 - 1e-6))
+    frame = pd.DataFrame({"kind": ["edge"] * (threshold - 3) + ["big"] * 5_000})
+    import pyarrow as pa
+    batches = pa.Table.from_pandas(frame, preserve_index=False).to_batches()
+    passed = sum("edge" in discover(plan, batches, SeededBits(s))[0]["kind"].values for s in range(3000))
+    assert stats.binomtest(passed, 3000, tail(3, scale)).pvalue > 1e-6
+    assert stats.binomtest(passed, 3000, tail(3, 0.7 * scale)).pvalue < 1e-6
+
+
+def test_numeric_bounds_cover_the_data_and_bins_are_integer_aligned():
+    rng = np.random.default_rng(3)
+    frame = pd.DataFrame({"n": rng.integers(100, 200, 100_000), "f": rng.normal(50.0, 5.0, 100_000)})
+    result = dphist.release(frame, "1", seed=4)
+    columns = {c["column"]: c["domain"] for c in result.report["discovery"]["columns"]}
+    lower, upper, bins = (float(columns["n"][k]) for k in ("lower", "upper", "bins"))
+    assert 64 <= lower <= 100 and 200 <= upper <= 256 and (upper - lower) / bins == int((upper - lower) / bins)
+    table = result.tables["n"]
+    assert (table["n_lower"].dropna() % 1 == 0).all()
+    lo, hi = float(columns["f"]["lower"]), float(columns["f"]["upper"])
+    inside = ((frame["f"] >= lo) & (frame["f"] < hi)).mean()
+    assert inside > 0.95 and hi - lo < 64  # the bulk, not the log-scale bin [32, 64) alone or wider
+
+
+def test_dates_get_calendar_bins():
+    days = pd.to_datetime("2013-01-01") + pd.to_timedelta(np.random.default_rng(1).integers(0, 365, 50_000), "D")
+    result = dphist.release(pd.DataFrame({"d": days}), "1", seed=2)
+    declared = result.report["discovery"]["columns"][0]["domain"]
+    assert declared["unit"] == "month" and declared["lower"] <= "2013-01-01" and declared["upper"] >= "2014-01-01"
+
+
+def test_budget_and_report():
+    frame = rare_and_common()
+    result = dphist.release(frame, "1", delta="1e-6", seed=1, discovery_share="0.2")
+    report = result.report
+    assert report["epsilon_spent"] == "1" and report["delta_spent"] == "0.000001"
+    discovery = report["discovery"]
+    assert sum(Fraction(s["epsilon"]) for s in discovery["steps"]) == Fraction(1, 5)
+    assert sum(Fraction(t["epsilon"]) for t in report["tables"]) == Fraction(4, 5)
+    assert [c["column"] for c in discovery["columns"]] == ["kind", "x"]
+    assert "delta" in report["definition"]
+
+
+def test_declared_columns_are_not_discovered():
+    frame = rare_and_common()
+    schema = {"columns": {"x": {"type": "numeric", "lower": 0, "upper": 50, "bins": 5}}}
+    result = dphist.release(frame, "1", schema, columns="x", seed=1)
+    assert "discovery" not in result.report and result.report["tables"][0]["cells"] == 5
+    mixed = dphist.release(frame, "1", schema, tables=[{"columns": ["kind"]}, {"columns": ["x"]}], delta="1e-6",
+                           seed=1)
+    assert [c["column"] for c in mixed.report["discovery"]["columns"]] == ["kind"]
+
+
+def test_privacy_units_bound_discovery_too():
+    """A unit with 5,000 rows of its own category, bounded to 1 row, does not make it appear."""
+    frame = pd.DataFrame({"person": [f"p{i}" for i in range(10_000)] + ["whale"] * 5_000,
+                          "kind": ["common"] * 10_000 + ["whale-only"] * 5_000})
+    for seed in range(5):
+        result = dphist.release(frame, "1", columns="kind", delta="1e-6", seed=seed, privacy_unit="person",
+                                max_rows_per_unit=1)
+        assert set(result.tables["kind"]["kind"].dropna()) == {"common"}
+
+
+def test_errors():
+    frame = rare_and_common()
+    with pytest.raises(UsageError, match="needs delta > 0"):
+        dphist.release(frame, "1", columns="kind", seed=1)
+    with pytest.raises(UsageError, match="every column is declared"):
+        dphist.release(frame, "1", {"columns": {"x": {"type": "numeric", "lower": 0, "upper": 5, "bins": 5}}},
+                       columns="x", delta="1e-6", seed=1)
+    with pytest.raises(UsageError, match="between 0 and 1e-3"):
+        dphist.release(frame, "1", columns="kind", delta="0.5", seed=1)
+    with pytest.raises(DataError, match="too few records"):
+        dphist.release(pd.DataFrame({"x": [1, 2, 3]}), "0.1", seed=1)
+
+
+def test_cli_release_without_a_schema(tmp_path):
+    out = tmp_path / "out"
+    result = CliRunner().invoke(main, ["release", str(SAMPLE / "census.csv"), "-e", "1", "--delta", "1e-6",
+                                       "-c", "age,sex", "--seed", "1", "-o", str(out), "-q"])
+    assert result.exit_code == 0, result.output
+    report = json.loads((out / "report.json").read_text())
+    assert [c["column"] for c in report["discovery"]["columns"]] == ["age", "sex"]
+    table = pd.read_csv(out / "age_sex.csv")
+    assert set(table["sex"].dropna()) == {"F", "M"}
+
+
+@pytest.mark.parametrize("name", ["adult.csv", "adult.parquet", "nyc_flights_2013.parquet"])
+def test_real_tables_without_a_schema(shared_real, name, tmp_path):
+    """The issue's check: every column of the real tables, no schema; the report lists the discovery steps."""
+    result = dphist.release(shared_real / name, "1", delta="1e-6", ledger=tmp_path / "l.sqlite")
+    report = result.report
+    discovered = [c["column"] for c in report["discovery"]["columns"]]
+    assert discovered and all(t["columns"][0] in discovered for t in report["tables"])
+    assert sum(Fraction(s["epsilon"]) for s in report["discovery"]["steps"]) == Fraction(1, 10)
+    for t in report["tables"]:  # the release uses only discovered domains
+        assert t["domain"][t["columns"][0]] == next(
+            c for c in report["discovery"]["columns"] if c["column"] == t["columns"][0])["domain"]
