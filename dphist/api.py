@@ -74,6 +74,13 @@ class Release:
         lines.append(f"dphist {r['dphist_version']}: released {len(r['tables'])} table(s) from {where}")
         lines.append(f"privacy: epsilon {r['epsilon_spent']} spent of {r['epsilon_requested']} requested, "
                      f"delta {r['delta_spent']}; unit {r['privacy_unit']}, neighbours differ by {r['neighbouring']}")
+        if r.get("discovery"):
+            d = r["discovery"]
+            names = ", ".join(c["column"] for c in d["columns"])
+            lines.append(f"discovery: epsilon {d['epsilon']}, delta {d['delta']} to find the domains of the "
+                         f"undeclared columns {names}")
+            for skipped in d.get("skipped_tables", []):
+                lines.append(f"  skipped table {skipped['name']}: {skipped['reason']}")
         if r.get("marginals"):
             m = r["marginals"]
             lines.append(f"marginals: strategy {m['strategy']} ({m['chosen_by']}); every shared margin and the "

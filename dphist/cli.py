@@ -92,7 +92,7 @@ def main():
 @main.command("release")
 @click.argument("input", required=False, metavar="[INPUT]")
 @click.option("--epsilon", "-e", metavar="E", help="Total privacy budget ε > 0, e.g. 0.5 (kept exact).")
-@click.option("--schema", "-s", "schema_path", metavar="FILE", help="YAML/JSON schema declaring each column's public domain.")
+@click.option("--schema", "-s", "schema_path", metavar="FILE", help="YAML/JSON schema declaring each column's public domain; undeclared columns are found privately with part of ε.")
 @click.option("--columns", "-c", metavar="A,B", help="Release one table over these columns (comma-separated).")
 @click.option("--spec", metavar="JOB.yaml", help="Job spec listing the tables, algorithms and budget shares.")
 @click.option("--marginals", metavar="A,B;C,D", help="Several tables of the same records that agree exactly "
