@@ -197,7 +197,8 @@ def plan_release(
         full_cells = int(np.prod([sizes[c] for c in union], dtype=np.float64))
         full_limit = (f"would have {len(union)} columns, more than {MAX_DIMENSIONS}" if len(union) > MAX_DIMENSIONS
                       else f"would have {full_cells} cells, more than {MAX_CELLS}" if full_cells > MAX_CELLS else None)
-        marginal_plan = plan_marginals(marginals, sizes, total_epsilon, algorithm or DEFAULT_ALGORITHM,
+        per_row = table_epsilon / ((unit.max_rows if unit else 1) * int(group_size))  # what the noise is set by
+        marginal_plan = plan_marginals(marginals, sizes, per_row, algorithm or DEFAULT_ALGORITHM,
                                        marginal_strategy, full_limit)
         if marginal_plan.strategy == "full":
             columns = list(union_of(marginals))
@@ -228,6 +229,10 @@ def plan_release(
         if budget / factor < MIN_EPSILON:
             raise UsageError(f"table '{request.name}': epsilon {format_fraction(budget)} spread over {factor} rows "
                              f"per protected group is below the minimum {format_fraction(MIN_EPSILON)} per row")
+    if discovery is not None and discovery.column_epsilon / factor < MIN_EPSILON:
+        raise UsageError(f"discovering {len(discovery.kinds)} columns would leave each epsilon "
+                         f"{format_fraction(discovery.column_epsilon / factor)} per row, below the minimum "
+                         f"{format_fraction(MIN_EPSILON)}: raise epsilon or the discovery share, or declare columns")
     return plan
 
 
@@ -376,6 +381,9 @@ def run_plan(plan: ReleasePlan) -> Release:
         shapes = [TableShape(shapes[i].name, tuple(found.get(c.name, c) for c in shapes[i].columns)) for i in usable]
         for (_, algo, _), shape in zip(tables, shapes):
             algo.check_shape(shape.shape)
+            if shape.n_cells > MAX_CELLS:
+                raise DataError(f"table '{shape.name}': its discovered domain has {shape.n_cells} cells, more than "
+                                f"the limit of {MAX_CELLS}; declare coarser bins in a schema")
         discovery_report = {
             "epsilon": format_fraction(plan.discovery.epsilon), "delta": format_fraction(plan.delta),
             "columns": columns, "steps": [step_report(m) for m in steps],

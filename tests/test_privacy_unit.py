@@ -143,3 +143,17 @@ def test_errors_before_reading(tmp_path):
     report = json.loads((tmp_path / "ok" / "report.json").read_text())
     assert report["privacy_unit"] == "one state (all its rows)"
     assert report["tables"][0]["steps"][0]["scale"] == "20"
+
+
+def test_marginal_expected_errors_account_for_the_unit_bound():
+    """With K rows per unit the noise scale is K times larger, and every expected error in the report follows
+    (full: scale 1/ε → K/ε; separate with 2 marginals: 2/ε → 2K/ε)."""
+    kwargs = dict(marginals="age,sex;sex,income", seed=1)
+    schema = SAMPLE / "census.schema.yaml"
+    rows = dphist.release(SAMPLE / "census.csv", "1", schema, **kwargs).report["marginals"]["expected_error"]
+    units = dphist.release(SAMPLE / "census.csv", "1", schema, privacy_unit="state", max_rows_per_unit=3,
+                           **kwargs).report["marginals"]["expected_error"]
+    for strategy, scale in (("full", 1), ("separate", 2)):
+        ratio = (discrete_laplace_variance(3 * scale) / discrete_laplace_variance(scale)) ** 0.5
+        for name, rmse in rows[strategy]["rmse_per_cell"].items():
+            assert units[strategy]["rmse_per_cell"][name] == pytest.approx(ratio * rmse, rel=2e-3)
