@@ -21,7 +21,7 @@ from .accountant import (MIN_EPSILON, NEIGHBOURING, PRIVACY_UNIT, SAMPLER, TEST_
                          parse_epsilon, split_budget, step_report)
 from .algorithms import Algorithm, Estimate, applicable_options, get_algorithm
 from .contribution import UnitBound, UnitColumn
-from .discovery import DEFAULT_BINS, DEFAULT_MAX_CATEGORIES, DEFAULT_SHARE, DiscoveryPlan, discover, kind_of
+from .discovery import AUTO, DEFAULT_BINS, DEFAULT_MAX_CATEGORIES, DEFAULT_SHARE, DiscoveryPlan, discover, kind_of
 from .counting import TableShape, count_tables
 from .errors import DataError, UsageError
 from .ledger import ROW_UNIT
@@ -240,7 +240,7 @@ def _delta_spent(plan: ReleasePlan) -> Fraction:
     d = plan.discovery
     if d is None:
         return Fraction(0)
-    return d.column_delta * sum(k == "categorical" for k in d.kinds.values())
+    return d.column_delta * sum(k in ("categorical", AUTO) for k in d.kinds.values())
 
 
 def _unit_report(plan: ReleasePlan) -> dict:
@@ -528,6 +528,15 @@ def _requested_columns(columns, tables, schema: Schema | None, src: Source, unit
 
 
 def _kinds(src: Source, names: list[str]) -> dict[str, str]:
+    """Each undeclared column's kind from the stored schema; a CSV stores none, so its types are chosen
+    privately during discovery (AUTO)."""
+    if src.format == "csv":
+        header = src.column_names()
+        for name in names:
+            if name not in header:
+                raise DataError(f"{src.name}: column '{name}' not found in the input (it has: "
+                                f"{', '.join(header[:20])})")
+        return {name: AUTO for name in names}
     types = src.arrow_types()
     kinds = {}
     for name in names:

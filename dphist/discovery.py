@@ -7,8 +7,8 @@ discovery budget and m the rows one protected unit may add (1, or K·c with priv
   1. a log-scale histogram (bins [0, s), [s, 2s), [2s, 4s), ... mirrored for negatives; s = 1 for integers and
      days, 2⁻¹⁰ for floats) with discrete Laplace noise of scale 2m/ε_c; a bin counts as occupied if its noisy
      count exceeds the threshold that an empty bin passes with probability at most β/2 over all bins;
-  2. inside those bounds, a histogram of 64 equal cells with the same noise and rule, whose first and last
-     occupied cells give the final bounds (the coarse ones if none is occupied);
+  2. inside those bounds, a histogram of 64 equal cells with the same noise; the bounds move inward past the
+     cells at each end whose noisy running total is still within 2 standard deviations of noise alone;
   3. equal-width bins over the bounds (integer-aligned for integer columns; days, months or years for dates by
      the span), values outside clamped into the edge bins and missing values in their own cell.
   If no bin of the first histogram is occupied the column cannot be released (too few records for this ε).
@@ -19,8 +19,13 @@ discovery budget and m the rows one protected unit may add (1, or K·c with priv
   largest noisy counts) are kept.  Rare categories are suppressed by design: the released marginal of such a
   column is biased low by the held-out labels, which are not published as "other".
 
-Every decision reads only noisy counts; all the true counts stay inside this module.  Column types come from
-the input's Arrow schema (for CSV: Arrow's type inference on the file's first block).
+* **column types**: from the input's stored schema (Parquet, DataFrame).  A CSV file stores none, so each
+  undeclared CSV column is read as text and its type is chosen by the exponential mechanism (permute-and-flip,
+  a quarter of the column's ε, score sensitivity 1) among integer, float, date and text, each scored by how many
+  values look like it; the domain steps get the other three quarters.
+
+Every decision reads only noisy counts or exponential-mechanism draws; all the true counts stay inside this
+module.
 """
 
 from __future__ import annotations
@@ -38,10 +43,10 @@ from .accountant import format_fraction
 from .algorithms.base import Measurement
 from .contribution import UnitBound, UnitIds, bounded_rows
 from .errors import DataError, UsageError
-from .noise import BitSource, discrete_laplace, discrete_laplace_variance
+from .noise import BitSource, discrete_laplace, discrete_laplace_variance, permute_and_flip
 from .schema import Column, normalise_label, parse_schema
 
-__all__ = ["KINDS", "DiscoveryPlan", "kind_of", "discover", "DEFAULT_SHARE", "DEFAULT_BINS", "DEFAULT_MAX_CATEGORIES"]
+__all__ = ["KINDS", "AUTO", "DiscoveryPlan", "kind_of", "discover", "DEFAULT_SHARE", "DEFAULT_BINS", "DEFAULT_MAX_CATEGORIES"]
 
 DEFAULT_SHARE = Fraction(1, 10)
 DEFAULT_BINS = 16
@@ -51,6 +56,14 @@ BETA = Fraction(1, 1000)
 LOG_BINS = {"integer": (1.0, 64), "date": (1.0, 32), "float": (2.0 ** -10, 74)}  # (s, B): 2B + 1 bins
 FINE_CELLS = 64
 KINDS = ("integer", "float", "date", "categorical")
+#: A column whose type the data must tell (CSV): chosen privately among KINDS.
+AUTO = "auto"
+_LOOKS_LIKE = {  # disjoint classes of non-empty text values, one per kind (the rest is text)
+    "integer": r"^\s*[-+]?\d+\s*$",
+    "float": r"^\s*[-+]?(\d+\.\d*|\.\d+|\d+(\.\d*)?[eE][-+]?\d+)\s*$",
+    "date": r"^\s*\d{4}-\d{2}-\d{2}([T ][0-9:.]+)?\s*$",
+}
+TYPE_SHARE = Fraction(1, 4)
 _EPOCH = _dt.date(1970, 1, 1)
 
 
@@ -90,10 +103,12 @@ class DiscoveryPlan:
     max_categories: int = DEFAULT_MAX_CATEGORIES
 
     def __post_init__(self) -> None:
-        categorical = [n for n, k in self.kinds.items() if k == "categorical"]
+        categorical = [n for n, k in self.kinds.items() if k in ("categorical", AUTO)]
         if categorical and self.delta <= 0:
-            raise UsageError(f"column '{categorical[0]}' has no declared values: finding its categories privately "
-                             "needs delta > 0 (e.g. --delta 1e-6), or declare 'values:' for it in the schema")
+            text = "finding its categories privately" if self.kinds[categorical[0]] == "categorical" else \
+                "it is in a CSV file, so it may turn out to be text, and finding its categories privately"
+            raise UsageError(f"column '{categorical[0]}' has no declared values: {text} needs delta > 0 (e.g. "
+                             "--delta 1e-6), or declare it in the schema")
 
     @property
     def column_epsilon(self) -> Fraction:
@@ -101,7 +116,8 @@ class DiscoveryPlan:
 
     @property
     def column_delta(self) -> Fraction:
-        categorical = sum(k == "categorical" for k in self.kinds.values())
+        """δ for each column that may need partition selection (text, or a CSV column of unknown type)."""
+        categorical = sum(k in ("categorical", AUTO) for k in self.kinds.values())
         return self.delta / categorical if categorical else Fraction(0)
 
     def placeholders(self) -> dict[str, Column]:
@@ -110,15 +126,17 @@ class DiscoveryPlan:
         before any data is read."""
         out = {}
         for name, kind in self.kinds.items():
-            if kind == "categorical":
-                decl = {"type": "categorical", "values": [f"#{i}" for i in range(self.max_categories)]}
+            if kind in ("categorical", AUTO):
+                size = max(self.max_categories, 200 if kind == AUTO else 0)
+                decl = {"type": "categorical", "values": [f"#{i}" for i in range(size)]}
             else:
                 decl = {"type": "numeric", "lower": 0, "upper": 1, "bins": 200 if kind == "date" else self.bins}
             out[name] = parse_schema({"columns": {name: {**decl, "nulls": "category"}}}, "placeholder")[name]
         return out
 
     def readers(self) -> dict[str, _Reader]:
-        return {n: _Reader(n, "numeric" if k in ("integer", "float") else k) for n, k in self.kinds.items()}
+        kinds = {"integer": "numeric", "float": "numeric", AUTO: "categorical"}  # AUTO: read as text
+        return {n: _Reader(n, kinds.get(k, k)) for n, k in self.kinds.items()}
 
 
 def discover(plan: DiscoveryPlan, batches, bits: BitSource, rows_per_group: int = 1,
@@ -131,29 +149,44 @@ def discover(plan: DiscoveryPlan, batches, bits: BitSource, rows_per_group: int 
     ``rows_per_group``, per row) and one report entry per column.
     """
     values: dict[str, list] = {n: [] for n in plan.kinds}
-    labels: dict[str, UnitIds] = {n: UnitIds() for n, k in plan.kinds.items() if k == "categorical"}
+    labels: dict[str, UnitIds] = {n: UnitIds() for n, k in plan.kinds.items() if k in ("categorical", AUTO)}
     units, unit_ids = [], UnitIds()
     for batch in batches:
         if unit is not None:
             units.append(unit_ids.encode(batch.column(unit.column)))
         for name, kind in plan.kinds.items():
             column = batch.column(name)
-            if kind == "categorical":
+            if kind == AUTO:
+                values[name].append(_as_text(column))  # kept as text until the type is chosen
+            elif kind == "categorical":
                 values[name].append(labels[name].encode(_as_labels(column)))
             else:
                 values[name].append(_as_numbers(column, kind, name))
-    n = sum(v.size for v in values[next(iter(plan.kinds))]) if plan.kinds else 0
+    n = sum(len(v) for v in values[next(iter(plan.kinds))]) if plan.kinds else 0
     keep = bounded_rows(np.concatenate(units), unit.max_rows, bits) if unit is not None else np.ones(n, bool)
     m = rows_per_group
     eps_row = plan.column_epsilon / m
     columns, measurements, reports = {}, [], []
     for name, kind in plan.kinds.items():
-        data = np.concatenate(values[name]) if values[name] else np.zeros(0)
-        data = data[keep]
-        if kind == "categorical":
-            column, steps, report = _categories(name, data, labels[name].labels(), plan, eps_row, m, bits)
+        eps, typed = eps_row, None
+        if kind == AUTO:
+            text = pa.chunked_array(values[name], type=pa.string()).combine_chunks().filter(pa.array(keep))
+            kind, typed = _choose_kind(name, text, eps_row * TYPE_SHARE, bits)
+            eps = eps_row - typed[0].epsilon
+            if kind == "categorical":
+                data = labels[name].encode(_as_labels(text))
+            else:
+                data = _as_numbers(_matching(text, kind), kind, name)
         else:
-            column, steps, report = _numeric(name, kind, data, plan, eps_row, m, bits)
+            data = np.concatenate(values[name]) if values[name] else np.zeros(0)
+            data = data[keep]
+        if kind == "categorical":
+            column, steps, report = _categories(name, data, labels[name].labels(), plan, eps, m, bits)
+        else:
+            column, steps, report = _numeric(name, kind, data, plan, eps, m, bits)
+        if typed is not None:
+            steps = [typed[0]] + steps
+            report = {**report, "type": typed[1], "epsilon": format_fraction(eps_row * m)}
         if column is not None:
             columns[name] = column
         measurements += steps
@@ -176,6 +209,40 @@ def _as_labels(values: pa.Array | pa.ChunkedArray) -> pa.Array:
             values = pc.if_else(pc.equal(values, pc.floor(values)), pc.cast(values, pa.int64(), safe=False), values)
         values = pc.cast(values, pa.string())
     return pc.utf8_normalize(values, "NFC")
+
+
+def _as_text(values: pa.Array | pa.ChunkedArray) -> pa.Array:
+    if isinstance(values, pa.ChunkedArray):
+        values = values.combine_chunks()
+    if pa.types.is_dictionary(values.type):
+        values = values.dictionary_decode()
+    return pc.cast(values, pa.string())
+
+
+def _matching(text: pa.Array, kind: str) -> pa.Array:
+    """The values that look like ``kind`` (integers also count as floats); the others become missing."""
+    looks = pc.match_substring_regex(text, _LOOKS_LIKE[kind])
+    if kind == "float":
+        looks = pc.or_(looks, pc.match_substring_regex(text, _LOOKS_LIKE["integer"]))
+    return pc.if_else(looks, pc.utf8_trim_whitespace(text), pa.scalar(None, pa.string()))
+
+
+def _choose_kind(name: str, text: pa.Array, epsilon: Fraction, bits: BitSource):
+    """Integer, float, date or text, by permute-and-flip on how many values look like each (a value is in
+    exactly one class, so each score has sensitivity 1).  Returns the kind and (its Measurement, report)."""
+    present = pc.fill_null(pc.not_equal(pc.utf8_trim_whitespace(text), ""), False)
+    counts = {}
+    for kind, pattern in _LOOKS_LIKE.items():
+        counts[kind] = int(pc.sum(pc.and_(present, pc.fill_null(pc.match_substring_regex(text, pattern), False)))
+                           .as_py() or 0)
+    counts["categorical"] = int(pc.sum(present).as_py() or 0) - sum(counts.values())
+    kinds = list(counts)
+    chosen = kinds[permute_and_flip([counts[k] for k in kinds], epsilon, 1, bits)]
+    record = Measurement(what=f"{name}: its type (integer, float, date or text), by permute-and-flip",
+                         mechanism="exponential mechanism (permute-and-flip)", sensitivity=1, scale=1 / epsilon,
+                         epsilon=epsilon, queries=len(kinds), noise_sd=None, composition="one draw")
+    return chosen, (record, {"chosen": chosen, "epsilon": format_fraction(epsilon),
+                             "from": "the values of a CSV column, privately"})
 
 
 def _as_numbers(values: pa.Array | pa.ChunkedArray, kind: str, name: str) -> np.ndarray:
@@ -227,13 +294,34 @@ def _log_edges(j: int, s: float, big: int, integer: bool) -> tuple[float, float]
     return (lo, hi) if k > 0 else (-hi + (1 if integer else 0), -lo + (1 if integer else 0))
 
 
-def _occupied(counts: np.ndarray, scale: Fraction, bits: BitSource, what: str, epsilon: Fraction, name: str):
+def _noisy(counts: np.ndarray, scale: Fraction, bits: BitSource, what: str, epsilon: Fraction, name: str):
+    """Noisy counts, the single-bin threshold (an empty bin passes it with probability ≤ β/2 over all bins) and
+    the measurement."""
     noisy = counts + discrete_laplace(scale, counts.size, bits)
     threshold = _threshold(scale, float(BETA) / 2 / counts.size)
     record = Measurement(what=f"{name}: {what}", mechanism="discrete Laplace", sensitivity=1, scale=scale,
                          epsilon=epsilon, queries=int(counts.size), noise_sd=discrete_laplace_variance(scale) ** 0.5,
                          composition="parallel over disjoint bins")
+    return noisy, threshold, record
+
+
+def _occupied(counts: np.ndarray, scale: Fraction, bits: BitSource, what: str, epsilon: Fraction, name: str):
+    noisy, threshold, record = _noisy(counts, scale, bits, what, epsilon, name)
     return np.flatnonzero(noisy > threshold), threshold, record
+
+
+def _trimmed(noisy: np.ndarray, edges: np.ndarray, sd: float, lower: float, upper: float) -> tuple[float, float]:
+    """Bounds moved inward past the cells at each end whose noisy running total still looks like noise alone
+    (at most 2 standard deviations of a sum of that many noisy cells).  Post-processing: erring outward keeps
+    real values in range; trimmed values are clamped into the edge bins, not lost."""
+    def first_real(values: np.ndarray) -> int | None:
+        running = np.cumsum(values)
+        above = np.flatnonzero(running > 2 * sd * np.sqrt(np.arange(1, values.size + 1)))
+        return int(above[0]) if above.size else None
+    low, high = first_real(noisy), first_real(noisy[::-1])
+    if low is None or high is None or low > noisy.size - 1 - high:
+        return lower, upper
+    return float(edges[low]), float(edges[noisy.size - high])
 
 
 def _numeric(name: str, kind: str, data: np.ndarray, plan: DiscoveryPlan, eps_row: Fraction, m: int,
@@ -261,12 +349,11 @@ def _numeric(name: str, kind: str, data: np.ndarray, plan: DiscoveryPlan, eps_ro
     inside = finite[(finite >= lower) & (finite < upper)]
     fine = np.bincount(np.clip(np.searchsorted(edges, inside, side="right") - 1, 0, edges.size - 2),
                        minlength=edges.size - 1)
-    hit2, t2, step2 = _occupied(fine, scale, bits, "equal-cell histogram inside them", half, name)
-    if hit2.size:
-        lower, upper = float(edges[hit2[0]]), float(edges[hit2[-1] + 1])
+    noisy, t2, step2 = _noisy(fine, scale, bits, "equal-cell histogram inside them", half, name)
+    lower, upper = _trimmed(noisy, edges, discrete_laplace_variance(scale) ** 0.5, lower, upper)
     declaration = _bins(kind, lower, upper, plan.bins)
     column = parse_schema({"columns": {name: declaration}}, "discovered domain")[name]
-    return column, [step1, step2], {**report, "thresholds": [t1, t2], "domain": column.describe()}
+    return column, [step1, step2], {**report, "thresholds": [t1], "domain": column.describe()}
 
 
 def _bins(kind: str, lower: float, upper: float, bins: int) -> dict:

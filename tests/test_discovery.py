@@ -160,3 +160,36 @@ def test_real_tables_without_a_schema(shared_real, name, tmp_path):
     for t in report["tables"]:  # the release uses only discovered domains
         assert t["domain"][t["columns"][0]] == next(
             c for c in report["discovery"]["columns"] if c["column"] == t["columns"][0])["domain"]
+
+
+def test_csv_types_are_chosen_privately(tmp_path):
+    """A CSV stores no types: each undeclared column's type is drawn by permute-and-flip on how many values look
+    like an integer, a float, a date or text, and the draw is a step of its own in the report."""
+    rng = np.random.default_rng(6)
+    n = 20_000
+    path = tmp_path / "mixed.csv"
+    pd.DataFrame({"i": rng.integers(0, 90, n), "f": rng.normal(5, 1, n).round(3),
+                  "d": pd.Timestamp("2020-01-01") + pd.to_timedelta(rng.integers(0, 700, n), "D"),
+                  "t": rng.choice(["x", "y", "z"], n)}).to_csv(path, index=False, date_format="%Y-%m-%d")
+    result = dphist.release(path, "1", delta="1e-6", seed=3)
+    columns = {c["column"]: c for c in result.report["discovery"]["columns"]}
+    assert {k: c["type"]["chosen"] for k, c in columns.items()} == {"i": "integer", "f": "float", "d": "date",
+                                                                   "t": "categorical"}
+    steps = result.report["discovery"]["steps"]
+    assert sum("its type" in s["what"] for s in steps) == 4
+    assert sum(Fraction(s["epsilon"]) for s in steps) == Fraction(1, 10)
+    assert sum(Fraction(s["epsilon"]) for s in steps if "its type" in s["what"]) == Fraction(1, 40)
+
+
+def test_csv_type_choice_is_a_random_draw_not_the_argmax():
+    """Half integers, half text at ε = 0.02: both types come out over 60 draws (an argmax would always give the
+    same one; P(one type in all 60) < 1e-6 since each of the two has probability above 0.3).  At ε = 1 the
+    clear winner always comes out."""
+    import pyarrow as pa
+    from dphist.discovery import _choose_kind
+    half = pa.array(["7"] * 50 + ["word"] * 50)
+    bits = SeededBits(4)
+    drawn = [_choose_kind("c", half, Fraction(1, 50), bits)[0] for _ in range(60)]
+    assert {"integer", "categorical"} <= set(drawn)
+    clear = pa.array(["7"] * 5_000 + ["word"] * 50 + [None] * 10)
+    assert {_choose_kind("c", clear, Fraction(1), bits)[0] for _ in range(20)} == {"integer"}
