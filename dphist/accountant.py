@@ -15,7 +15,7 @@ from typing import Any
 from .algorithms import Measurement
 from .errors import UsageError
 
-__all__ = ["parse_epsilon", "parse_share", "split_budget", "format_fraction", "check_spent", "step_report"]
+__all__ = ["exact_fraction", "parse_epsilon", "parse_share", "split_budget", "format_fraction", "check_spent", "step_report"]
 
 PRIVACY_UNIT = "one record (row)"
 NEIGHBOURING = "add/remove one record"
@@ -31,7 +31,7 @@ MIN_EPSILON = Fraction(1, 10**6)
 _MAX_EXPONENT = 30  # decimal exponents beyond this are refused before any exact arithmetic
 
 
-def _exact(value: Any, what: str) -> Fraction:
+def exact_fraction(value: Any, what: str) -> Fraction:
     """The exact rational a user wrote: '0.1' is 1/10, '1/3' is 1/3; refuses non-finite and absurd exponents."""
     if isinstance(value, bool):
         raise UsageError(f"{what} must be a number, got {value!r}")
@@ -59,7 +59,7 @@ def _exact(value: Any, what: str) -> Fraction:
 
 def parse_epsilon(value: Any, what: str = "epsilon") -> Fraction:
     """The exact epsilon written as ``value`` (decimal string, int, float or Fraction), in (0, MAX_EPSILON]."""
-    eps = _exact(value, what)
+    eps = exact_fraction(value, what)
     if eps <= 0:
         raise UsageError(f"{what} must be greater than 0, got {format_fraction(eps)}")
     if eps > MAX_EPSILON:
@@ -70,7 +70,7 @@ def parse_epsilon(value: Any, what: str = "epsilon") -> Fraction:
 
 def parse_share(value: Any, table: str) -> Fraction:
     """A table's budget share: a positive number (only the ratios between shares matter)."""
-    share = _exact(value, f"table '{table}': share")
+    share = exact_fraction(value, f"table '{table}': share")
     if share <= 0:
         raise UsageError(f"table '{table}': share must be greater than 0")
     return share

@@ -17,8 +17,8 @@ import numpy as np
 import pandas as pd
 
 from . import __version__
-from .accountant import (MIN_EPSILON, NEIGHBOURING, PRIVACY_UNIT, SAMPLER, TEST_SAMPLER, check_spent, format_fraction,
-                         parse_epsilon, split_budget, step_report)
+from .accountant import (MIN_EPSILON, NEIGHBOURING, PRIVACY_UNIT, SAMPLER, TEST_SAMPLER, check_spent, exact_fraction,
+                         format_fraction, parse_epsilon, split_budget, step_report)
 from .algorithms import Algorithm, Estimate, applicable_options, get_algorithm
 from .contribution import UnitBound, UnitColumn
 from .discovery import AUTO, DEFAULT_BINS, DEFAULT_MAX_CATEGORIES, DEFAULT_SHARE, DiscoveryPlan, discover, kind_of
@@ -176,7 +176,7 @@ def plan_release(
     if undeclared:
         if marginals is not None:
             raise UsageError(f"column '{undeclared[0]}' has no declared domain: marginal sets need a schema")
-        share = DEFAULT_SHARE if discovery_share is None else _fraction(discovery_share, "the discovery share")
+        share = DEFAULT_SHARE if discovery_share is None else exact_fraction(discovery_share, "the discovery share")
         if not 0 < share < 1:
             raise UsageError("the discovery share must be between 0 and 1, e.g. 0.1")
         discovery = DiscoveryPlan(_kinds(src, undeclared), total_epsilon * share, total_delta,
@@ -342,9 +342,12 @@ def release(
     from .ledger import Ledger
     from .publish import charged_run
 
-    plan = plan_release(source, epsilon, schema, columns, tables, algorithm, seed, raw, algorithm_options, marginals,
-                        marginal_strategy, privacy_unit, max_rows_per_unit, group_size, delta, discovery_share,
-                        discovery_bins, max_categories)
+    plan = plan_release(source, epsilon, schema, columns=columns, tables=tables, algorithm=algorithm, seed=seed,
+                        raw=raw, algorithm_options=algorithm_options, marginals=marginals,
+                        marginal_strategy=marginal_strategy, privacy_unit=privacy_unit,
+                        max_rows_per_unit=max_rows_per_unit, group_size=group_size, delta=delta,
+                        discovery_share=discovery_share, discovery_bins=discovery_bins,
+                        max_categories=max_categories)
     if seed is not None:
         return run_plan(plan)
 
@@ -365,32 +368,8 @@ def run_plan(plan: ReleasePlan) -> Release:
     tables = list(zip(plan.requests, plan.algorithms, plan.budgets))
     unit_reader = {} if plan.unit is None else {plan.unit.column: UnitColumn(plan.unit.column)}
     if plan.discovery is not None:
-        # Reads the undeclared columns once and fixes their domains from noisy counts (its own steps).
-        found, steps, columns = discover(plan.discovery, src.batches({**plan.discovery.readers(), **unit_reader}),
-                                         bits, factor, plan.unit)
-        spent += factor * sum((m.epsilon for m in steps), Fraction(0))
-        failed = {c["column"]: c["failed"] for c in columns if "failed" in c}
-        usable = [i for i, shape in enumerate(shapes) if not any(c.name in failed for c in shape.columns)]
-        if not usable:
-            raise DataError(f"{src.name}: no table can be released: "
-                            + "; ".join(f"column '{k}': {v}" for k, v in failed.items()))
-        skipped = [{"name": plan.requests[i].name, "reason": "; ".join(
-            f"column '{c.name}': {failed[c.name]}" for c in shapes[i].columns if c.name in failed)}
-            for i in range(len(shapes)) if i not in usable]
-        tables = [tables[i] for i in usable]
-        shapes = [TableShape(shapes[i].name, tuple(found.get(c.name, c) for c in shapes[i].columns)) for i in usable]
-        for (_, algo, _), shape in zip(tables, shapes):
-            algo.check_shape(shape.shape)
-            if shape.n_cells > MAX_CELLS:
-                raise DataError(f"table '{shape.name}': its discovered domain has {shape.n_cells} cells, more than "
-                                f"the limit of {MAX_CELLS}; declare coarser bins in a schema")
-        discovery_report = {
-            "epsilon": format_fraction(plan.discovery.epsilon), "delta": format_fraction(plan.delta),
-            "columns": columns, "steps": [step_report(m) for m in steps],
-            **({"skipped_tables": skipped} if skipped else {}),
-            "note": "domains of undeclared columns were chosen from noisy counts (algorithms.md §9); values "
-                    "outside a discovered range are counted in its first or last bin, and categories held by few "
-                    "records are left out by design (not published as 'other')"}
+        tables, shapes, discovery_report, discovery_spent = _discover_domains(plan, tables, bits, unit_reader)
+        spent += discovery_spent
     needed = {c.name: c for shape in shapes for c in shape.columns}
     needed.update({k: v for k, v in unit_reader.items() if k not in needed})
     # The only step that reads rows (apart from discovery).
@@ -456,6 +435,38 @@ def run_plan(plan: ReleasePlan) -> Release:
 
 
 # --------------------------------------------------------------------------------------------------------------
+
+
+def _discover_domains(plan: ReleasePlan, tables: list, bits: BitSource, unit_reader: dict):
+    """Read the undeclared columns once and fix their domains from noisy counts (their own steps).  Returns the
+    tables that can be released, their final shapes, the report's ``discovery`` block and the ε spent (per
+    protected group)."""
+    src, factor, shapes = plan.source, plan.rows_per_protected_group, plan.shapes
+    found, steps, columns = discover(plan.discovery, src.batches({**plan.discovery.readers(), **unit_reader}),
+                                     bits, factor, plan.unit)
+    failed = {c["column"]: c["failed"] for c in columns if "failed" in c}
+    usable = [i for i, shape in enumerate(shapes) if not any(c.name in failed for c in shape.columns)]
+    if not usable:
+        raise DataError(f"{src.name}: no table can be released: "
+                        + "; ".join(f"column '{k}': {v}" for k, v in failed.items()))
+    skipped = [{"name": plan.requests[i].name, "reason": "; ".join(
+        f"column '{c.name}': {failed[c.name]}" for c in shapes[i].columns if c.name in failed)}
+        for i in range(len(shapes)) if i not in usable]
+    tables = [tables[i] for i in usable]
+    shapes = [TableShape(shapes[i].name, tuple(found.get(c.name, c) for c in shapes[i].columns)) for i in usable]
+    for (_, algo, _), shape in zip(tables, shapes):
+        algo.check_shape(shape.shape)
+        if shape.n_cells > MAX_CELLS:
+            raise DataError(f"table '{shape.name}': its discovered domain has {shape.n_cells} cells, more than "
+                            f"the limit of {MAX_CELLS}; declare coarser bins in a schema")
+    report = {
+        "epsilon": format_fraction(plan.discovery.epsilon), "delta": format_fraction(plan.delta),
+        "columns": columns, "steps": [step_report(m) for m in steps],
+        **({"skipped_tables": skipped} if skipped else {}),
+        "note": "domains of undeclared columns were chosen from noisy counts (algorithms.md §9); values "
+                "outside a discovered range are counted in its first or last bin, and categories held by few "
+                "records are left out by design (not published as 'other')"}
+    return tables, shapes, report, factor * sum((m.epsilon for m in steps), Fraction(0))
 
 
 SEPARATE_POST = ("exact least-squares consistency with the other marginals (shared sub-tables and grand total "
@@ -550,15 +561,8 @@ def _kinds(src: Source, names: list[str]) -> dict[str, str]:
     return kinds
 
 
-def _fraction(value: Any, what: str) -> Fraction:
-    try:
-        return Fraction(str(value).strip())
-    except (ValueError, ZeroDivisionError):
-        raise UsageError(f"{what} must be a number, got '{value}'") from None
-
-
 def _parse_delta(value: Any) -> Fraction:
-    delta = _fraction(value, "delta")
+    delta = exact_fraction(value, "delta")
     if not 0 <= delta <= Fraction(1, 1000):
         raise UsageError(f"delta must be between 0 and 1e-3 (it bounds the chance of a failure of privacy), "
                          f"got '{value}'")

@@ -44,11 +44,10 @@ class UnitIds:
         self._ids: dict[str, int] = {}
 
     def encode(self, values: pa.Array | pa.ChunkedArray) -> np.ndarray:
-        if isinstance(values, pa.ChunkedArray):
-            values = values.combine_chunks()
+        from .counting import as_text  # (counting imports this module)
+
+        values = as_text(values)
         if not pa.types.is_dictionary(values.type):
-            if not (pa.types.is_string(values.type) or pa.types.is_large_string(values.type)):
-                values = pc.cast(values, pa.string())
             values = pc.dictionary_encode(values)
         ids = self._ids
         lookup = np.array([-1 if v is None else ids.setdefault(v, len(ids)) for v in values.dictionary.to_pylist()]

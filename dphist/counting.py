@@ -21,7 +21,7 @@ from .errors import DataError
 from .noise import BitSource
 from .schema import CategoricalColumn, Column, DateColumn, NumericColumn, normalise_label
 
-__all__ = ["TableShape", "count_tables", "axis_index"]
+__all__ = ["TableShape", "count_tables", "axis_index", "as_text"]
 
 
 @dataclass(frozen=True)
@@ -168,12 +168,25 @@ def _date_index(column: DateColumn, values: pa.Array):
     return _finish(idx, keep, null, column, column.bins)
 
 
+def as_text(values: pa.Array | pa.ChunkedArray) -> pa.Array:
+    """Values as the text labels categories are matched on: text as it is (a dictionary of text stays
+    dictionary-encoded), integral floats written as integers (3.0 -> "3"), anything else cast to text."""
+    if isinstance(values, pa.ChunkedArray):
+        values = values.combine_chunks()
+    if pa.types.is_dictionary(values.type):
+        if pa.types.is_string(values.type.value_type) or pa.types.is_large_string(values.type.value_type):
+            return values
+        values = values.dictionary_decode()
+    if not (pa.types.is_string(values.type) or pa.types.is_large_string(values.type)):
+        if pa.types.is_floating(values.type):
+            values = pc.if_else(pc.equal(values, pc.floor(values)), pc.cast(values, pa.int64(), safe=False), values)
+        values = pc.cast(values, pa.string())
+    return values
+
+
 def _categorical_index(column: CategoricalColumn, values: pa.Array):
+    values = as_text(values)
     if not pa.types.is_dictionary(values.type):
-        if not (pa.types.is_string(values.type) or pa.types.is_large_string(values.type)):
-            if pa.types.is_floating(values.type):
-                values = pc.if_else(pc.equal(values, pc.floor(values)), pc.cast(values, pa.int64(), safe=False), values)
-            values = pc.cast(values, pa.string())
         values = pc.dictionary_encode(values)
     dictionary = values.dictionary.to_pylist()
     positions = {label: i for i, label in enumerate(column.values)}

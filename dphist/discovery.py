@@ -42,6 +42,7 @@ import pyarrow.compute as pc
 from .accountant import format_fraction
 from .algorithms.base import Measurement
 from .contribution import UnitBound, UnitIds, bounded_rows
+from .counting import as_text
 from .errors import DataError, UsageError
 from .noise import BitSource, discrete_laplace, discrete_laplace_variance, permute_and_flip
 from .schema import Column, normalise_label, parse_schema
@@ -198,25 +199,14 @@ def discover(plan: DiscoveryPlan, batches, bits: BitSource, rows_per_group: int 
 # Reading
 
 
-def _as_labels(values: pa.Array | pa.ChunkedArray) -> pa.Array:
-    """Text labels exactly as the counting pass makes them (integral floats print as integers)."""
-    if isinstance(values, pa.ChunkedArray):
-        values = values.combine_chunks()
-    if pa.types.is_dictionary(values.type):
-        values = values.dictionary_decode()
-    if not (pa.types.is_string(values.type) or pa.types.is_large_string(values.type)):
-        if pa.types.is_floating(values.type):
-            values = pc.if_else(pc.equal(values, pc.floor(values)), pc.cast(values, pa.int64(), safe=False), values)
-        values = pc.cast(values, pa.string())
-    return pc.utf8_normalize(values, "NFC")
-
-
 def _as_text(values: pa.Array | pa.ChunkedArray) -> pa.Array:
-    if isinstance(values, pa.ChunkedArray):
-        values = values.combine_chunks()
-    if pa.types.is_dictionary(values.type):
-        values = values.dictionary_decode()
-    return pc.cast(values, pa.string())
+    """Plain text, exactly as the counting pass reads labels (:func:`~dphist.counting.as_text`)."""
+    values = as_text(values)
+    return pc.cast(values.dictionary_decode() if pa.types.is_dictionary(values.type) else values, pa.string())
+
+
+def _as_labels(values: pa.Array | pa.ChunkedArray) -> pa.Array:
+    return pc.utf8_normalize(_as_text(values), "NFC")
 
 
 def _matching(text: pa.Array, kind: str) -> pa.Array:

@@ -103,6 +103,14 @@ def test_budget_and_report():
     assert sum(Fraction(t["epsilon"]) for t in report["tables"]) == Fraction(4, 5)
     assert [c["column"] for c in discovery["columns"]] == ["kind", "x"]
     assert "delta" in report["definition"]
+    # Each column gets ε_c = 1/10; a row is in one bin or label of each histogram (Δ = 1): partition selection
+    # uses scale 1/ε_c, the two bounds histograms ε_c/2 each (scale 2/ε_c).
+    assert [(s["scale"], s["epsilon"], s["sensitivity"]) for s in discovery["steps"]] == [
+        ("10", "0.1", 1), ("20", "0.05", 1), ("20", "0.05", 1)]
+    # With at most 2 rows per unit every scale doubles (ε per row halves).
+    units = dphist.release(frame.assign(person=np.arange(len(frame)) // 2), "1", columns="kind", delta="1e-6",
+                           seed=1, discovery_share="0.2", privacy_unit="person", max_rows_per_unit=2)
+    assert [s["scale"] for s in units.report["discovery"]["steps"]] == ["10"]  # one column: ε_c = 1/5, per row 1/10
 
 
 def test_declared_columns_are_not_discovered():
