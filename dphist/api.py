@@ -36,7 +36,10 @@ from .schema import MAX_CELLS, MAX_DIMENSIONS, Schema, load_schema, parse_schema
 
 __all__ = ["Release", "ReleasePlan", "release", "plan_release", "run_plan", "DEFAULT_ALGORITHM"]
 
-DEFAULT_ALGORITHM = "identity"
+DEFAULT_ALGORITHM = "auto"
+# Marginal sets default to identity: the strategies' expected errors and the exact least-squares combination
+# of "separate" are worked out for it (marginals.py).
+MARGINALS_ALGORITHM = "identity"
 POST_PROCESSING = ("top-down over a public tree of blocks (the algorithm's tree, or 4 splits per column): the "
                    "estimated total clamped at 0 and rounded; each block's parts projected onto the non-negative "
                    "values with the block's fixed sum (Euclidean) and rounded to it by largest remainders")
@@ -89,7 +92,8 @@ class Release:
         for t in r["tables"]:
             sd = f", sd per cell {t['expected_cell_sd']:.3g}" if t.get("expected_cell_sd") is not None else ""
             shared = f" (a sum of the one {t['derived_from']} table)" if t.get("derived_from") else ""
-            lines.append(f"  {t['name']:<{width}}  {t['algorithm']:<10} epsilon {t['epsilon']:<8} "
+            algorithm = t["algorithm"] + (" (auto)" if t.get("algorithm_choice") else "")
+            lines.append(f"  {t['name']:<{width}}  {algorithm:<15} epsilon {t['epsilon']:<8} "
                          f"{t['cells']} cells{sd}{shared}")
         return "\n".join(lines)
 
@@ -198,8 +202,8 @@ def plan_release(
         full_limit = (f"would have {len(union)} columns, more than {MAX_DIMENSIONS}" if len(union) > MAX_DIMENSIONS
                       else f"would have {full_cells} cells, more than {MAX_CELLS}" if full_cells > MAX_CELLS else None)
         per_row = table_epsilon / ((unit.max_rows if unit else 1) * int(group_size))  # what the noise is set by
-        marginal_plan = plan_marginals(marginals, sizes, per_row, algorithm or DEFAULT_ALGORITHM,
-                                       marginal_strategy, full_limit)
+        algorithm = algorithm or MARGINALS_ALGORITHM
+        marginal_plan = plan_marginals(marginals, sizes, per_row, algorithm, marginal_strategy, full_limit)
         if marginal_plan.strategy == "full":
             columns = list(union_of(marginals))
         else:
@@ -380,10 +384,12 @@ def run_plan(plan: ReleasePlan) -> Release:
         estimate = algo.run(table_counts, budget / factor, bits, columns=shape.columns)
         spent += factor * check_spent(estimate.measurements, budget / factor, request.name)
         estimates.append(estimate)
+        choice = estimate.choices.pop("algorithm_choice", None)
         table_reports.append({
             "name": request.name,
             "columns": list(request.columns),
-            "algorithm": algo.name,
+            "algorithm": choice["chosen"] if choice else algo.name,
+            **({"algorithm_choice": {"by": algo.name, **choice}} if choice else {}),
             "epsilon": format_fraction(budget),
             **({"epsilon_per_row": format_fraction(budget / factor)} if factor > 1 else {}),
             "delta": "0",
@@ -426,7 +432,8 @@ def run_plan(plan: ReleasePlan) -> Release:
             + (", and for undeclared columns from the discovery steps." if discovery_report else "."),
             "Values outside a column's domain were clamped or dropped as the schema says; how many is not published.",
             "ci_lower/ci_upper: 95% interval for the true count of each cell, from noisy_count and the noise "
-            "distribution alone (cut at 0).",
+            "distribution alone (cut at 0); empty where the algorithm states no per-cell noise distribution (the "
+            "data-adaptive partitions of dpcube, kdtree, noisefirst and structurefirst).",
         ],
     }
     if seed is not None:
@@ -626,6 +633,9 @@ def _tidy_table(shape: TableShape, estimate: Estimate, raw: bool) -> pd.DataFram
     if half is not None:
         data["ci_lower"] = _integral_or_float(np.round(np.maximum(noisy - half, 0.0), 2))
         data["ci_upper"] = _integral_or_float(np.round(np.maximum(noisy + half, 0.0), 2))
+    else:
+        # The same columns whatever the algorithm (auto's choice may change from run to run): empty, not absent.
+        data["ci_lower"] = data["ci_upper"] = np.full(noisy.size, np.nan)
     return pd.DataFrame(data)
 
 

@@ -81,6 +81,7 @@ def run_benchmark(datasets: dict[str, np.ndarray], algorithms: list[str], scales
                                 "error": workloads.scaled_average_l1(W, sample, released),
                                 "error_gls": workloads.scaled_average_l1(W, sample, est.values),
                                 "seconds": seconds,
+                                "chosen": est.choices.get("algorithm_choice", {}).get("chosen", algo_name),
                             })
                 if progress:
                     progress(name, scale, s)

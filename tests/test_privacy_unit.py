@@ -87,7 +87,7 @@ def test_noise_grows_with_rows_per_unit_and_group_size():
         errors = []
         for seed in range(100):
             result = dphist.release(frame, "1", SCHEMA, columns="age,sex", seed=seed, privacy_unit="person",
-                                    max_rows_per_unit=k, group_size=c)
+                                    max_rows_per_unit=k, group_size=c, algorithm="identity")
             errors.append(result.tables["age_sex"]["noisy_count"].to_numpy() - truth)
         expected = discrete_laplace_variance(k * c)
         assert np.var(np.concatenate(errors)) == pytest.approx(expected, rel=0.12)
@@ -137,7 +137,7 @@ def test_errors_before_reading(tmp_path):
     missing = runner.invoke(main, [*args, "--privacy-unit", "nosuch", "--max-rows-per-unit", "2", "-o",
                                    str(tmp_path / "x")])
     assert missing.exit_code == 1 and "nosuch" in missing.stderr and not (tmp_path / "x").exists()
-    ok = runner.invoke(main, [*args, "--privacy-unit", "state", "--max-rows-per-unit", "20", "--seed", "1", "-q",
+    ok = runner.invoke(main, [*args, "--privacy-unit", "state", "--max-rows-per-unit", "20", "--seed", "1", "-q", "-a", "identity",
                               "-o", str(tmp_path / "ok")])
     assert ok.exit_code == 0, ok.output
     report = json.loads((tmp_path / "ok" / "report.json").read_text())

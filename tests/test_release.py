@@ -35,7 +35,8 @@ def run(*args):
 
 def test_two_way_table_layout_and_post_processing(tmp_path):
     out = tmp_path / "rel"
-    result = run("release", "sample_data/census.csv", *ARGS, "--columns", "age,sex", "--out", str(out))
+    result = run("release", "sample_data/census.csv", *ARGS, "--columns", "age,sex", "--out", str(out),
+                 "--algorithm", "identity")
     assert result.exit_code == 0, result.stderr
     assert sorted(p.name for p in out.iterdir()) == ["age_sex.csv", "report.json"]
     table = pd.read_csv(out / "age_sex.csv", keep_default_na=False)
@@ -73,7 +74,7 @@ def test_thirds_are_exact_fractions():
     schema = {"columns": {"a": {"type": "numeric", "lower": 0, "upper": 4, "bins": 4},
                           "b": {"type": "categorical", "values": ["x", "y"]},
                           "c": {"type": "numeric", "lower": 0, "upper": 2, "bins": 2}}}
-    result = dphist.release(frame, epsilon="1", schema=schema, seed=0)
+    result = dphist.release(frame, epsilon="1", schema=schema, seed=0, algorithm="identity")
     assert [t["epsilon"] for t in result.report["tables"]] == ["1/3"] * 3
     assert result.report["epsilon_spent"] == "1"
     assert result.report["tables"][0]["steps"][0]["scale"] == "3"
@@ -112,7 +113,7 @@ def test_formats(tmp_path, fmt):
 
 def test_report_contents_and_no_true_counts(tmp_path):
     out = tmp_path / "r"
-    result = run("release", "sample_data/census.csv", *ARGS, "-c", "sex", "-o", str(out), "--raw")
+    result = run("release", "sample_data/census.csv", *ARGS, "-c", "sex", "-o", str(out), "--raw", "-a", "identity")
     assert result.exit_code == 0
     report = json.loads((out / "report.json").read_text())
     for key in ("dphist_version", "input", "privacy_unit", "neighbouring", "epsilon_requested", "epsilon_spent",

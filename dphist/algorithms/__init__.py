@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from ..errors import UsageError
+from .auto import Auto
 from .base import Algorithm, Estimate, Measurement, measure
 from .hierarchical import H, Hb, QuadTree
 from .identity import Identity
@@ -49,3 +50,4 @@ register(NoiseFirst)
 register(DPCube)
 register(KDTree)
 register(StructureFirst)
+register(Auto)

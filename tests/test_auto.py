@@ -1,0 +1,145 @@
+"""`--algorithm auto`: the choice reads only public facts and one noisy total, the parts add up to ε, and the
+rule table is used as written."""
+
+from __future__ import annotations
+
+import json
+from fractions import Fraction
+
+import numpy as np
+import pytest
+
+from dphist import release
+from dphist.algorithms import REGISTRY, get_algorithm
+from dphist.algorithms.auto import Auto, nearest_rule
+from dphist.algorithms.auto_rules import RULES
+from dphist.noise import Replicated, SeededBits, discrete_laplace_variance
+from dphist.schema import parse_schema
+
+
+def test_rule_table_is_complete_and_names_real_algorithms():
+    assert {d for d, _ in RULES} == {1, 2}
+    for (dims, cells), decades in RULES.items():
+        assert sorted(decades) == list(range(min(decades), max(decades) + 1))  # no gaps
+        for algorithm, regret, datasets in decades.values():
+            assert algorithm in REGISTRY and algorithm != "auto"
+            get_algorithm(algorithm).check_shape((cells,) if dims == 1 else (int(cells ** 0.5),) * 2)
+            assert regret >= 1 and datasets >= 5
+
+
+def test_nearest_rule_clips_and_picks_the_nearest_size():
+    sizes = sorted(c for d, c in RULES if d == 1)
+    low, high = min(RULES[(1, sizes[-1])]), max(RULES[(1, sizes[-1])])
+    assert nearest_rule(RULES, 1, 10 ** 9, 1e-3)[3:] == ((1, sizes[-1]), low)  # tiny signal: lowest decade
+    assert nearest_rule(RULES, 1, 10 ** 9, 1e30)[3:] == ((1, sizes[-1]), high)
+    assert nearest_rule(RULES, 1, sizes[0], 1e4)[3] == (1, sizes[0])
+    assert nearest_rule(RULES, 5, 10 ** 6, 1e4)[3][0] == 2  # more columns than learned: the 2-D rules
+    size, = [c for c in sizes if c == 256] or [sizes[0]]
+    assert nearest_rule(RULES, 1, size, 10 ** 4.4)[4] == 4 and nearest_rule(RULES, 1, size, 10 ** 4.6)[4] == 5
+
+
+def test_budget_parts_add_up_and_the_total_gets_its_share():
+    counts = np.random.default_rng(0).poisson(30, 512)
+    for eps in (Fraction(1, 10), Fraction(1), Fraction(3, 7)):
+        estimate = Auto().run(counts, eps, SeededBits(1))
+        steps = estimate.measurements
+        assert sum(m.epsilon for m in steps) == eps
+        assert steps[0].epsilon == eps / 20 and steps[0].scale == 20 / eps and steps[0].sensitivity == 1
+        # DPCube and the k-d tree take their block size from auto's total instead of measuring another.
+        assert sum("table's total" in m.what or "grand total" in m.what for m in steps) == 1
+
+
+def test_noise_on_the_total_has_the_stated_variance():
+    """20,000 runs of the total measurement: sample variance within ±8 % of the exact discrete Laplace variance
+    at scale 1/(ε/20).  The sample variance's relative sd is about sqrt((kurtosis - 1)/n) ≈ 1.7 % (kurtosis 6),
+    so 8 % is about 4.7 sd: false-alarm rate below 1e-5 (fixed seed)."""
+    eps = Fraction(1, 2)
+    estimate = Auto().run(np.array([3, 1, 4, 1, 5, 9, 2, 6]), eps, Replicated(SeededBits(7), 20_000))
+    totals = estimate.noisy[0].ravel() - 31
+    expected = discrete_laplace_variance(Fraction(20) / eps)
+    assert abs(totals.var() / expected - 1) < 0.08
+    assert abs(totals.mean()) < 5 * (expected / totals.size) ** 0.5
+
+
+def test_choice_reads_the_data_only_through_the_noisy_total():
+    """Tables of the same shape and total, released with the same noise stream, get the same choice and the
+    same noisy total, however their cells differ."""
+    rng = np.random.default_rng(3)
+    for eps in (Fraction(1, 100), Fraction(1, 10), Fraction(1), Fraction(10)):
+        a = rng.poisson(40, 1024)
+        b = rng.multinomial(int(a.sum()), np.full(1024, 1 / 1024))
+        b[0] += 0  # same total by construction
+        chosen = [Auto().run(x, eps, SeededBits(11)).choices["algorithm_choice"] for x in (a, b)]
+        assert chosen[0]["chosen"] == chosen[1]["chosen"] and chosen[0]["noisy_total"] == chosen[1]["noisy_total"]
+
+
+def test_choice_follows_the_rule_table_from_low_to_high_signal():
+    auto = Auto()
+    for (dims, cells), decades in RULES.items():
+        shape = (cells,) if dims == 1 else (int(round(cells ** 0.5)),) * 2
+        for dec, (algorithm, _, _) in decades.items():
+            choice = auto.choose(shape, Fraction(1), 10.0 ** dec)
+            assert choice["chosen"] == algorithm, (dims, cells, dec)
+            assert f"1e{dec}" in choice["reason"]
+
+
+def test_categorical_columns_are_slices_and_all_categorical_gets_identity():
+    schema = parse_schema({"columns": {
+        "age": {"type": "numeric", "lower": 0, "upper": 4096, "bins": 4096},
+        "sex": {"type": "categorical", "values": ["F", "M"]},
+        "state": {"type": "categorical", "values": [f"s{i}" for i in range(50)]}}})
+    auto = Auto()
+    only_categories = auto.choose((2, 50), Fraction(1), 1e6, (schema["sex"], schema["state"]))
+    assert only_categories["chosen"] == "identity" and "categorical" in only_categories["reason"]
+    # age x sex at total T is two slices of 4096 cells with T/2 records each.
+    for dec in RULES[(1, 4096)]:
+        mixed = auto.choose((4096, 2), Fraction(1), 2 * 10.0 ** dec, (schema["age"], schema["sex"]))
+        assert mixed["chosen"] == RULES[(1, 4096)][dec][0] and "per slice of the 2 categories" in mixed["reason"]
+
+
+def test_a_choice_that_cannot_take_the_shape_falls_back_to_hb(monkeypatch):
+    import dphist.algorithms.auto as auto_module
+    monkeypatch.setattr(auto_module, "RULES", {(1, 16): {2: ("noisefirst", 1.0, 5)}})
+    choice = Auto().choose((4, 4), Fraction(1), 100.0)
+    assert choice["chosen"] == "hb" and "noisefirst cannot take a table of shape (4, 4)" in choice["reason"]
+    assert Auto().choose((16,), Fraction(1), 100.0)["chosen"] == "noisefirst"
+
+
+def test_release_reports_the_choice_and_spends_exactly_epsilon(tmp_path):
+    rng = np.random.default_rng(5)
+    import pandas as pd
+    frame = pd.DataFrame({"x": rng.integers(0, 256, 20_000), "g": rng.choice(["a", "b", "c"], 20_000)})
+    schema = {"columns": {"x": {"type": "numeric", "lower": 0, "upper": 256, "bins": 256},
+                          "g": {"type": "categorical", "values": ["a", "b", "c"]}}}
+    result = release(frame, "0.7", schema, tables=[{"name": "x", "columns": ["x"]},
+                                                   {"name": "g", "columns": ["g"]},
+                                                   {"name": "xg", "columns": ["x", "g"]}], seed=1)
+    report = json.loads(json.dumps(result.report))
+    assert report["epsilon_spent"] == "0.7"
+    by_name = {t["name"]: t for t in report["tables"]}
+    assert by_name["g"]["algorithm"] == "identity"
+    for t in report["tables"]:
+        choice = t["algorithm_choice"]
+        assert choice["by"] == "auto" and choice["chosen"] == t["algorithm"] and choice["reason"]
+        assert abs(choice["noisy_total"] - 20_000) < 2_000  # scale 1/(0.7/3/20) ≈ 86: 23 sd
+        assert t["steps"][0]["what"].startswith("the table's total")
+        assert sum(Fraction(s["epsilon"]) for s in t["steps"]) == Fraction(7, 30)
+    assert "(auto)" in result.summary()
+
+
+def test_named_algorithm_and_marginals_are_not_auto():
+    import pandas as pd
+    frame = pd.DataFrame({"x": np.arange(1000) % 16, "y": np.arange(1000) % 4})
+    schema = {"columns": {"x": {"type": "numeric", "lower": 0, "upper": 16, "bins": 16},
+                          "y": {"type": "numeric", "lower": 0, "upper": 4, "bins": 4}}}
+    named = release(frame, 1, schema, columns=["x"], algorithm="hb", seed=1).report["tables"][0]
+    assert named["algorithm"] == "hb" and "algorithm_choice" not in named
+    sets = release(frame, 1, schema, marginals="x;y", seed=1).report
+    assert all(t["algorithm"] == "identity" for t in sets["tables"])
+
+
+@pytest.mark.parametrize("total_share", ["0", "1", "abc"])
+def test_bad_total_share_is_a_usage_error(total_share):
+    from dphist.errors import UsageError
+    with pytest.raises(UsageError, match="total_share"):
+        get_algorithm("auto", total_share=total_share)
