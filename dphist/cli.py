@@ -28,6 +28,7 @@ from .io.writers import FORMATS, check_destination, write_frame_atomic, write_te
 from .job import load_job
 from .accountant import format_fraction, parse_epsilon
 from .ledger import ROW_UNIT, Ledger
+from .private_schema import plan_private_schema, run_private_schema
 from .publish import charged_run, sha256_file
 from .plot import plot_release
 from .synth import synthesize
@@ -258,20 +259,52 @@ def _int_option(flag: str, value: str) -> int:
 
 @main.command("schema")
 @click.argument("input", metavar="INPUT")
-@click.option("--out", "-o", metavar="FILE", help="Write the draft here instead of stdout.")
-@click.option("--bins", default=10, show_default=True, type=click.IntRange(1, 10_000), help="Bins per numeric column.")
-@click.option("--max-categories", default=100, show_default=True, type=click.IntRange(1, 100_000),
-              help="Text columns with more distinct values are left for you to declare.")
+@click.option("--out", "-o", metavar="FILE", help="Write the schema here instead of stdout.")
+@click.option("--private", is_flag=True, help="Find every domain with differential privacy (spends --epsilon, "
+              "charged to the ledger): the result may be frozen and used for later releases.")
+@click.option("--epsilon", "-e", metavar="E", help="With --private: the ε to spend, shared equally by the columns.")
+@click.option("--delta", metavar="D", help="With --private: δ for finding the categories of text columns, e.g. "
+              "1e-6.")
+@click.option("--columns", "-c", metavar="A,B", help="With --private: only these columns [all].")
+@click.option("--bins", type=click.IntRange(1, 10_000), metavar="N",
+              help="Bins per numeric column [10; with --private 16].")
+@click.option("--max-categories", type=click.IntRange(1, 100_000), metavar="N",
+              help="Text columns: the draft leaves columns with more values for you to declare [100]; with "
+                   "--private, the most categories kept [100].")
+@click.option("--privacy-unit", metavar="COLUMN", help="With --private: protect each value of COLUMN with all its "
+              "rows; needs --max-rows-per-unit.")
+@click.option("--max-rows-per-unit", type=click.IntRange(min=1), metavar="K", help="With --privacy-unit: count at "
+              "most K rows per unit.")
+@click.option("--seed", type=click.IntRange(min=0), metavar="N", help="With --private: TEST MODE, seeded noise, "
+              "not private, no ledger.")
+@click.option("--ledger", "ledger_path", metavar="PATH", help="Budget ledger [$DPHIST_LEDGER, else "
+              "~/.local/share/dphist/ledger.jsonl].")
+@click.option("--dataset-id", metavar="ID", help="The data set's name in the ledger [the input's absolute path].")
 @click.option("--overwrite", is_flag=True, help="Replace FILE if it exists.")
-def schema_command(input, out, bins, max_categories, overwrite):
-    """Draft a schema from INPUT for you to edit.
+def schema_command(input, out, private, epsilon, delta, columns, bins, max_categories, privacy_unit,
+                   max_rows_per_unit, seed, ledger_path, dataset_id, overwrite):
+    """Write a schema for INPUT.
 
-    The draft copies bounds and categories FROM THE DATA: they are not private. Review them and replace them
-    with public, coarsened values (round bounds, categories from a code list) before any release.
+    Without --private: a DRAFT that copies bounds and categories FROM THE DATA; they are not private. Review them
+    and replace them with public, coarsened values (round bounds, categories from a code list) before any release.
+
+    With --private --epsilon E: the domains are found from noisy counts, exactly as a release without a schema
+    finds them, and E (and --delta) is charged to the ledger. The schema may be frozen and reused; releases that
+    use it spend nothing on discovery.
     """
     if out and os.path.exists(out) and not overwrite:
         raise UsageError(f"{out} exists (use --overwrite to replace it)")
-    text = draft_schema(input, bins=bins, max_categories=max_categories)
+    if private:
+        _private_schema(input, out, epsilon, delta, columns, bins, max_categories, privacy_unit, max_rows_per_unit,
+                        seed, ledger_path, dataset_id, overwrite)
+        return
+    used = [flag for flag, value in (("--epsilon", epsilon), ("--delta", delta), ("--columns", columns),
+                                     ("--privacy-unit", privacy_unit), ("--max-rows-per-unit", max_rows_per_unit),
+                                     ("--seed", seed), ("--ledger", ledger_path), ("--dataset-id", dataset_id))
+            if value is not None]
+    if used:
+        raise click.UsageError(f"{used[0]} applies to --private only")
+    text = draft_schema(input, bins=bins or 10, max_categories=max_categories or 100)
     if out:
         write_text_atomic(out, text)
         click.echo(f"wrote draft schema to {out}", err=True)
@@ -279,6 +312,37 @@ def schema_command(input, out, bins, max_categories, overwrite):
         click.echo(text, nl=False)
     click.secho("WARNING: the draft's bounds and categories were copied from the data and are NOT private. "
                 "Review and coarsen them before use.", err=True, fg="yellow")
+
+
+def _private_schema(input, out, epsilon, delta, columns, bins, max_categories, privacy_unit, max_rows_per_unit,
+                    seed, ledger_path, dataset_id, overwrite):
+    if epsilon is None:
+        raise click.UsageError("--private needs --epsilon E: the budget spent finding the domains")
+    plan = plan_private_schema(input, epsilon, delta or 0, columns, bins, max_categories, privacy_unit,
+                               max_rows_per_unit, seed)
+
+    def emit(result) -> None:
+        if out:
+            write_text_atomic(out, result.text)
+        else:
+            click.echo(result.text, nl=False)
+        found = [r["column"] for r in result.report["columns"] if "failed" not in r]
+        click.echo(f"schema: {len(found)} column(s) found with epsilon {result.report['epsilon']}, delta "
+                   f"{result.report['delta']}" + (f"; written to {out}" if out else ""), err=True)
+        for r in result.report["columns"]:
+            if "failed" in r:
+                click.echo(f"  {r['column']}: not found: {r['failed']}", err=True)
+
+    if seed is not None:
+        click.secho(f"*** {NOT_PRIVATE} ***", err=True, fg="red", bold=True)
+        emit(run_private_schema(plan))
+        return
+
+    def work(ledger_info):
+        result = run_private_schema(plan)
+        emit(result)
+        return result, {"schema": str(Path(out).absolute()) if out else "stdout"}
+    charged_run(plan, work, Ledger(ledger_path), dataset_id, None, {"command": "schema --private"})
 
 
 @main.command("evaluate")

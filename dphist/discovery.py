@@ -302,11 +302,12 @@ def _occupied(counts: np.ndarray, scale: Fraction, bits: BitSource, what: str, e
 
 def _trimmed(noisy: np.ndarray, edges: np.ndarray, sd: float, lower: float, upper: float) -> tuple[float, float]:
     """Bounds moved inward past the cells at each end whose noisy running total still looks like noise alone
-    (at most 2 standard deviations of a sum of that many noisy cells).  Post-processing: erring outward keeps
-    real values in range; trimmed values are clamped into the edge bins, not lost."""
+    (at most 4 standard deviations of a sum of that many noisy cells: a pure-noise end passes with probability
+    about 2e-3, where 2 sd let a far noise cell stretch the range every few runs).  Post-processing: erring
+    outward keeps real values in range; trimmed values are clamped into the edge bins, not lost."""
     def first_real(values: np.ndarray) -> int | None:
         running = np.cumsum(values)
-        above = np.flatnonzero(running > 2 * sd * np.sqrt(np.arange(1, values.size + 1)))
+        above = np.flatnonzero(running > 4 * sd * np.sqrt(np.arange(1, values.size + 1)))
         return int(above[0]) if above.size else None
     low, high = first_real(noisy), first_real(noisy[::-1])
     if low is None or high is None or low > noisy.size - 1 - high:

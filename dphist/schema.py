@@ -33,6 +33,7 @@ __all__ = [
     "Schema",
     "load_schema",
     "parse_schema",
+    "declaration",
     "MAX_CELLS",
     "MAX_DIMENSIONS",
 ]
@@ -191,6 +192,23 @@ class Schema:
 
 # --------------------------------------------------------------------------------------------------------------
 # Loading and validation
+
+
+def declaration(column: Column) -> dict:
+    """The schema-file declaration of ``column``: parsing it gives back an equal column (categorical
+    hierarchies are not written; ValueError for such a column)."""
+    if isinstance(column, NumericColumn):
+        bounds = ({"lower": _tidy_number(column.edges[0]), "upper": _tidy_number(column.edges[-1]),
+                   "bins": column.bins} if column.equal_width else
+                  {"edges": [_tidy_number(e) for e in column.edges]})
+        return {"type": "numeric", **bounds, "out_of_domain": column.out_of_domain, "nulls": column.nulls}
+    if isinstance(column, CategoricalColumn):
+        if column.hierarchy:
+            raise ValueError(f"column '{column.name}': a hierarchy cannot be written back")
+        return {"type": "categorical", "values": list(column.values), "nulls": column.nulls}
+    return {"type": "date", "lower": column.lower.isoformat(), "upper": column.upper.isoformat(),
+            "unit": column.unit, "width": column.width, "out_of_domain": column.out_of_domain,
+            "nulls": column.nulls}
 
 
 def load_schema(path: str | Path) -> Schema:

@@ -1,0 +1,127 @@
+"""A schema drafted with differential privacy: the discovery steps of a release, on their own.
+
+``dphist schema --private INPUT --epsilon E`` spends E (and δ for text columns) to find every column's domain
+exactly as a release without a schema would (algorithms.md §9: DP bounds and equal-width bins for numbers and
+dates, partition selection for text), and writes the result as a schema file.  Unlike the plain draft, every
+value in it came from noisy counts, so the steward may freeze it and use it for all later releases, which then
+spend nothing on discovery.  The ε and δ are charged to the ledger like a release.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from fractions import Fraction
+from typing import Any
+
+import yaml
+
+from .accountant import MIN_EPSILON, format_fraction, parse_epsilon
+from .contribution import UnitBound, UnitColumn
+from .discovery import DEFAULT_BINS, DEFAULT_MAX_CATEGORIES, DiscoveryPlan, discover
+from .errors import DataError, UsageError
+from .io.sources import Source, open_source
+from .ledger import ROW_UNIT
+from .noise import BitSource, SeededBits, SystemBits
+from .schema import Column, declaration
+
+__all__ = ["PrivateSchemaPlan", "PrivateSchema", "plan_private_schema", "run_private_schema"]
+
+
+@dataclass
+class PrivateSchemaPlan:
+    """What ``schema --private`` will read and spend; checked before any row is read."""
+
+    source: Source
+    epsilon: Fraction
+    delta: Fraction
+    discovery: DiscoveryPlan
+    unit: UnitBound | None
+    seed: int | None
+
+    @property
+    def ledger_unit(self) -> str:
+        return ROW_UNIT if self.unit is None else f"unit:{self.unit.column}"
+
+    @property
+    def rows_per_protected_group(self) -> int:
+        return self.unit.max_rows if self.unit else 1
+
+
+@dataclass
+class PrivateSchema:
+    """The schema text (YAML with a header of what was spent), the columns found and the report."""
+
+    text: str
+    columns: dict[str, Column]
+    report: dict
+
+
+def plan_private_schema(source: Any, epsilon: Any, delta: Any = 0, columns: list[str] | str | None = None,
+                        bins: int | None = None, max_categories: int | None = None,
+                        privacy_unit: str | None = None, max_rows_per_unit: int | None = None,
+                        seed: int | None = None) -> PrivateSchemaPlan:
+    """Validate the arguments and the input's header; reads no rows, spends nothing."""
+    from .api import _kinds, _parse_delta, _unit_bound
+
+    total = parse_epsilon(epsilon)
+    unit = _unit_bound(privacy_unit, max_rows_per_unit)
+    src = open_source(source)
+    names = [c.strip() for c in columns.split(",")] if isinstance(columns, str) else list(columns or [])
+    if not names:
+        names = [c for c in src.column_names() if unit is None or c != unit.column]
+    if len(set(names)) != len(names):
+        raise UsageError("a column is named twice in --columns")
+    if unit is not None and unit.column not in src.column_names():
+        raise DataError(f"{src.name}: privacy-unit column '{unit.column}' not found in the input")
+    plan = DiscoveryPlan(_kinds(src, names), total, _parse_delta(delta), bins or DEFAULT_BINS,
+                         max_categories or DEFAULT_MAX_CATEGORIES)
+    if plan.delta > 0 and plan.column_delta == 0:
+        raise UsageError("delta is only used to find the categories of text columns, and there are none: leave "
+                         "--delta out")
+    factor = unit.max_rows if unit else 1
+    if plan.column_epsilon / factor < MIN_EPSILON:
+        raise UsageError(f"{len(names)} columns would leave each epsilon {format_fraction(plan.column_epsilon / factor)}"
+                         f" per row, below the minimum {format_fraction(MIN_EPSILON)}: raise epsilon or name fewer "
+                         "columns with --columns")
+    if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int) or seed < 0):
+        raise UsageError("seed must be a non-negative integer")
+    return PrivateSchemaPlan(src, total, plan.delta, plan, unit, seed)
+
+
+def run_private_schema(plan: PrivateSchemaPlan) -> PrivateSchema:
+    """Read the columns once and choose each one's domain from noisy counts (ε and δ as planned)."""
+    bits: BitSource = SystemBits() if plan.seed is None else SeededBits(int(plan.seed))
+    readers = dict(plan.discovery.readers())
+    if plan.unit is not None:
+        readers[plan.unit.column] = UnitColumn(plan.unit.column)
+    found, steps, reports = discover(plan.discovery, plan.source.batches(readers), bits,
+                                     plan.rows_per_protected_group, plan.unit)
+    spent = plan.rows_per_protected_group * sum((m.epsilon for m in steps), Fraction(0))
+    assert spent <= plan.epsilon
+    if not found:
+        raise DataError(f"{plan.source.name}: no column's domain could be found privately: "
+                        + "; ".join(f"column '{r['column']}': {r['failed']}" for r in reports))
+    report = {"input": plan.source.public_name, "epsilon": format_fraction(spent),
+              "delta": format_fraction(plan.discovery.column_delta and plan.delta), "columns": reports,
+              **({"privacy_unit": plan.unit.column, "max_rows_per_unit": plan.unit.max_rows} if plan.unit else {})}
+    ordered = {name: found[name] for name in plan.discovery.kinds if name in found}
+    return PrivateSchema(_schema_text(report, ordered, plan.seed is not None), ordered, report)
+
+
+def _schema_text(report: dict, columns: dict[str, Column], test_mode: bool) -> str:
+    lines = [f"# Schema found with differential privacy by `dphist schema --private` from {report['input']}.",
+             f"# Spent: epsilon {report['epsilon']}, delta {report['delta']}"
+             + (f" (privacy unit {report['privacy_unit']}, at most {report['max_rows_per_unit']} rows each)"
+                if "privacy_unit" in report else "") + ".",
+             "# Every domain below was chosen from noisy counts (DP bounds and equal-width bins for numbers and",
+             "# dates, partition selection for text), so it may be published and frozen: releases that use this",
+             "# file spend nothing on discovery.  Coarsen or rename freely; do not add values read from the data."]
+    if test_mode:
+        lines.append("# TEST MODE: seeded noise; this schema is NOT differentially private.")
+    for r in report["columns"]:
+        if "failed" in r:
+            lines.append(f"# {r['column']}: not found: {r['failed']}")
+    lines.append("")
+    body = {"columns": {name: declaration(column) for name, column in columns.items()}}
+    return "\n".join(lines) + "\n" + yaml.safe_dump(body, sort_keys=False, allow_unicode=True,
+                                                     default_flow_style=None, width=100)

@@ -1,0 +1,129 @@
+"""`dphist schema --private`: a schema found with DP, charged to the ledger, that later releases reuse for free."""
+
+from __future__ import annotations
+
+import json
+from fractions import Fraction
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+import yaml
+from click.testing import CliRunner
+
+import dphist
+from dphist.cli import main
+from dphist.ledger import Ledger
+from dphist.private_schema import plan_private_schema, run_private_schema
+from dphist.schema import declaration, parse_schema
+
+SAMPLE = Path(__file__).resolve().parent.parent / "sample_data"
+
+
+def people(n: int = 20_000, seed: int = 0) -> pd.DataFrame:
+    rng = np.random.default_rng(seed)
+    return pd.DataFrame({"age": rng.integers(18, 90, n), "income": rng.gamma(2.0, 20_000, n),
+                         "city": rng.choice(["north", "south", "east", "west"], n),
+                         "visit": pd.to_datetime("2024-01-01") + pd.to_timedelta(rng.integers(0, 600, n), "D")})
+
+
+def test_declarations_round_trip():
+    schema = parse_schema({"columns": {
+        "a": {"type": "numeric", "lower": 0, "upper": 10, "bins": 4, "nulls": "category"},
+        "b": {"type": "numeric", "edges": [0, 1, 5, 50], "out_of_domain": "drop"},
+        "c": {"type": "numeric", "lower": 3, "upper": 40, "width": 5},
+        "d": {"type": "categorical", "values": ["x", "y z", "10"]},
+        "e": {"type": "date", "lower": "2020-01-01", "upper": "2021-07-01", "unit": "quarter", "width": 2}}})
+    again = parse_schema(yaml.safe_load(yaml.safe_dump({"columns": {n: declaration(c)
+                                                                    for n, c in schema.columns.items()}})))
+    assert again.columns == schema.columns
+
+
+def test_private_schema_spends_epsilon_exactly_and_is_reused_for_free(tmp_path):
+    frame = people()
+    plan = plan_private_schema(frame, "0.6", delta="1e-6", seed=3)
+    result = run_private_schema(plan)
+    assert result.report["epsilon"] == "0.6" and Fraction(result.report["delta"]) == Fraction(1, 10 ** 6)
+    assert set(result.columns) == {"age", "income", "city", "visit"}
+    assert sum(Fraction(r["epsilon"]) for r in result.report["columns"]) == Fraction("0.6")
+    assert result.columns["city"].values == ("east", "north", "south", "west")
+    lo, hi = result.columns["age"].edges[0], result.columns["age"].edges[-1]
+    assert 14 <= lo <= 22 and 85 <= hi <= 100  # true range [18, 90), noisy bounds nearby
+    assert result.columns["visit"].unit == "month"
+    schema = yaml.safe_load(result.text)
+    assert "TEST MODE" in result.text and "epsilon 0.6" in result.text
+    # The frozen schema: a release that uses it spends nothing on discovery and keeps its domains.
+    released = dphist.release(frame, "1", schema, columns=["age", "city"], seed=1)
+    assert "discovery" not in released.report and released.report["epsilon_spent"] == "1"
+    table = released.report["tables"][0]
+    assert table["domain"]["age"] == result.columns["age"].describe()
+    assert table["domain"]["city"] == result.columns["city"].describe()
+
+
+def test_cli_private_schema_is_charged_to_the_ledger(tmp_path):
+    path = tmp_path / "people.parquet"
+    people(5_000).to_parquet(path)
+    ledger = tmp_path / "ledger.sqlite"
+    runner = CliRunner()
+    out = tmp_path / "schema.yaml"
+    done = runner.invoke(main, ["schema", str(path), "--private", "-e", "0.5", "--delta", "1e-7", "-c",
+                                "age,city", "-o", str(out), "--ledger", str(ledger), "--dataset-id", "people"])
+    assert done.exit_code == 0, done.output
+    assert "2 column(s) found with epsilon 0.5" in done.stderr and "NOT differentially private" not in done.stderr
+    assert set(parse_schema(yaml.safe_load(out.read_text())).columns) == {"age", "city"}
+    (row,) = Ledger(ledger).status("people")
+    assert row["epsilon_spent"] == "0.5" and Fraction(row["delta_spent"]) == Fraction(1, 10 ** 7)
+    # The file exists: refused before anything is read or charged.
+    again = runner.invoke(main, ["schema", str(path), "--private", "-e", "0.5", "--delta", "1e-7", "-o", str(out),
+                                 "--ledger", str(ledger), "--dataset-id", "people"])
+    assert again.exit_code == 2 and "exists" in again.stderr
+    assert Ledger(ledger).status("people")[0]["epsilon_spent"] == "0.5"
+
+
+@pytest.mark.parametrize("args, code, message", [
+    (["--private"], 2, "--private needs --epsilon"),
+    (["-e", "1"], 2, "--epsilon applies to --private only"),
+    (["--private", "-e", "1"], 2, "needs delta > 0"),
+    (["--private", "-e", "1", "-c", "age", "--delta", "1e-6"], 2, "leave --delta out"),
+    (["--private", "-e", "1", "-c", "nosuch", "--delta", "1e-6"], 1, "column 'nosuch' not found"),
+    (["--private", "-e", "1e-9", "--delta", "1e-6"], 2, "below the minimum"),
+    (["--private", "-e", "1", "--delta", "1e-6", "--privacy-unit", "city"], 2, "needs --max-rows-per-unit"),
+])
+def test_cli_private_schema_errors_charge_nothing(tmp_path, args, code, message):
+    path = tmp_path / "people.parquet"
+    people(500).to_parquet(path)
+    ledger = tmp_path / "ledger.sqlite"
+    result = CliRunner().invoke(main, ["schema", str(path), *args, "--ledger", str(ledger)]
+                                if "--private" in args else ["schema", str(path), *args])
+    assert result.exit_code == code, result.output
+    assert message in result.stderr and len(result.stderr.strip().splitlines()) == 1
+    assert "Traceback" not in result.output
+    assert not ledger.exists() or Ledger(ledger).status() == []
+
+
+def test_private_schema_with_a_privacy_unit(tmp_path):
+    frame = people(6_000)
+    frame["person"] = np.arange(len(frame)) // 3
+    plan = plan_private_schema(frame, "1", delta="1e-6", columns="age,city", privacy_unit="person",
+                               max_rows_per_unit=3, seed=2)
+    result = run_private_schema(plan)
+    assert plan.ledger_unit == "unit:person" and result.report["max_rows_per_unit"] == 3
+    assert result.report["epsilon"] == "1"
+    assert "privacy unit person, at most 3 rows each" in result.text
+    assert result.columns["city"].values == ("east", "north", "south", "west")
+
+
+def test_private_schema_of_the_sample_census_through_the_cli(tmp_path):
+    out = tmp_path / "census.yaml"
+    done = CliRunner().invoke(main, ["schema", str(SAMPLE / "census.csv"), "--private", "-e", "1", "--delta", "1e-6",
+                                     "--seed", "4", "-o", str(out)])
+    assert done.exit_code == 0, done.output
+    schema = parse_schema(yaml.safe_load(out.read_text()))
+    assert schema["sex"].values == ("F", "M")
+    assert schema["interview_date"].kind == "date" and schema["age"].kind == "numeric"
+    rel = CliRunner().invoke(main, ["release", str(SAMPLE / "census.csv"), "-s", str(out), "-e", "1", "-c",
+                                    "age,sex", "--seed", "1", "-o", str(tmp_path / "rel")])
+    assert rel.exit_code == 0, rel.output
+    report = json.loads((tmp_path / "rel" / "report.json").read_text())
+    assert "discovery" not in report and report["tables"][0]["domain"]["sex"]["values"] == ["F", "M"]
