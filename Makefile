@@ -30,6 +30,7 @@ test-fast: install
 bench: install
 	$(PY) bench/run.py
 	$(PY) bench/dpbench.py
+	$(PY) bench/auto_rules.py --evaluate
 	$(PY) bench/large_scale.py
 	$(PY) bench/marginals.py
 
