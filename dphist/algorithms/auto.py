@@ -62,6 +62,8 @@ class Auto(Algorithm):
     options = {"total_share": (Fraction(1, 20), option.fraction_between_0_and_1)}
     option_help = {"total_share": "share of the table's ε spent on the noisy total that the choice reads"}
     data_adaptive = True
+    #: Audits of tables at a rule boundary set this: every run reports only the total and the choice.
+    audit_choice_only = False
 
     def choose(self, shape: tuple[int, ...], epsilon: Fraction, noisy_total: float, columns=None) -> dict:
         """The choice for a table of ``shape`` to be released at ``epsilon`` (after the total's share), as a
@@ -88,6 +90,10 @@ class Auto(Algorithm):
             name = FALLBACK
         return {"chosen": name, "reason": reason}
 
+    def total_for_choice(self, noisy_total: float, counts: np.ndarray) -> float:
+        """The total the choice reads: the noisy one, never ``counts`` (the audit's mutant overrides this)."""
+        return noisy_total
+
     def instance(self, name: str, shape: tuple[int, ...], epsilon: Fraction, noisy_total: float) -> Algorithm:
         """The chosen algorithm, set up to reuse N̂ where it would otherwise measure a total of its own."""
         from . import REGISTRY, get_algorithm
@@ -107,9 +113,9 @@ class Auto(Algorithm):
         noisy, record = measure(total, 1, eps0, bits, "the table's total (read by the choice of algorithm)",
                                 composition="one query")
         totals = np.atleast_1d(noisy)
-        choices = [self.choose(counts.shape, eps1, float(t), columns) for t in totals]
+        choices = [self.choose(counts.shape, eps1, self.total_for_choice(float(t), counts), columns) for t in totals]
         names = {c["chosen"] for c in choices}
-        if reps and len(names) > 1:
+        if reps and (len(names) > 1 or self.audit_choice_only):
             # Audits: runs that chose differently measure different queries, which cannot be lined up; the
             # audit then sees the total and the choice (each chosen algorithm is audited on its own).
             return Estimate(values=np.zeros((reps,) + counts.shape), measurements=[record],

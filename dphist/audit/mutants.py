@@ -10,6 +10,7 @@ from fractions import Fraction
 
 import numpy as np
 
+from ..algorithms.auto import Auto
 from ..algorithms.hierarchical import H
 from ..algorithms.identity import Identity
 from ..algorithms.partitioning import DPCube, KDTree
@@ -111,6 +112,17 @@ class ArgmaxStructureFirst(StructureFirst):
         return int(np.argmax(quality))
 
 
+class TrueTotalAuto(Auto):
+    """Auto choosing the algorithm from the true total instead of the noisy one (a decision that reads the data
+    without paying for it)."""
+
+    name = "mutant-auto-choice-on-true-total"
+    flip_pair = "auto"
+
+    def total_for_choice(self, noisy_total: float, counts: np.ndarray) -> float:
+        return float(counts.sum())
+
+
 MUTANTS = [HalfScaleIdentity, ShrunkScaleIdentity, HeightForgottenTree, OverspentTree, TotalForgottenPrivelet,
            UnweightedNominalPrivelet, TrueCountDPCube, TrueCountKDTree,
-           ArgmaxStructureFirst]
+           ArgmaxStructureFirst, TrueTotalAuto]

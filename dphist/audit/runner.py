@@ -114,6 +114,30 @@ def _flip_pair(epsilon: Fraction, name: str = "dpcube") -> tuple[np.ndarray, np.
     raise AssertionError("no flipping pair found")
 
 
+def _auto_flip_pair(epsilon: Fraction) -> tuple[str, np.ndarray, np.ndarray]:
+    """A 1-D pair (D, D + one record) whose TRUE totals straddle a boundary of auto's rule table, so that a choice
+    read off the true total would differ between them: the worst case for the choice."""
+    from ..algorithms.auto import Auto, RULES
+
+    auto = Auto()
+    eps1 = epsilon * (1 - auto.params["total_share"])
+    for (dims, cells), decades in sorted(RULES.items()):
+        if dims != 1:
+            continue
+        for dec in sorted(decades)[:-1]:
+            if decades[dec][0] == decades[dec + 1][0]:
+                continue
+            total = int(10 ** (dec + 0.5) / eps1)
+            picks = [auto.choose((cells,), eps1, t)["chosen"] for t in (total, total + 1)]
+            if picks[0] != picks[1]:
+                data = np.full(cells, total // cells, dtype=np.int64)
+                data[: total % cells] += 1
+                neighbour = data.copy()
+                neighbour[0] += 1
+                return f"the choice flips ({picks[0]} / {picks[1]})", data, neighbour
+    raise AssertionError("no boundary in the 1-D rules")
+
+
 def _structurefirst_flip_pair() -> tuple[np.ndarray, np.ndarray]:
     """A pair (D, D + one record) on which the best-scoring StructureFirst boundaries differ, for the tiny
     setting of :func:`_tiny`: a draw that ignored the exponential mechanism would give itself away there."""
@@ -188,6 +212,12 @@ def default_cases(algorithms: list[str] | None = None, mutants: bool = True,
     if "kdtree" in names:
         data, neighbour = _flip_pair(epsilon, "kdtree")
         cases.append(Case("kdtree (8,) one record flips the partition", _tiny("kdtree"), data, neighbour, epsilon))
+    if "auto" in names:
+        # Runs that choose differently cannot be lined up; there the audit sees the total and the choice.
+        label, data, neighbour = _auto_flip_pair(epsilon)
+        at_boundary = REGISTRY["auto"]()
+        at_boundary.audit_choice_only = True
+        cases.append(Case(f"auto {data.shape} {label}", at_boundary, data, neighbour, epsilon))
     if "structurefirst" in names:
         data, neighbour = _structurefirst_flip_pair()
         cases.append(Case("structurefirst (8,) one record moves the best boundaries", _tiny("structurefirst"),
@@ -212,6 +242,8 @@ def default_cases(algorithms: list[str] | None = None, mutants: bool = True,
             label, data, neighbour = _pairs((8,))[0]
             if getattr(cls, "flip_pair", None) in ("dpcube", "kdtree"):
                 label, (data, neighbour) = "one record flips the partition", _flip_pair(epsilon, cls.flip_pair)
+            if getattr(cls, "flip_pair", None) == "auto":
+                label, data, neighbour = _auto_flip_pair(epsilon)
             if getattr(cls, "flip_pair", None) == "structurefirst":
                 label, (data, neighbour) = "one record moves the best boundaries", _structurefirst_flip_pair()
             columns = None
@@ -219,6 +251,8 @@ def default_cases(algorithms: list[str] | None = None, mutants: bool = True,
                 label, data, neighbour = _pairs((7,))[0]
                 columns = (_HIERARCHY,)
             algo = cls(**_tiny_options(cls))
+            if getattr(cls, "flip_pair", None) == "auto":
+                algo.audit_choice_only = True
             cases.append(Case(f"{cls.name} {label}", algo, data, neighbour, epsilon, mutant=True, columns=columns))
     return cases
 

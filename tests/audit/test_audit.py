@@ -29,13 +29,19 @@ def test_every_algorithm_and_mutant_is_covered(results):
     assert {m.name for m in MUTANTS} <= audited
     assert {"marginals-separate", "mutant-marginals-no-composition"} <= audited  # the marginal-set strategy
     assert {"unit-bounded-identity", "mutant-unit-bound-forgotten"} <= audited  # contribution bounding
+    assert any("the choice flips" in r.case for r in results if r.algorithm == "auto")  # auto at a boundary
 
 
 def test_real_algorithms_pass(results):
     for r in results:
         if not r.mutant:
             assert r.verdict == "pass", (r.case, r.lower_bound)
-            assert r.lower_bound > 0.25  # the audit has power: near ε for most, ~0.35-0.65 for Privelet
+            if "the choice flips" in r.case:
+                # auto at a rule boundary: what differs between the tables is the total at ε/20 and the choice
+                # read from it, so even the best event cannot show more than 0.05.
+                assert r.lower_bound <= 0.05
+            else:
+                assert r.lower_bound > 0.25  # the audit has power: near ε for most, ~0.35-0.65 for Privelet
 
 
 def test_mutants_are_caught(results):
