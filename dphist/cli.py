@@ -388,7 +388,7 @@ def evaluate_command(input, epsilon, schema_path, columns, algorithms, trials, w
 @main.command("audit")
 @click.option("--algorithm", "-a", "algorithm", default="all", show_default=True, metavar="NAME|all",
               help="Audit one algorithm, 'marginals' (the separate marginal-set strategy), 'units' (contribution "
-                   "bounding per privacy unit), or all of them.")
+                   "bounding per privacy unit), 'discovery' (private domain discovery), or all of them.")
 @click.option("--quick", is_flag=True, help="Fewer samples (the CI setting): 3e5 runs per table instead of 2e6.")
 @click.option("--seed", default=0, show_default=True, type=click.IntRange(min=0), help="Audit seed.")
 @click.option("--no-mutants", is_flag=True, help="Skip the deliberately broken variants.")
@@ -416,9 +416,9 @@ def audit_command(algorithm, quick, seed, no_mutants):
                    f"{s.p_larger:>9.2g}  {'pass' if s.ok else 'FAIL'}")
 
     names = None if algorithm == "all" else [algorithm]
-    if names and names[0] not in REGISTRY and names[0] not in ("marginals", "units"):
+    if names and names[0] not in REGISTRY and names[0] not in ("marginals", "units", "discovery"):
         raise UsageError(f"unknown algorithm '{algorithm}' (available: {', '.join(sorted(REGISTRY))}, "
-                         "marginals, units, all)")
+                         "marginals, units, discovery, all)")
     cases = default_cases(names, mutants=not no_mutants)
     n_test = 300_000 if quick else 2_000_000
     results = audit(cases, n_test=n_test, seed=seed)

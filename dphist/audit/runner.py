@@ -30,6 +30,8 @@ from ..errors import UsageError
 from ..schema import parse_schema
 from .bounds import cp_lower, cp_upper, epsilon_lower_bound
 from .marginal_sets import OverspentMarginals, SeparateMarginals
+from .discovery_steps import (DiscoveredBounds, PartitionSelection, TrueCountSelection, UnthresholdedSelection,
+                              bounds_pair, labels_pair)
 from .units import BoundedUnits, UnboundedUnits, unit_pairs
 from .mutants import MUTANTS
 
@@ -237,6 +239,17 @@ def default_cases(algorithms: list[str] | None = None, mutants: bool = True,
             label, data, neighbour = unit_pairs()[0]
             cases.append(Case(f"{UnboundedUnits.name} {label}", UnboundedUnits(), data, neighbour, epsilon,
                               mutant=True))
+    if algorithms is None or "discovery" in algorithms:
+        for label, data, neighbour in bounds_pair(epsilon):
+            cases.append(Case(f"discovery bounds {label}", DiscoveredBounds(), data, neighbour, epsilon))
+        for label, data, neighbour in labels_pair(epsilon):
+            cases.append(Case(f"discovery categories {label}", PartitionSelection(), data, neighbour, epsilon))
+        if mutants:
+            at_threshold, new_label = labels_pair(epsilon)
+            cases.append(Case(f"{TrueCountSelection.name} {at_threshold[0]}", TrueCountSelection(),
+                              *at_threshold[1:], epsilon, mutant=True))
+            cases.append(Case(f"{UnthresholdedSelection.name} {new_label[0]}", UnthresholdedSelection(),
+                              *new_label[1:], epsilon, mutant=True))
     if mutants:
         for cls in MUTANTS:
             label, data, neighbour = _pairs((8,))[0]
