@@ -156,6 +156,7 @@ def plan_release(
     discovery_share: Any = None,
     discovery_bins: int | None = None,
     max_categories: int | None = None,
+    discovery_binning: str = "equal-width",
 ) -> ReleasePlan:
     """Validate the arguments of :func:`release` and the input's header; reads no rows, spends nothing."""
     total_epsilon = parse_epsilon(epsilon)
@@ -184,7 +185,8 @@ def plan_release(
         if not 0 < share < 1:
             raise UsageError("the discovery share must be between 0 and 1, e.g. 0.1")
         discovery = DiscoveryPlan(_kinds(src, undeclared), total_epsilon * share, total_delta,
-                                  discovery_bins or DEFAULT_BINS, max_categories or DEFAULT_MAX_CATEGORIES)
+                                  discovery_bins or DEFAULT_BINS, max_categories or DEFAULT_MAX_CATEGORIES,
+                                  discovery_binning)
         schema = Schema({**(schema.columns if schema else {}), **discovery.placeholders()})
     elif total_delta > 0:
         raise UsageError("delta is only used to discover categories of undeclared columns; every column is declared, "
@@ -303,6 +305,7 @@ def release(
     discovery_share: Any = None,
     discovery_bins: int | None = None,
     max_categories: int | None = None,
+    discovery_binning: str = "equal-width",
 ) -> Release:
     """Release differentially private tables of ``source``, charged to the budget ledger.
 
@@ -312,14 +315,15 @@ def release(
     epsilon : total privacy budget, a positive number; a decimal string keeps it exact (``"0.5"``).
     schema : path to a YAML/JSON schema, a parsed schema mapping, or a ``Schema``.  Columns it does not declare
         (all of them without a schema) get their domain privately from the data, with ``discovery_share`` of
-        epsilon (default 1/10): DP bounds and ``discovery_bins`` equal-width bins (default 16) for numbers and
-        dates; for text, the categories held by enough records (at most ``max_categories``, default 100),
+        epsilon (default 1/10): DP bounds and ``discovery_bins`` bins (default 16) for numbers and dates, of
+        equal width or, with ``discovery_binning="quantiles"``, cut at DP quantiles (numbers); for text, the categories held by enough records (at most ``max_categories``, default 100),
         which needs ``delta`` > 0.
     delta : the δ of (ε, δ)-DP, used only to discover categories (e.g. ``"1e-6"``); 0 otherwise.
     columns : one table over these columns (``["age", "sex"]`` or ``"age,sex"``).
     tables : several tables, each ``{"name", "columns", "algorithm", "share"}``; epsilon is split by share.
         With neither ``columns`` nor ``tables``, one 1-D table per schema column, epsilon split equally.
-    algorithm : default algorithm for tables that do not name one (``identity``).
+    algorithm : default algorithm for tables that do not name one (``auto``: chosen per table from a noisy
+        total; ``identity`` for marginal sets).
     algorithm_options : options for the algorithms (e.g. ``{"branching": 16}``); a table's own ``options``
         take precedence.
     seed : test mode.  Deterministic noise; the release is marked NOT differentially private, and the ledger is
@@ -351,7 +355,7 @@ def release(
                         marginal_strategy=marginal_strategy, privacy_unit=privacy_unit,
                         max_rows_per_unit=max_rows_per_unit, group_size=group_size, delta=delta,
                         discovery_share=discovery_share, discovery_bins=discovery_bins,
-                        max_categories=max_categories)
+                        max_categories=max_categories, discovery_binning=discovery_binning)
     if seed is not None:
         return run_plan(plan)
 

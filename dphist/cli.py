@@ -110,6 +110,9 @@ def main():
               "column [16].")
 @click.option("--max-categories", type=click.IntRange(1, 100_000), metavar="N", help="Most categories kept for a "
               "discovered text column [100].")
+@click.option("--discovery-binning", type=click.Choice(["equal-width", "quantiles"]), default="equal-width",
+              show_default=True, help="Bins of a discovered numeric column: equal widths, or cut at DP quantiles "
+              "(half of the column's discovery budget).")
 @click.option("--privacy-unit", metavar="COLUMN", help="Protect each value of COLUMN (a person, a household) "
               "with all its rows, not one row; needs --max-rows-per-unit.")
 @click.option("--max-rows-per-unit", type=click.IntRange(min=1), metavar="K", help="With --privacy-unit: count "
@@ -141,7 +144,7 @@ def main():
 @click.option("--log-format", type=click.Choice(["text", "json"]), default="text", show_default=True,
               help="json: one JSON object per line on stderr (result or error), for schedulers.")
 def release_command(input, epsilon, schema_path, columns, spec, marginals, marginal_strategy, delta, discovery_share,
-                    discovery_bins, max_categories, privacy_unit,
+                    discovery_bins, max_categories, discovery_binning, privacy_unit,
                     max_rows_per_unit, group_size, algorithm, branching, budget_split, options, out,
                     fmt, raw, overwrite, seed, quiet, ledger_path, dataset_id, run_key, lock_timeout, log_format):
     """Release differentially private tables of INPUT (a CSV or Parquet file, a directory, or a glob).
@@ -191,7 +194,7 @@ def release_command(input, epsilon, schema_path, columns, spec, marginals, margi
                         marginal_strategy=marginal_strategy or "auto", privacy_unit=privacy_unit,
                         max_rows_per_unit=max_rows_per_unit, group_size=group_size, delta=delta or 0,
                         discovery_share=discovery_share, discovery_bins=discovery_bins,
-                        max_categories=max_categories)
+                        max_categories=max_categories, discovery_binning=discovery_binning)
     if seed is not None:
         check_destination(out, overwrite)  # all checks done before any row is read
         click.secho(f"*** {NOT_PRIVATE} ***", err=True, fg="red", bold=True)
@@ -271,6 +274,8 @@ def _int_option(flag: str, value: str) -> int:
 @click.option("--max-categories", type=click.IntRange(1, 100_000), metavar="N",
               help="Text columns: the draft leaves columns with more values for you to declare [100]; with "
                    "--private, the most categories kept [100].")
+@click.option("--binning", type=click.Choice(["equal-width", "quantiles"]), help="With --private: bins of a numeric "
+              "column, equal widths or cut at DP quantiles [equal-width].")
 @click.option("--privacy-unit", metavar="COLUMN", help="With --private: protect each value of COLUMN with all its "
               "rows; needs --max-rows-per-unit.")
 @click.option("--max-rows-per-unit", type=click.IntRange(min=1), metavar="K", help="With --privacy-unit: count at "
@@ -281,7 +286,7 @@ def _int_option(flag: str, value: str) -> int:
               "~/.local/share/dphist/ledger.jsonl].")
 @click.option("--dataset-id", metavar="ID", help="The data set's name in the ledger [the input's absolute path].")
 @click.option("--overwrite", is_flag=True, help="Replace FILE if it exists.")
-def schema_command(input, out, private, epsilon, delta, columns, bins, max_categories, privacy_unit,
+def schema_command(input, out, private, epsilon, delta, columns, bins, max_categories, binning, privacy_unit,
                    max_rows_per_unit, seed, ledger_path, dataset_id, overwrite):
     """Write a schema for INPUT.
 
@@ -295,12 +300,13 @@ def schema_command(input, out, private, epsilon, delta, columns, bins, max_categ
     if out and os.path.exists(out) and not overwrite:
         raise UsageError(f"{out} exists (use --overwrite to replace it)")
     if private:
-        _private_schema(input, out, epsilon, delta, columns, bins, max_categories, privacy_unit, max_rows_per_unit,
-                        seed, ledger_path, dataset_id, overwrite)
+        _private_schema(input, out, epsilon, delta, columns, bins, max_categories, binning, privacy_unit,
+                        max_rows_per_unit, seed, ledger_path, dataset_id)
         return
     used = [flag for flag, value in (("--epsilon", epsilon), ("--delta", delta), ("--columns", columns),
                                      ("--privacy-unit", privacy_unit), ("--max-rows-per-unit", max_rows_per_unit),
-                                     ("--seed", seed), ("--ledger", ledger_path), ("--dataset-id", dataset_id))
+                                     ("--seed", seed), ("--ledger", ledger_path), ("--dataset-id", dataset_id),
+                                     ("--binning", binning))
             if value is not None]
     if used:
         raise click.UsageError(f"{used[0]} applies to --private only")
@@ -314,12 +320,12 @@ def schema_command(input, out, private, epsilon, delta, columns, bins, max_categ
                 "Review and coarsen them before use.", err=True, fg="yellow")
 
 
-def _private_schema(input, out, epsilon, delta, columns, bins, max_categories, privacy_unit, max_rows_per_unit,
-                    seed, ledger_path, dataset_id, overwrite):
+def _private_schema(input, out, epsilon, delta, columns, bins, max_categories, binning, privacy_unit,
+                    max_rows_per_unit, seed, ledger_path, dataset_id):
     if epsilon is None:
         raise click.UsageError("--private needs --epsilon E: the budget spent finding the domains")
     plan = plan_private_schema(input, epsilon, delta or 0, columns, bins, max_categories, privacy_unit,
-                               max_rows_per_unit, seed)
+                               max_rows_per_unit, seed, binning or "equal-width")
 
     def emit(result) -> None:
         if out:

@@ -47,7 +47,7 @@ from .errors import DataError, UsageError
 from .noise import BitSource, discrete_laplace, discrete_laplace_variance, permute_and_flip
 from .schema import Column, normalise_label, parse_schema
 
-__all__ = ["KINDS", "AUTO", "DiscoveryPlan", "kind_of", "discover", "DEFAULT_SHARE", "DEFAULT_BINS", "DEFAULT_MAX_CATEGORIES"]
+__all__ = ["KINDS", "AUTO", "BINNINGS", "DiscoveryPlan", "kind_of", "discover", "DEFAULT_SHARE", "DEFAULT_BINS", "DEFAULT_MAX_CATEGORIES"]
 
 DEFAULT_SHARE = Fraction(1, 10)
 DEFAULT_BINS = 16
@@ -56,6 +56,10 @@ DEFAULT_MAX_CATEGORIES = 100
 BETA = Fraction(1, 1000)
 LOG_BINS = {"integer": (1.0, 64), "date": (1.0, 32), "float": (2.0 ** -10, 74)}  # (s, B): 2B + 1 bins
 FINE_CELLS = 64
+#: How discovered numeric bounds are cut into bins: equal widths, or cut points at DP quantiles.
+BINNINGS = ("equal-width", "quantiles")
+#: Candidate cut points for DP quantiles: this many equally spaced points inside the bounds.
+QUANTILE_CANDIDATES = 256
 KINDS = ("integer", "float", "date", "categorical")
 #: A column whose type the data must tell (CSV): chosen privately among KINDS.
 AUTO = "auto"
@@ -102,8 +106,11 @@ class DiscoveryPlan:
     delta: Fraction
     bins: int = DEFAULT_BINS
     max_categories: int = DEFAULT_MAX_CATEGORIES
+    binning: str = "equal-width"
 
     def __post_init__(self) -> None:
+        if self.binning not in BINNINGS:
+            raise UsageError(f"binning must be one of {', '.join(BINNINGS)}, not '{self.binning}'")
         categorical = [n for n, k in self.kinds.items() if k in ("categorical", AUTO)]
         if categorical and self.delta <= 0:
             text = "finding its categories privately" if self.kinds[categorical[0]] == "categorical" else \
@@ -320,7 +327,9 @@ def _numeric(name: str, kind: str, data: np.ndarray, plan: DiscoveryPlan, eps_ro
     s, big = LOG_BINS[kind]
     integer = kind in ("integer", "date")
     finite = data[np.isfinite(data)]
-    half = eps_row / 2
+    quantiles = plan.binning == "quantiles" and kind != "date" and plan.bins > 1
+    # With quantile bins, half of the column's budget goes to the cut points, a quarter to each bounds step.
+    half = eps_row / 4 if quantiles else eps_row / 2
     scale = 1 / half  # Δ = 1 per row; m rows per unit is in eps_row already
     coarse = np.bincount(_log_bin(finite, s, big), minlength=2 * big + 1)
     hit, t1, step1 = _occupied(coarse, scale, bits, "log-scale histogram for the bounds", half, name)
@@ -342,9 +351,58 @@ def _numeric(name: str, kind: str, data: np.ndarray, plan: DiscoveryPlan, eps_ro
                        minlength=edges.size - 1)
     noisy, t2, step2 = _noisy(fine, scale, bits, "equal-cell histogram inside them", half, name)
     lower, upper = _trimmed(noisy, edges, discrete_laplace_variance(scale) ** 0.5, lower, upper)
-    declaration = _bins(kind, lower, upper, plan.bins)
+    steps = [step1, step2]
+    if quantiles:
+        declaration, step3 = _quantile_bins(name, kind, finite, lower, upper, plan.bins, eps_row - 2 * half, bits)
+        steps.append(step3)
+        report["method"] = "DP bounds (log-scale, then 64 equal cells), bins cut at DP quantiles"
+    else:
+        declaration = _bins(kind, lower, upper, plan.bins)
     column = parse_schema({"columns": {name: declaration}}, "discovered domain")[name]
-    return column, [step1, step2], {**report, "thresholds": [t1], "domain": column.describe()}
+    return column, steps, {**report, "thresholds": [t1], "domain": column.describe()}
+
+
+def _quantile_bins(name: str, kind: str, values: np.ndarray, lower: float, upper: float, bins: int,
+                   epsilon: Fraction, bits: BitSource) -> tuple[dict, Measurement]:
+    """Bins over [lower, upper) cut at the j/bins quantiles (j = 1..bins−1), each cut drawn by permute-and-flip
+    at epsilon/(bins−1) among QUANTILE_CANDIDATES public points inside the bounds (whole numbers for integer
+    columns).  Values are clamped into the bounds first.  Cut j's score at point c is
+    −|(1 − q)·#{x < c} − q·#{x ≥ c}|, q = j/bins: zero at the true quantile, and one row more or less changes
+    it by at most max(q, 1 − q) ≤ 1 (sensitivity 1).  Cuts that coincide are merged, so there may be fewer bins."""
+    if kind == "float":  # readable bounds, as for equal widths
+        lower = 0.0 if -LOG_BINS["float"][0] <= lower < 0 else lower
+        lower, upper = _rounded_outward(lower, upper)
+    candidates = np.linspace(lower, upper, QUANTILE_CANDIDATES + 2)[1:-1]
+    if kind == "integer":
+        candidates = np.unique(np.round(candidates))
+        candidates = candidates[(candidates > lower) & (candidates < upper)]
+    else:
+        candidates = np.unique(np.array([_round_to(c, (upper - lower) / 1000) for c in candidates]))
+    clamped = np.sort(np.clip(values, lower, upper))
+    below = np.searchsorted(clamped, candidates, side="left")
+    above = clamped.size - below
+    each = epsilon / (bins - 1)
+    cuts = set()
+    for j in range(1, bins):
+        q = Fraction(j, bins)
+        if candidates.size == 0:
+            break
+        scores = [-abs((1 - q) * int(b) - q * int(a)) for b, a in zip(below, above)]
+        cuts.add(float(candidates[permute_and_flip(scores, each, 1, bits)]))
+    edges = [lower, *sorted(cuts), upper]
+    if kind == "integer":
+        edges = [int(e) for e in edges]
+    record = Measurement(what=f"{name}: {bins - 1} bin cuts at quantiles, by permute-and-flip over "
+                         f"{candidates.size} points", mechanism="exponential mechanism (permute-and-flip)",
+                         sensitivity=1, scale=1 / each, epsilon=epsilon, queries=bins - 1, noise_sd=None,
+                         composition="sequential over the cuts")
+    return {"type": "numeric", "edges": edges, "nulls": "category"}, record
+
+
+def _round_to(value: float, step: float) -> float:
+    """``value`` rounded to a power of ten at most ``step`` (readable cut points)."""
+    unit = 10.0 ** math.floor(math.log10(step)) if step > 0 else 1.0
+    return round(round(value / unit) * unit, 12)
 
 
 def _bins(kind: str, lower: float, upper: float, bins: int) -> dict:

@@ -59,7 +59,7 @@ class PrivateSchema:
 def plan_private_schema(source: Any, epsilon: Any, delta: Any = 0, columns: list[str] | str | None = None,
                         bins: int | None = None, max_categories: int | None = None,
                         privacy_unit: str | None = None, max_rows_per_unit: int | None = None,
-                        seed: int | None = None) -> PrivateSchemaPlan:
+                        seed: int | None = None, binning: str = "equal-width") -> PrivateSchemaPlan:
     """Validate the arguments and the input's header; reads no rows, spends nothing."""
     from .api import _kinds, _parse_delta, _unit_bound
 
@@ -74,7 +74,7 @@ def plan_private_schema(source: Any, epsilon: Any, delta: Any = 0, columns: list
     if unit is not None and unit.column not in src.column_names():
         raise DataError(f"{src.name}: privacy-unit column '{unit.column}' not found in the input")
     plan = DiscoveryPlan(_kinds(src, names), total, _parse_delta(delta), bins or DEFAULT_BINS,
-                         max_categories or DEFAULT_MAX_CATEGORIES)
+                         max_categories or DEFAULT_MAX_CATEGORIES, binning)
     if plan.delta > 0 and plan.column_delta == 0:
         raise UsageError("delta is only used to find the categories of text columns, and there are none: leave "
                          "--delta out")

@@ -201,3 +201,33 @@ def test_csv_type_choice_is_a_random_draw_not_the_argmax():
     assert {"integer", "categorical"} <= set(drawn)
     clear = pa.array(["7"] * 5_000 + ["word"] * 50 + [None] * 10)
     assert {_choose_kind("c", clear, Fraction(1), bits)[0] for _ in range(20)} == {"integer"}
+
+
+def test_quantile_bins_hold_similar_counts_and_pay_half_the_column_budget():
+    """DP quantile bins on a skewed column (exponential, 20,000 rows, column ε = 0.5): every bin holds between
+    half and twice its share of the rows (equal widths would put most rows in the first bin), the steps add up
+    to the discovery ε with the cuts taking half, and the cuts are drawn, not computed (another seed differs)."""
+    rng = np.random.default_rng(4)
+    frame = pd.DataFrame({"x": np.floor(rng.exponential(1000, 20_000)).astype(np.int64)})
+    edges_seen = set()
+    for seed in (1, 2):
+        result = dphist.release(frame, "5", columns=["x"], discovery_binning="quantiles", discovery_bins=8,
+                                seed=seed)
+        discovery = result.report["discovery"]
+        assert Fraction(discovery["epsilon"]) == Fraction(1, 2)
+        steps = [Fraction(s["epsilon"]) for s in discovery["steps"]]
+        assert steps == [Fraction(1, 8), Fraction(1, 8), Fraction(1, 4)]
+        assert "quantiles" in discovery["steps"][2]["what"]
+        domain = result.report["tables"][0]["domain"]["x"]
+        edges = domain["edges"]
+        assert all(float(e).is_integer() for e in edges)
+        counts = np.histogram(np.clip(frame["x"], edges[0], edges[-1] - 1), bins=edges)[0]
+        share = counts / counts.sum()
+        assert len(edges) - 1 >= 6 and share.min() > 0.5 / 8 and share.max() < 2 / 8, share
+        edges_seen.add(tuple(edges))
+    assert len(edges_seen) == 2
+
+
+def test_unknown_binning_is_a_usage_error():
+    with pytest.raises(UsageError, match="binning must be one of"):
+        dphist.release(pd.DataFrame({"x": [1, 2]}), "1", columns=["x"], discovery_binning="median", seed=1)

@@ -21,7 +21,7 @@ from ..algorithms.base import Algorithm, Estimate, Measurement
 from ..discovery import BETA, DiscoveryPlan, LOG_BINS, _categories, _numeric, _threshold
 from ..noise import BitSource, Replicated
 
-__all__ = ["DiscoveredBounds", "PartitionSelection", "TrueCountSelection", "UnthresholdedSelection",
+__all__ = ["DiscoveredBounds", "DiscoveredQuantileBins", "PartitionSelection", "TrueCountSelection", "UnthresholdedSelection",
            "bounds_pair", "labels_pair", "DELTA"]
 
 DELTA = Fraction(1, 10 ** 6)
@@ -57,6 +57,18 @@ class DiscoveredBounds(_Discovery):
     def outcome(self, rows, epsilon, bits):
         plan = DiscoveryPlan({"x": "integer"}, epsilon, Fraction(0), bins=4)
         column, _, report = _numeric("x", "integer", rows.astype(np.float64), plan, epsilon, 1, bits)
+        return None if column is None else column.edges
+
+
+class DiscoveredQuantileBins(DiscoveredBounds):
+    """The same bounds, then one cut at the DP median (permute-and-flip), pure ε."""
+
+    name = "discovery-quantile-bins"
+    summary = "DP bounds and a DP-median cut of a numeric column (audit adapter)"
+
+    def outcome(self, rows, epsilon, bits):
+        plan = DiscoveryPlan({"x": "integer"}, epsilon, Fraction(0), bins=2, binning="quantiles")
+        column, _, _ = _numeric("x", "integer", rows.astype(np.float64), plan, epsilon, 1, bits)
         return None if column is None else column.edges
 
 

@@ -30,7 +30,7 @@ from ..errors import UsageError
 from ..schema import parse_schema
 from .bounds import cp_lower, cp_upper, epsilon_lower_bound
 from .marginal_sets import OverspentMarginals, SeparateMarginals
-from .discovery_steps import (DiscoveredBounds, PartitionSelection, TrueCountSelection, UnthresholdedSelection,
+from .discovery_steps import (DiscoveredBounds, DiscoveredQuantileBins, PartitionSelection, TrueCountSelection, UnthresholdedSelection,
                               bounds_pair, labels_pair)
 from .units import BoundedUnits, UnboundedUnits, unit_pairs
 from .mutants import MUTANTS
@@ -242,6 +242,8 @@ def default_cases(algorithms: list[str] | None = None, mutants: bool = True,
     if algorithms is None or "discovery" in algorithms:
         for label, data, neighbour in bounds_pair(epsilon):
             cases.append(Case(f"discovery bounds {label}", DiscoveredBounds(), data, neighbour, epsilon))
+        label, data, neighbour = bounds_pair(epsilon)[0]
+        cases.append(Case(f"discovery quantile bins {label}", DiscoveredQuantileBins(), data, neighbour, epsilon))
         for label, data, neighbour in labels_pair(epsilon):
             cases.append(Case(f"discovery categories {label}", PartitionSelection(), data, neighbour, epsilon))
         if mutants:
