@@ -100,11 +100,15 @@ class Auto(Algorithm):
         from .partitioning import DPCube
 
         if issubclass(REGISTRY[name], DPCube):
-            block = max(DPCube().auto_block(noisy_total, (max(shape),) * len(shape), epsilon))
+            # The block DPCube would choose itself from this total (the longest axis's value: shorter axes are
+            # cut to their length in either mode).
+            block = max(DPCube().auto_block(noisy_total, tuple(shape), epsilon))
             return get_algorithm(name, block=block)
         return get_algorithm(name)
 
     def run(self, counts: np.ndarray, epsilon: Fraction, bits: BitSource, columns=None) -> Estimate:
+        from ..accountant import format_fraction  # the accountant imports the algorithms
+
         epsilon = Fraction(epsilon)
         eps0 = epsilon * self.params["total_share"]
         eps1 = epsilon - eps0
@@ -132,6 +136,6 @@ class Auto(Algorithm):
             return estimate
         estimate.noisy = [noisy] + list(estimate.noisy)
         estimate.choices = {"algorithm_choice": {**choices[0], "noisy_total": int(noisy),
-                                                 "epsilon_for_total": str(eps0)}, **estimate.choices}
+                                                 "epsilon_for_total": format_fraction(eps0)}, **estimate.choices}
         estimate.structure = {"algorithm": name, **estimate.structure}
         return estimate
