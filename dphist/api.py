@@ -316,8 +316,8 @@ def release(
     schema : path to a YAML/JSON schema, a parsed schema mapping, or a ``Schema``.  Columns it does not declare
         (all of them without a schema) get their domain privately from the data, with ``discovery_share`` of
         epsilon (default 1/10): DP bounds and ``discovery_bins`` bins (default 16) for numbers and dates, of
-        equal width or, with ``discovery_binning="quantiles"``, cut at DP quantiles (numbers); for text, the categories held by enough records (at most ``max_categories``, default 100),
-        which needs ``delta`` > 0.
+        equal width or, with ``discovery_binning="quantiles"``, cut at DP quantiles (numbers); for text, the
+        categories held by enough records (at most ``max_categories``, default 100), which needs ``delta`` > 0.
     delta : the δ of (ε, δ)-DP, used only to discover categories (e.g. ``"1e-6"``); 0 otherwise.
     columns : one table over these columns (``["age", "sex"]`` or ``"age,sex"``).
     tables : several tables, each ``{"name", "columns", "algorithm", "share"}``; epsilon is split by share.

@@ -53,10 +53,11 @@ class DiscoveredBounds(_Discovery):
 
     name = "discovery-bounds"
     summary = "DP bounds and bins of a numeric column (audit adapter)"
+    bins, binning = 4, "equal-width"
 
     def outcome(self, rows, epsilon, bits):
-        plan = DiscoveryPlan({"x": "integer"}, epsilon, Fraction(0), bins=4)
-        column, _, report = _numeric("x", "integer", rows.astype(np.float64), plan, epsilon, 1, bits)
+        plan = DiscoveryPlan({"x": "integer"}, epsilon, Fraction(0), bins=self.bins, binning=self.binning)
+        column, _, _ = _numeric("x", "integer", rows.astype(np.float64), plan, epsilon, 1, bits)
         return None if column is None else column.edges
 
 
@@ -65,11 +66,7 @@ class DiscoveredQuantileBins(DiscoveredBounds):
 
     name = "discovery-quantile-bins"
     summary = "DP bounds and a DP-median cut of a numeric column (audit adapter)"
-
-    def outcome(self, rows, epsilon, bits):
-        plan = DiscoveryPlan({"x": "integer"}, epsilon, Fraction(0), bins=2, binning="quantiles")
-        column, _, _ = _numeric("x", "integer", rows.astype(np.float64), plan, epsilon, 1, bits)
-        return None if column is None else column.edges
+    bins, binning = 2, "quantiles"
 
 
 class PartitionSelection(_Discovery):
