@@ -9,6 +9,9 @@ add/remove sensitivity of every algorithm assumes.
 
 from __future__ import annotations
 
+import os
+import queue
+import threading
 from collections.abc import Iterable
 from dataclasses import dataclass
 
@@ -42,7 +45,7 @@ class TableShape:
 
 def count_tables(
     batches: Iterable[pa.RecordBatch], tables: list[TableShape], where: str = "input",
-    unit: UnitBound | None = None, bits: BitSource | None = None,
+    unit: UnitBound | None = None, bits: BitSource | None = None, workers: int | None = None,
 ) -> list[np.ndarray]:
     """Count every row of every batch into each table, in one pass.
 
@@ -51,41 +54,21 @@ def count_tables(
     source in error messages.  With ``unit``, the batches also hold the unit column, and only the rows chosen by
     :func:`~dphist.contribution.bounded_rows` (at most ``unit.max_rows`` per unit, drawn with ``bits``) count:
     one unit then adds at most that many to each table.
+
+    ``workers`` threads count batches while the next ones are read (default: one per core, at most 4); the
+    counts do not depend on it.  Memory: one accumulator per table and worker, plus the batches in flight.
     """
-    flat = [np.zeros(t.n_cells, dtype=np.int64) for t in tables]
-    held: list[list[np.ndarray]] = [[] for _ in tables]  # with a unit: each row's cell, -1 if dropped
-    units, ids = [], UnitIds()
-    for batch in batches:
-        axes: dict[str, tuple[np.ndarray, np.ndarray | None]] = {}
-        if unit is not None:
-            units.append(ids.encode(batch.column(unit.column)))
-        for table, out, rows in zip(tables, flat, held):
-            index = np.zeros(batch.num_rows, dtype=np.int64)
-            keep = None
-            for column in table.columns:
-                if column.name not in axes:
-                    try:
-                        axes[column.name] = axis_index(column, batch.column(column.name))
-                    except DataError as exc:
-                        raise DataError(f"{where}: {exc}") from None
-                idx, mask = axes[column.name]
-                index *= column.n_cells
-                index += idx
-                if mask is not None:
-                    keep = mask if keep is None else keep & mask
-            if unit is not None:
-                rows.append(index if keep is None else np.where(keep, index, -1))
-                continue
-            if keep is not None:
-                index = index[keep]
-            out += np.bincount(index, minlength=out.size)
     if unit is not None:
-        chosen = bounded_rows(np.concatenate(units) if units else np.zeros(0, np.int64), unit.max_rows, bits)
-        for out, rows in zip(flat, held):
-            index = np.concatenate(rows) if rows else np.zeros(0, np.int64)
-            index = index[chosen & (index >= 0)]
-            out += np.bincount(index, minlength=out.size)
-    return [out.reshape(t.shape) for t, out in zip(tables, flat)]
+        return _count_units(batches, tables, where, unit, bits)
+    workers = max(1, min(os.cpu_count() or 1, 4)) if workers is None else max(1, int(workers))
+    counters = [_Counter(tables, where) for _ in range(workers)]
+    if workers == 1:
+        for batch in batches:
+            counters[0].add(batch)
+    else:
+        _run_threads(batches, counters)
+    totals = [sum(parts) for parts in zip(*(c.finish() for c in counters))]
+    return [_inner(total, table) for total, table in zip(totals, tables)]
 
 
 def axis_index(column: Column, values: pa.Array | pa.ChunkedArray) -> tuple[np.ndarray, np.ndarray | None]:
@@ -94,60 +77,300 @@ def axis_index(column: Column, values: pa.Array | pa.ChunkedArray) -> tuple[np.n
     Returns ``(index, keep)``: an int64 array with one entry per value (entries of dropped rows are 0), and a
     bool mask of rows to keep, or None when every row is kept.
     """
-    if isinstance(values, pa.ChunkedArray):
-        values = values.combine_chunks()
-    if isinstance(column, NumericColumn):
-        return _numeric_index(column, values)
-    if isinstance(column, DateColumn):
-        return _date_index(column, values)
-    return _categorical_index(column, values)
+    codes = _Axis(column).codes(values)
+    keep = codes < column.n_cells
+    return np.where(keep, codes, 0), (None if keep.all() else keep)
 
 
-def _finish(index: np.ndarray, keep: np.ndarray, null: np.ndarray, column: Column, null_cell: int):
-    """Apply the null policy: a null goes to the extra cell or is dropped."""
-    if null.any():
-        if column.null_cell:
-            index[null] = null_cell
-            keep = keep | null
-        else:
-            keep = keep & ~null
-    return index, (None if keep.all() else keep)
+# ---- a table's cells in the extended space ------------------------------------------------------------------
+#
+# Each axis maps a value to a code in 0..n, where n (one past the axis's last cell) means "not counted here".
+# A table is counted in the extended space of shape (n1 + 1, n2 + 1, ...): a row dropped on any axis lands in
+# a slice that is cut off at the end.  So counting needs no masks at all: codes, a C-order combination, one
+# bincount.
 
 
-def _bin_values(v: np.ndarray, edges: np.ndarray, equal_width: bool, out_of_domain: str, null: np.ndarray):
-    bins = len(edges) - 1
-    lower, upper = edges[0], edges[-1]
-    with np.errstate(invalid="ignore"):
-        inside = (v >= lower) & (v < upper)
-        if equal_width:
-            idx = np.floor((v - lower) * (bins / (upper - lower)))
-            idx = np.nan_to_num(idx, nan=0.0, posinf=bins - 1, neginf=0.0)
-            idx = np.clip(idx, 0, bins - 1).astype(np.int64)
-            # Float rounding can put a value one bin off near an edge; the published edges are the truth.
-            idx -= v < edges[idx]
-            idx += (v >= edges[np.minimum(idx + 1, bins)]) & (idx < bins - 1)
-        else:
-            idx = np.searchsorted(edges, v, side="right").astype(np.int64) - 1
-        idx = np.clip(idx, 0, bins - 1)  # clamps values below lower / at or above upper into the edge bins
-    keep = ~null
-    if out_of_domain == "drop":
-        keep &= inside
-    return idx, keep
+def _ext_shape(table: TableShape) -> tuple[int, ...]:
+    return tuple(n + 1 for n in table.shape)
 
 
-def _numeric_index(column: NumericColumn, values: pa.Array):
-    if pa.types.is_dictionary(values.type):
-        values = values.dictionary_decode()
-    if not (pa.types.is_floating(values.type)):
-        values = pc.cast(values, pa.float64(), safe=False)
-    v = values.to_numpy(zero_copy_only=False).astype(np.float64, copy=False)
-    null = np.isnan(v)  # arrow nulls arrive as NaN; a NaN value is treated as missing, never compared
-    edges = np.asarray(column.edges, dtype=np.float64)
-    idx, keep = _bin_values(v, edges, column.equal_width, column.out_of_domain, null)
-    return _finish(idx, keep, null, column, column.bins)
+def _inner(ext_flat: np.ndarray, table: TableShape) -> np.ndarray:
+    """The table's own cells out of its extended counts."""
+    inner = ext_flat.reshape(_ext_shape(table))[tuple(slice(0, n) for n in table.shape)]
+    return np.ascontiguousarray(inner, dtype=np.int64)
 
 
-def _date_index(column: DateColumn, values: pa.Array):
+def _flat_codes(table: TableShape, codes: dict[str, np.ndarray], out: np.ndarray | None = None) -> np.ndarray:
+    """Each row's cell in the table's extended space (C order), in ``out`` if given (one-column tables
+    return the column's codes themselves)."""
+    names = [c.name for c in table.columns]
+    ext = _ext_shape(table)
+    if len(names) == 1:
+        return codes[names[0]]
+    first = codes[names[0]]
+    flat = np.multiply(first, ext[1], out=None if out is None else out[:len(first)])
+    for i, name in enumerate(names[1:], start=1):
+        flat += codes[name]
+        if i + 1 < len(names):
+            flat *= ext[i + 1]
+    return flat
+
+
+class _Counter:
+    """Accumulates batches into every table's extended counts (one instance, with its own axes and their
+    buffers, per worker thread)."""
+
+    def __init__(self, tables: list[TableShape], where: str) -> None:
+        self.tables, self.where = tables, where
+        self.axes = {c.name: _Axis(c) for t in tables for c in t.columns}
+        self.sizes = [int(np.prod(_ext_shape(t), dtype=np.int64)) for t in tables]
+        self.counts = [np.zeros(n, dtype=np.int64) for n in self.sizes]
+        # A table much bigger than a batch is not bincounted per batch (that would touch every cell each
+        # time): its cells are buffered until they are worth one bincount over the whole table.
+        self.pending: list[list[np.ndarray]] = [[] for _ in tables]
+        self.pending_rows = [0] * len(tables)
+        self.flat = np.empty(0, dtype=np.intp)  # each row's cell, reused from batch to batch
+
+    def codes(self, batch: pa.RecordBatch) -> dict[str, np.ndarray]:
+        """Each column's codes for this batch (buffers of the axes, valid until the next batch)."""
+        codes = {}
+        for name, axis in self.axes.items():
+            try:
+                codes[name] = axis.codes(batch.column(name))
+            except DataError as exc:
+                raise DataError(f"{self.where}: {exc}") from None
+        return codes
+
+    def add(self, batch: pa.RecordBatch) -> None:
+        codes = self.codes(batch)
+        rows = batch.num_rows
+        if len(self.flat) < rows:
+            self.flat = np.empty(rows, dtype=np.intp)
+        for i, table in enumerate(self.tables):
+            flat = _flat_codes(table, codes, self.flat)
+            if self.sizes[i] <= max(rows // 2, 1 << 12):
+                self.counts[i] += np.bincount(flat, minlength=self.sizes[i])
+                continue
+            self.pending[i].append(flat.astype(np.int32 if self.sizes[i] < 2**31 else np.int64))  # a copy
+            self.pending_rows[i] += len(flat)
+            if self.pending_rows[i] >= self.sizes[i]:
+                self._flush(i)
+
+    def _flush(self, i: int) -> None:
+        if self.pending[i]:
+            self.counts[i] += np.bincount(np.concatenate(self.pending[i]), minlength=self.sizes[i])
+            self.pending[i], self.pending_rows[i] = [], 0
+
+    def finish(self) -> list[np.ndarray]:
+        for i in range(len(self.tables)):
+            self._flush(i)
+        return self.counts
+
+
+def _run_threads(batches: Iterable[pa.RecordBatch], counters: list[_Counter]) -> None:
+    """Read batches in this thread and count them in one thread per counter; the first error wins."""
+    jobs: queue.Queue = queue.Queue(maxsize=2 * len(counters))
+    errors: list[BaseException] = []
+
+    def work(counter: _Counter) -> None:
+        while (batch := jobs.get()) is not None:
+            if errors:
+                continue  # drain: the reader stops at its next batch
+            try:
+                counter.add(batch)
+            except BaseException as exc:  # re-raised in the reading thread
+                errors.append(exc)
+
+    threads = [threading.Thread(target=work, args=(c,), daemon=True) for c in counters]
+    for t in threads:
+        t.start()
+    try:
+        for batch in batches:
+            if errors:
+                break
+            jobs.put(batch)
+    finally:
+        for _ in threads:
+            jobs.put(None)
+        for t in threads:
+            t.join()
+    if errors:
+        raise errors[0]
+
+
+def _count_units(batches, tables, where, unit, bits) -> list[np.ndarray]:
+    """Counting with a privacy unit: every row's cell is kept until all rows are read, because which of a
+    unit's rows count is drawn over all of them (:func:`~dphist.contribution.bounded_rows`)."""
+    counter = _Counter(tables, where)
+    held: list[list[np.ndarray]] = [[] for _ in tables]
+    units, ids = [], UnitIds()
+    for batch in batches:
+        units.append(ids.encode(batch.column(unit.column)))
+        codes = counter.codes(batch)
+        for i, table in enumerate(tables):
+            flat = _flat_codes(table, codes)  # may be an axis's buffer: always copied below
+            held[i].append(flat.astype(np.int32 if counter.sizes[i] < 2**31 else np.int64))
+    chosen = bounded_rows(np.concatenate(units) if units else np.zeros(0, np.int64), unit.max_rows, bits)
+    out = []
+    for table, rows, size in zip(tables, held, counter.sizes):
+        flat = np.concatenate(rows) if rows else np.zeros(0, np.int64)
+        out.append(_inner(np.bincount(flat[chosen], minlength=size), table))
+    return out
+
+
+# ---- axes: values to codes ---------------------------------------------------------------------------------
+
+_LUT_MAX = 1 << 20  # the widest range of whole numbers mapped through a lookup table
+
+
+class _Axis:
+    """One column, prepared once per counting pass and worker: ``codes(values)`` maps a batch's values to
+    codes in ``0..n_cells``, where ``n_cells`` means the row is not counted (dropped by the column's policy).
+
+    The returned array is this axis's own buffer, overwritten by the next call.  Reusing buffers matters:
+    fresh megabyte-sized temporaries for every batch cost more in page faults than the arithmetic.
+    """
+
+    def __init__(self, column: Column) -> None:
+        self.column = column
+        self.drop = column.n_cells
+        self._scratch: dict[str, np.ndarray] = {}
+        if isinstance(column, CategoricalColumn):
+            self.null_code = len(column.values) if column.null_cell else self.drop
+            self.positions = {label: i for i, label in enumerate(column.values)}
+            self._cached: tuple[pa.Array, np.ndarray] | None = None
+            return
+        edges = np.asarray(column.edges, dtype=np.float64)
+        bins = len(edges) - 1
+        self.null_code = bins if column.null_cell else self.drop
+        self.edges, self.bins = edges, bins
+        self.lower, self.upper = float(edges[0]), float(edges[-1])
+        clamp = column.out_of_domain != "drop"
+        # Position p of a value: 0 below the domain, k for bin k - 1, bins + 1 at or above its upper end (and
+        # bins + 2, the same, for +inf, which the correction below moves up once more).
+        above = bins - 1 if clamp else self.drop
+        self.position_code = np.array([0 if clamp else self.drop, *range(bins), above, above], dtype=np.intp)
+        # bounds[p] <= v < bounds[p + 1] for a value at position p.  (No NaN here: comparing with NaN is slow.)
+        self.bounds = np.concatenate([[-np.inf], edges, [np.inf]])
+        self.equal_width = isinstance(column, NumericColumn) and column.equal_width
+        self.scale = bins / (self.upper - self.lower)
+        # Whole numbers in [base, top] go through a table: exact, and cheaper than arithmetic.
+        self.base, self.top = int(np.floor(self.lower)) - 1, int(np.ceil(self.upper))
+        self.whole_lookup = None
+        if self.top - self.base <= _LUT_MAX:
+            whole = np.arange(self.base, self.top + 1, dtype=np.float64)
+            self.whole_lookup = self.position_code[np.searchsorted(edges, whole, side="right")]
+
+    def _buffer(self, key: str, n: int, dtype) -> np.ndarray:
+        buf = self._scratch.get(key)
+        if buf is None or len(buf) < n:
+            buf = self._scratch[key] = np.empty(n, dtype=dtype)
+        return buf[:n]
+
+    def codes(self, values: pa.Array | pa.ChunkedArray) -> np.ndarray:
+        if isinstance(values, pa.ChunkedArray):
+            values = values.combine_chunks()
+        column = self.column
+        if isinstance(column, CategoricalColumn):
+            return self._categorical(values)
+        if isinstance(column, DateColumn):
+            return self._whole_or_real(_date_days(column, values))
+        if pa.types.is_dictionary(values.type):
+            values = values.dictionary_decode()
+        return self._whole_or_real(values)
+
+    # numbers and dates
+
+    def _whole_or_real(self, values: pa.Array) -> np.ndarray:
+        typ = values.type
+        whole = (pa.types.is_signed_integer(typ) or typ in (pa.uint8(), pa.uint16(), pa.uint32())
+                 or pa.types.is_date32(typ))
+        if whole and self.whole_lookup is not None:
+            return self._whole(values)
+        if not pa.types.is_floating(typ):
+            values = pc.cast(values.cast(pa.int32()) if pa.types.is_date32(typ) else values, pa.float64(),
+                             safe=False)
+        return self._real(values.to_numpy(zero_copy_only=False).astype(np.float64, copy=False))
+
+    def _whole(self, values: pa.Array) -> np.ndarray:
+        if pa.types.is_date32(values.type):
+            values = values.cast(pa.int32())
+        nulls = values.null_count
+        v = (values.fill_null(0) if nulls else values).to_numpy(zero_copy_only=False)
+        n = len(v)
+        shifted = np.clip(v, self.base, self.top, out=self._buffer("whole", n, np.int64), casting="unsafe")
+        shifted -= self.base
+        codes = self.whole_lookup.take(shifted, out=self._buffer("codes", n, np.intp))
+        if nulls:
+            codes[values.is_null().to_numpy(zero_copy_only=False)] = self.null_code
+        return codes
+
+    def _real(self, v: np.ndarray) -> np.ndarray:
+        n = len(v)
+        p = self._buffer("position", n, np.intp)
+        # NaN (Arrow's nulls arrive as NaN) is missing, never compared.  A finite sum rules NaN out in one pass.
+        with np.errstate(invalid="ignore", over="ignore"):
+            nan = None if np.isfinite(v.sum()) else np.isnan(v)
+            if nan is not None and not nan.any():
+                nan = None
+            if self.equal_width:
+                t = np.multiply(v, self.scale, out=self._buffer("real", n, np.float64))
+                t += 1.0 - self.lower * self.scale
+                np.floor(t, out=t)
+                np.clip(t, 0, self.bins + 1, out=t)
+                if nan is not None:
+                    t[nan] = 0
+                p[...] = t
+                # Float rounding can put a value one position off near an edge; the published edges decide.
+                bound, off = t, self._buffer("off", n, np.bool_)  # t is free again: reuse it for the bounds
+                np.less(v, self.bounds.take(p, out=bound), out=off)
+                p -= off
+                p += 1
+                np.greater_equal(v, self.bounds.take(p, out=bound), out=off)
+                p -= 1
+                p += off
+            else:
+                p[...] = np.searchsorted(self.edges, v, side="right")
+        codes = self.position_code.take(p, out=self._buffer("codes", n, np.intp))
+        if nan is not None:
+            codes[nan] = self.null_code
+        return codes
+
+    # categories
+
+    def _categorical(self, values: pa.Array) -> np.ndarray:
+        values = as_text(values)
+        if not pa.types.is_dictionary(values.type):
+            values = pc.dictionary_encode(values)
+        lookup = self._dictionary_lookup(values.dictionary)
+        indices = values.indices
+        if indices.null_count:
+            indices = indices.fill_null(len(lookup) - 1)
+        index = indices.to_numpy(zero_copy_only=False)
+        return lookup.take(index, out=self._buffer("codes", len(index), np.intp))
+
+    def _dictionary_lookup(self, dictionary: pa.Array) -> np.ndarray:
+        """Code of each dictionary entry, plus a last entry for null indices (cached while the dictionary
+        repeats, as it does across the batches of a Parquet row group)."""
+        if self._cached is not None and self._cached[0].equals(dictionary):
+            return self._cached[1]
+        lookup = np.full(len(dictionary) + 1, self.drop, dtype=np.intp)
+        for i, label in enumerate(dictionary.to_pylist()):
+            if label is None:
+                lookup[i] = self.null_code
+                continue
+            if "\n" in label or "\r" in label:
+                # Arrow's CSV reader lets a quoted field run across a line end; we never accept that as a label.
+                raise DataError(f"column '{self.column.name}': a value spans a line break (unbalanced quotes in "
+                                "the CSV?)")
+            lookup[i] = self.positions.get(normalise_label(label), self.drop)
+        lookup[-1] = self.null_code
+        self._cached = (dictionary, lookup)
+        return lookup
+
+
+def _date_days(column: DateColumn, values: pa.Array) -> pa.Array:
+    """Dates as date32 (days since 1970-01-01); timestamps are floored to their calendar day."""
     typ = values.type
     try:
         if pa.types.is_string(typ) or pa.types.is_large_string(typ):
@@ -158,14 +381,11 @@ def _date_index(column: DateColumn, values: pa.Array):
             values = pc.cast(pc.floor_temporal(values, unit="day"), pa.date32())
         elif pa.types.is_date64(typ):
             values = pc.cast(values, pa.date32())
+        elif pa.types.is_null(typ):
+            values = values.cast(pa.date32())
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
         raise DataError(f"column '{column.name}': a value is not a date YYYY-MM-DD (declared date)") from None
-    days = values.cast(pa.int32()).to_numpy(zero_copy_only=False)
-    null = np.asarray(values.is_null().to_numpy(zero_copy_only=False), dtype=bool)
-    v = np.where(null, 0, np.nan_to_num(days.astype(np.float64)))
-    edges = np.asarray(column.edges, dtype=np.float64)
-    idx, keep = _bin_values(v, edges, False, column.out_of_domain, null)
-    return _finish(idx, keep, null, column, column.bins)
+    return values
 
 
 def as_text(values: pa.Array | pa.ChunkedArray) -> pa.Array:
@@ -182,28 +402,3 @@ def as_text(values: pa.Array | pa.ChunkedArray) -> pa.Array:
             values = pc.if_else(pc.equal(values, pc.floor(values)), pc.cast(values, pa.int64(), safe=False), values)
         values = pc.cast(values, pa.string())
     return values
-
-
-def _categorical_index(column: CategoricalColumn, values: pa.Array):
-    values = as_text(values)
-    if not pa.types.is_dictionary(values.type):
-        values = pc.dictionary_encode(values)
-    dictionary = values.dictionary.to_pylist()
-    positions = {label: i for i, label in enumerate(column.values)}
-    lookup = np.full(len(dictionary) + 1, -1, dtype=np.int64)
-    for i, label in enumerate(dictionary):
-        if label is None:
-            continue
-        if "\n" in label or "\r" in label:
-            # Arrow's CSV reader lets a quoted field run across a line end; we never accept that as a label.
-            raise DataError(f"column '{column.name}': a value spans a line break (unbalanced quotes in the CSV?)")
-        lookup[i] = positions.get(normalise_label(label), -1)
-    codes = values.indices.fill_null(len(dictionary)).to_numpy(zero_copy_only=False).astype(np.int64)
-    null = np.asarray(values.is_null().to_numpy(zero_copy_only=False), dtype=bool)
-    null_labels = [i for i, label in enumerate(dictionary) if label is None]
-    if null_labels:
-        null |= np.isin(codes, null_labels)
-    mapped = lookup[codes]
-    keep = mapped >= 0
-    idx = np.maximum(mapped, 0)
-    return _finish(idx, keep, null, column, len(column.values))

@@ -13,6 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from dphist.counting import TableShape, axis_index, count_tables
+from dphist.errors import DataError
 from dphist.schema import parse_schema
 
 
@@ -137,3 +138,99 @@ def test_up_to_four_dimensions_c_order(dims):
     ref = np.zeros(shape.shape, dtype=np.int64)
     np.add.at(ref, tuple(data[f"c{i}"].astype(int) for i in range(dims)), 1)
     assert np.array_equal(counts, ref)
+
+
+whole_strategy = st.lists(st.one_of(st.none(), st.integers(-30, 130), st.sampled_from([-2**62, 2**62, 0, 99, 100])),
+                          min_size=1, max_size=200)
+
+
+@settings(max_examples=100, deadline=None)
+@given(values=whole_strategy, ood=st.sampled_from(["clamp", "drop"]), nulls=st.sampled_from(["drop", "category"]),
+       typ=st.sampled_from([pa.int64(), pa.int32()]))
+def test_whole_numbers_through_the_lookup_match_reference(values, ood, nulls, typ):
+    if typ == pa.int32():
+        values = [None if v is None else max(min(v, 2**31 - 1), -2**31) for v in values]
+    column = parse_schema({"columns": {"x": {"type": "numeric", "edges": [0.5, 3, 17.25, 18, 65, 100],
+                                             "out_of_domain": ood, "nulls": nulls}}})["x"]
+    assert run_axis(column, values, typ) == [reference_numeric(v, column.edges, ood, nulls) for v in values]
+
+
+def test_whole_numbers_over_a_range_too_wide_for_a_lookup():
+    # 2**22 units wide: counted by arithmetic on floats, with the same answers.
+    column = parse_schema({"columns": {"x": {"type": "numeric", "lower": -2**21, "upper": 2**21, "bins": 7,
+                                             "out_of_domain": "drop"}}})["x"]
+    values = [-2**21, -2**21 - 1, 2**21, 2**21 - 1, 0, None, *range(-2**21, 2**21, 99_991)]
+    assert run_axis(column, values, pa.int64()) == [reference_numeric(v, column.edges, "drop", "drop") for v in values]
+    unsigned = [v for v in values if v is None or v >= 0]
+    assert run_axis(column, unsigned, pa.uint64()) == \
+        [reference_numeric(v, column.edges, "drop", "drop") for v in unsigned]
+
+
+def test_values_on_float_edges_land_in_the_published_bin():
+    # Edges like 0.1 + 0.3 * i are not exact in binary; arithmetic alone would misplace values equal to them.
+    column = parse_schema({"columns": {"x": {"type": "numeric", "lower": 0.1, "upper": 30.1, "bins": 100}}})["x"]
+    values = list(column.edges) + [np.nextafter(e, -np.inf) for e in column.edges]
+    assert run_axis(column, values, pa.float64()) == [reference_numeric(v, column.edges, "clamp", "drop")
+                                                      for v in values]
+
+
+def big_table_data(rows=30_000, seed=5):
+    schema = parse_schema({"columns": {
+        "x": {"type": "numeric", "lower": 0, "upper": 1, "bins": 300, "nulls": "category"},
+        "y": {"type": "numeric", "lower": 0, "upper": 1, "bins": 200, "out_of_domain": "drop"},
+        "s": {"type": "categorical", "values": ["a", "b", "c"], "nulls": "category"},
+    }})
+    rng = np.random.default_rng(seed)
+    x = rng.uniform(-0.1, 1.1, rows)
+    x[rng.random(rows) < 0.05] = np.nan
+    y = rng.uniform(-0.1, 1.1, rows)
+    s = pa.array(rng.choice(["a", "b", "c", "d"], rows)).dictionary_encode()
+    return schema, pa.table({"x": x, "y": y, "s": s})
+
+
+def reference_counts(schema, table, names):
+    cols = [schema[n] for n in names]
+    ref = np.zeros(tuple(c.n_cells for c in cols), dtype=np.int64)
+    data = {n: table.column(n).to_pylist() for n in names}
+    for i in range(table.num_rows):
+        cell = []
+        for n, c in zip(names, cols):
+            v = data[n][i]
+            if c.kind == "categorical":
+                k = c.values.index(v) if v in c.values else (len(c.values) if v is None and c.null_cell else None)
+            else:
+                k = reference_numeric(v, c.edges, c.out_of_domain, c.nulls)
+            if k is None:
+                break
+            cell.append(k)
+        else:
+            ref[tuple(cell)] += 1
+    return ref
+
+
+@pytest.mark.parametrize("workers", [1, 2, 3])
+def test_threads_and_big_tables_count_exactly(workers):
+    """Tables far bigger than a batch are buffered before one bincount; every worker count gives the same."""
+    schema, table = big_table_data()
+    names = [["x", "y"], ["x", "y", "s"], ["s"]]
+    shapes = [TableShape("_".join(n), tuple(schema[c] for c in n)) for n in names]
+    counts = count_tables(table.to_batches(max_chunksize=1000), shapes, workers=workers)
+    for n, got in zip(names, counts):
+        assert got.shape == tuple(schema[c].n_cells for c in n)
+        assert np.array_equal(got, reference_counts(schema, table, n))
+
+
+def test_an_error_in_a_worker_stops_the_pass_with_the_source_named():
+    schema = parse_schema({"columns": {"d": {"type": "date", "lower": "2023-01-01", "upper": "2024-01-01"}}})
+    good = pa.record_batch({"d": pa.array(["2023-05-01"] * 10)})
+    bad = pa.record_batch({"d": pa.array(["not a date"] * 10)})
+    read = []
+
+    def batches():
+        for i in range(200):
+            read.append(i)
+            yield bad if i == 3 else good
+
+    with pytest.raises(DataError, match=r"^data\.csv: column 'd': a value is not a date"):
+        count_tables(batches(), [TableShape("d", (schema["d"],))], "data.csv", workers=2)
+    assert len(read) < 200  # the reader stopped early

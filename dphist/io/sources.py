@@ -113,13 +113,19 @@ class Source:
             for path in self.files:
                 yield from _csv_batches(path, columns)
         elif self.format == "parquet":
+            # Text columns stay dictionary-encoded as stored (codes, not strings); Arrow's scanner decodes the
+            # next row groups on its threads while the current batches are counted, a bounded number ahead.
             categorical = [n for n, c in columns.items() if c.kind == "categorical"]
+            fmt = pads.ParquetFileFormat(read_options=pads.ParquetReadOptions(dictionary_columns=categorical))
             for path in self.files:
                 try:
-                    # One row group at a time, no pre-buffering: memory stays flat whatever the file size.
-                    reader = pq.ParquetFile(path, read_dictionary=categorical, pre_buffer=False)
-                    for batch in reader.iter_batches(batch_size=_PARQUET_BATCH, columns=names):
-                        yield batch.select(names)
+                    dataset = pads.dataset(str(path), format=fmt)
+                    missing = [n for n in names if n not in dataset.schema.names]
+                    if missing:
+                        raise DataError(f"{path}: column '{missing[0]}' is missing from this file")
+                    for batch in dataset.to_batches(columns=names, batch_size=_PARQUET_BATCH,
+                                                    batch_readahead=4, fragment_readahead=1):
+                        yield batch
                 except (pa.ArrowInvalid, OSError) as exc:
                     raise DataError(f"{path}: {_parquet_problem(exc)}") from None
         else:
