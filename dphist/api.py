@@ -22,21 +22,26 @@ from .accountant import (MIN_EPSILON, NEIGHBOURING, PRIVACY_UNIT, SAMPLER, TEST_
 from .algorithms import Algorithm, Estimate, applicable_options, get_algorithm
 from .contribution import UnitBound, UnitColumn
 from .discovery import AUTO, DEFAULT_BINS, DEFAULT_MAX_CATEGORIES, DEFAULT_SHARE, DiscoveryPlan, discover, kind_of
-from .counting import TableShape, count_tables
+from .counting import TableShape
+from .engines import check_engine
+from .engines import count as count_with
 from .errors import DataError, UsageError
 from .ledger import ROW_UNIT
 from .inference import nonnegative_integer_table
-from .io.sources import Source, open_source
+from .io.sources import Source, open_source, remote_source
 from .io.writers import write_release
 from .job import TableRequest, check_table_names, parse_tables, table_name_for
 from .consistency import consistent_marginals, expected_errors, nonnegative_integer_marginals
 from .marginals import MarginalPlan, derive_marginal, labelled_frame, parse_marginals, plan_marginals, union_of
 from .noise import BitSource, SeededBits, SystemBits
+from .progress import Progress
 from .schema import MAX_CELLS, MAX_DIMENSIONS, Schema, load_schema, parse_schema
 
 __all__ = ["Release", "ReleasePlan", "release", "plan_release", "run_plan", "DEFAULT_ALGORITHM"]
 
 DEFAULT_ALGORITHM = "auto"
+#: Tables of more cells than this are refused before any row is read, unless a larger limit is given.
+DEFAULT_MAX_CELLS = 2**24
 # Marginal sets default to identity: the strategies' expected errors and the exact least-squares combination
 # of "separate" are worked out for it (marginals.py).
 MARGINALS_ALGORITHM = "identity"
@@ -121,6 +126,10 @@ class ReleasePlan:
     #: With marginals: the strategy; under "full" the one table is the full table over their columns, released
     #: as sums of it; under "separate" the tables are the marginals, made consistent after measurement.
     marginal_plan: MarginalPlan | None = None
+    #: Where the counting pass runs (:mod:`dphist.engines`) and the cell limit tables were checked against.
+    engine: str = "local"
+    master: str | None = None
+    max_cells: int = DEFAULT_MAX_CELLS
 
     @property
     def rows_per_protected_group(self) -> int:
@@ -157,9 +166,14 @@ def plan_release(
     discovery_bins: int | None = None,
     max_categories: int | None = None,
     discovery_binning: str = "equal-width",
+    engine: str = "local",
+    master: str | None = None,
+    max_cells: int = DEFAULT_MAX_CELLS,
 ) -> ReleasePlan:
     """Validate the arguments of :func:`release` and the input's header; reads no rows, spends nothing."""
     total_epsilon = parse_epsilon(epsilon)
+    if isinstance(max_cells, bool) or not isinstance(max_cells, (int, np.integer)) or not 1 <= max_cells <= MAX_CELLS:
+        raise UsageError(f"the cell limit must be a whole number from 1 to {MAX_CELLS:,}")
     unit = _unit_bound(privacy_unit, max_rows_per_unit)
     if isinstance(group_size, bool) or not isinstance(group_size, (int, np.integer)) or group_size < 1:
         raise UsageError("group size must be a whole number of units, at least 1")
@@ -173,7 +187,8 @@ def plan_release(
     if schema is not None:
         schema = schema if isinstance(schema, Schema) else (
             parse_schema(schema) if isinstance(schema, dict) else load_schema(schema))
-    src = open_source(source)
+    remote = engine == "spark" and isinstance(source, (str, os.PathLike)) and "://" in os.fspath(source)
+    src = remote_source(os.fspath(source)) if remote else open_source(source)
     wanted = ([c for m in marginals for c in m] if marginals is not None else
               _requested_columns(columns, tables, schema, src, unit))
     discovery = None
@@ -202,7 +217,7 @@ def plan_release(
         union = union_of(marginals)
         full_cells = int(np.prod([sizes[c] for c in union], dtype=np.float64))
         full_limit = (f"would have {len(union)} columns, more than {MAX_DIMENSIONS}" if len(union) > MAX_DIMENSIONS
-                      else f"would have {full_cells} cells, more than {MAX_CELLS}" if full_cells > MAX_CELLS else None)
+                      else f"would have {full_cells:,} cells, more than {max_cells:,}" if full_cells > max_cells else None)
         per_row = table_epsilon / ((unit.max_rows if unit else 1) * int(group_size))  # what the noise is set by
         algorithm = algorithm or MARGINALS_ALGORITHM
         marginal_plan = plan_marginals(marginals, sizes, per_row, algorithm, marginal_strategy, full_limit)
@@ -218,18 +233,20 @@ def plan_release(
     for key in algorithm_options or {}:
         if not any(key in applicable_options(n, {key: None}) for n in names):
             raise UsageError(f"option '{key}' does not apply to {', '.join(sorted(set(names)))}")
-    shapes = [_table_shape(schema, t) for t in requests]
+    shapes = [_table_shape(schema, t, int(max_cells)) for t in requests]
     for algo, shape in zip(algorithms, shapes):
         algo.check_shape(shape.shape)
     budgets = split_budget(table_epsilon, [Fraction(t.share) for t in requests], [t.name for t in requests])
     if seed is not None and (isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0):
         raise UsageError("seed must be a non-negative integer")
-    src.check_columns({c.name: c for shape in shapes for c in shape.columns
-                       if discovery is None or c.name not in discovery.kinds})
+    check_engine(engine, master, src, unit, discovery is not None)
+    if not remote:  # a URL's header is checked by Spark when it reads it
+        src.check_columns({c.name: c for shape in shapes for c in shape.columns
+                           if discovery is None or c.name not in discovery.kinds})
     if unit is not None and unit.column not in src.column_names():
         raise DataError(f"{src.name}: privacy-unit column '{unit.column}' not found in the input")
     plan = ReleasePlan(src, total_epsilon, requests, shapes, algorithms, budgets, seed, raw, discovery, total_delta,
-                       unit, int(group_size), marginal_plan)
+                       unit, int(group_size), marginal_plan, engine, master, int(max_cells))
     factor = plan.rows_per_protected_group
     for request, budget in zip(requests, budgets):
         if budget / factor < MIN_EPSILON:
@@ -306,6 +323,9 @@ def release(
     discovery_bins: int | None = None,
     max_categories: int | None = None,
     discovery_binning: str = "equal-width",
+    engine: str = "local",
+    master: str | None = None,
+    max_cells: int = DEFAULT_MAX_CELLS,
 ) -> Release:
     """Release differentially private tables of ``source``, charged to the budget ledger.
 
@@ -343,6 +363,11 @@ def release(
     ledger : a :class:`~dphist.ledger.Ledger` or a path to one (default: ``$DPHIST_LEDGER``, else
         ``~/.local/share/dphist/ledger.sqlite``).  The release is recorded there against ``dataset_id`` (default:
         the input's absolute path; every DataFrame shares one id), and refused (BudgetExhausted) past its cap.
+    engine, master : where the counting pass runs: ``"local"`` (default; this process, all cores), ``"dask"``
+        (``master``: "threads", "processes", "local-cluster" or a scheduler address) or ``"spark"`` (``master``:
+        any Spark master, default ``local[*]``; ``source`` may then be a URL Spark reads, such as s3a:// or
+        hdfs://).  Counts are the same on every engine; noise and output stay in this process.
+    max_cells : refuse (UsageError, before reading) any table of more cells than this (default 2**24).
 
     The total epsilon spent is exactly ``epsilon`` (sequential composition over tables), under add/remove of
     one record.  Raises UsageError for bad arguments (before reading data) and DataError for unreadable data.
@@ -355,7 +380,8 @@ def release(
                         marginal_strategy=marginal_strategy, privacy_unit=privacy_unit,
                         max_rows_per_unit=max_rows_per_unit, group_size=group_size, delta=delta,
                         discovery_share=discovery_share, discovery_bins=discovery_bins,
-                        max_categories=max_categories, discovery_binning=discovery_binning)
+                        max_categories=max_categories, discovery_binning=discovery_binning,
+                        engine=engine, master=master, max_cells=max_cells)
     if seed is not None:
         return run_plan(plan)
 
@@ -367,8 +393,11 @@ def release(
     return charged_run(plan, work, book, dataset_id).value
 
 
-def run_plan(plan: ReleasePlan) -> Release:
-    """Read the data once, measure every table with noise, post-process, and build the report."""
+def run_plan(plan: ReleasePlan, progress: bool = False) -> Release:
+    """Read the data once, measure every table with noise, post-process, and build the report.
+
+    ``progress``: draw a progress bar of the counting pass on stderr (for a terminal; see :mod:`dphist.progress`).
+    """
     src, seed, raw, total_epsilon = plan.source, plan.seed, plan.raw, plan.epsilon
     bits: BitSource = SystemBits() if seed is None else SeededBits(int(seed))
     factor = plan.rows_per_protected_group
@@ -381,7 +410,12 @@ def run_plan(plan: ReleasePlan) -> Release:
     needed = {c.name: c for shape in shapes for c in shape.columns}
     needed.update({k: v for k, v in unit_reader.items() if k not in needed})
     # The only step that reads rows (apart from discovery).
-    counts = count_tables(src.batches(needed), shapes, src.name, plan.unit, bits)
+    bar = Progress(*src.progress_total()) if progress and src.files else None
+    try:
+        counts = count_with(plan.engine, plan.master, src, needed, shapes, plan.unit, bits, bar)
+    finally:
+        if bar is not None:
+            bar.close()
 
     table_reports, estimates = [], []
     for (request, algo, budget), shape, table_counts in zip(tables, shapes, counts):
@@ -467,9 +501,9 @@ def _discover_domains(plan: ReleasePlan, tables: list, bits: BitSource, unit_rea
     shapes = [TableShape(shapes[i].name, tuple(found.get(c.name, c) for c in shapes[i].columns)) for i in usable]
     for (_, algo, _), shape in zip(tables, shapes):
         algo.check_shape(shape.shape)
-        if shape.n_cells > MAX_CELLS:
-            raise DataError(f"table '{shape.name}': its discovered domain has {shape.n_cells} cells, more than "
-                            f"the limit of {MAX_CELLS}; declare coarser bins in a schema")
+        if shape.n_cells > plan.max_cells:
+            raise DataError(f"table '{shape.name}': its discovered domain has {shape.n_cells:,} cells, more than "
+                            f"the limit of {plan.max_cells:,} (--max-cells); declare coarser bins in a schema")
     report = {
         "epsilon": format_fraction(plan.discovery.epsilon), "delta": format_fraction(plan.delta),
         "columns": columns, "steps": [step_report(m) for m in steps],
@@ -602,7 +636,7 @@ def _table_requests(default: list[str], columns, tables) -> list[TableRequest]:
 _VALUE_COLUMNS = ("count", "noisy_count", "ci_lower", "ci_upper")
 
 
-def _table_shape(schema: Schema, request: TableRequest) -> TableShape:
+def _table_shape(schema: Schema, request: TableRequest, max_cells: int = DEFAULT_MAX_CELLS) -> TableShape:
     if len(request.columns) > MAX_DIMENSIONS:
         raise UsageError(f"table '{request.name}': at most {MAX_DIMENSIONS} columns per table in this version")
     shape = TableShape(request.name, tuple(schema[c] for c in request.columns))
@@ -611,9 +645,9 @@ def _table_shape(schema: Schema, request: TableRequest) -> TableShape:
         if labels.count(label) > 1:
             raise UsageError(f"table '{request.name}': its output would have two columns named '{label}'; "
                              "rename a column in the data and the schema")
-    if shape.n_cells > MAX_CELLS:
-        raise UsageError(f"table '{request.name}': {shape.n_cells} cells is more than the limit of {MAX_CELLS}; "
-                         "use coarser bins")
+    if shape.n_cells > max_cells:
+        raise UsageError(f"table '{request.name}': {shape.n_cells:,} cells is more than the limit of {max_cells:,} "
+                         "(--max-cells); use coarser bins or fewer columns")
     return shape
 
 

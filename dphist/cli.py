@@ -20,7 +20,8 @@ import numpy as np
 
 from . import __version__
 from .algorithms import REGISTRY
-from .api import DEFAULT_ALGORITHM, NOT_PRIVATE, plan_release, run_plan
+from .api import DEFAULT_ALGORITHM, DEFAULT_MAX_CELLS, NOT_PRIVATE, plan_release, run_plan
+from .engines import ENGINES
 from .draft import draft_schema
 from .evaluate import WARNING, WORKLOADS, evaluate
 from .errors import DataError, DphistError, UsageError
@@ -143,10 +144,18 @@ def main():
               help="Seconds to wait for another run holding the ledger (then exit 4).")
 @click.option("--log-format", type=click.Choice(["text", "json"]), default="text", show_default=True,
               help="json: one JSON object per line on stderr (result or error), for schedulers.")
+@click.option("--engine", type=click.Choice(ENGINES), default="local", show_default=True,
+              help="Where rows are counted: this process (all cores), Dask, or Spark (pip install "
+                   "'dphist[dask]' or 'dphist[spark]'). Counts are identical; noise and output stay local.")
+@click.option("--master", metavar="URL", help="Spark: the master (local[*], spark://host:7077, yarn, ...) "
+              "[local[*]]. Dask: threads, processes, local-cluster or a scheduler address [threads].")
+@click.option("--max-cells", type=click.IntRange(min=1), default=DEFAULT_MAX_CELLS, show_default=True, metavar="N",
+              help="Refuse, before reading any row, a table of more cells than N.")
 def release_command(input, epsilon, schema_path, columns, spec, marginals, marginal_strategy, delta, discovery_share,
                     discovery_bins, max_categories, discovery_binning, privacy_unit,
                     max_rows_per_unit, group_size, algorithm, branching, budget_split, options, out,
-                    fmt, raw, overwrite, seed, quiet, ledger_path, dataset_id, run_key, lock_timeout, log_format):
+                    fmt, raw, overwrite, seed, quiet, ledger_path, dataset_id, run_key, lock_timeout, log_format,
+                    engine, master, max_cells):
     """Release differentially private tables of INPUT (a CSV or Parquet file, a directory, or a glob).
 
     \b
@@ -194,17 +203,20 @@ def release_command(input, epsilon, schema_path, columns, spec, marginals, margi
                         marginal_strategy=marginal_strategy or "auto", privacy_unit=privacy_unit,
                         max_rows_per_unit=max_rows_per_unit, group_size=group_size, delta=delta or 0,
                         discovery_share=discovery_share, discovery_bins=discovery_bins,
-                        max_categories=max_categories, discovery_binning=discovery_binning)
+                        max_categories=max_categories, discovery_binning=discovery_binning,
+                        engine=engine, master=master, max_cells=max_cells)
+    # A progress bar only for a person at a terminal: never in logs, cron mail or JSON logs.
+    progress = not quiet and log_format == "text" and sys.stderr.isatty()
     if seed is not None:
         check_destination(out, overwrite)  # all checks done before any row is read
         click.secho(f"*** {NOT_PRIVATE} ***", err=True, fg="red", bold=True)
-        result = run_plan(plan)  # test mode never touches the ledger
+        result = run_plan(plan, progress)  # test mode never touches the ledger
         _finish(result, result.write(out, fmt, overwrite), out, quiet)
         return
     detail = {"out": str(Path(out).absolute()), "tables": [r.name for r in plan.requests]}
 
     def work(ledger_info):
-        result = run_plan(plan)
+        result = run_plan(plan, progress)
         result.report["ledger"] = ledger_info
         paths = result.write(out, fmt, overwrite)
         return (result, paths), {"out": str(Path(out).absolute()), "files": {p.name: sha256_file(p) for p in paths}}

@@ -33,6 +33,7 @@ from click.testing import CliRunner
 
 import dphist.api
 import dphist.io.sources
+import dphist.engines
 from dphist.cli import main
 
 SECRET = "zzzsecret"  # planted in data; must never appear in any output
@@ -754,7 +755,7 @@ def test_mid_stream_error_comes_after_batches_were_counted(tmp_path, monkeypatch
     with_schema(tmp_path)
     big_csv(tmp_path, rows=9_000, bad=8_000)
     consumed = []
-    real_count_tables = dphist.api.count_tables
+    real_count_tables = dphist.engines.count_tables
 
     def counting(batches, shapes, *args):
         def tap():
@@ -763,7 +764,7 @@ def test_mid_stream_error_comes_after_batches_were_counted(tmp_path, monkeypatch
                 yield batch
         return real_count_tables(tap(), shapes, *args)
 
-    monkeypatch.setattr(dphist.api, "count_tables", counting)
+    monkeypatch.setattr(dphist.engines, "count_tables", counting)
     case = Case(release("big.csv"), 1, ("big.csv", "line 8001", "'age'", "not a number"))
     before = snapshot(tmp_path)
     verify(case, run_clirunner(case.args, tmp_path, monkeypatch), tmp_path, before)

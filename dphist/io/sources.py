@@ -8,7 +8,9 @@ float64 for numeric columns, dictionary-encoded strings for categorical ones, ti
 
 from __future__ import annotations
 
+import contextlib
 import csv
+import io
 import glob as _glob
 import os
 import re
@@ -24,9 +26,10 @@ import pyarrow.dataset as pads
 import pyarrow.parquet as pq
 
 from ..errors import DataError
+from ..progress import Progress
 from ..schema import Column
 
-__all__ = ["Source", "open_source"]
+__all__ = ["Source", "open_source", "parquet_pieces", "remote_source"]
 
 _CSV_BLOCK = 1 << 20  # bytes per CSV block; Arrow's streaming reader keeps a few dozen in flight
 _PARQUET_BATCH = 1 << 17  # rows per Parquet batch
@@ -106,12 +109,36 @@ class Source:
 
     # ---- rows ----------------------------------------------------------------------------------------------
 
-    def batches(self, columns: dict[str, Column]) -> Iterator[pa.RecordBatch]:
-        """Yield record batches holding exactly ``columns`` (in that order).  Raises DataError on bad rows."""
+    def progress_total(self) -> tuple[int, str]:
+        """How much a full read is, for a progress bar: (rows, "rows") for Parquet and DataFrames, from metadata;
+        (bytes, "bytes") for CSV, from the files' sizes."""
+        if self.format == "csv":
+            return sum(p.stat().st_size for p in self.files), "bytes"
+        if self.format == "parquet":
+            try:
+                return sum(pq.read_metadata(p).num_rows for p in self.files), "rows"
+            except (pa.ArrowInvalid, OSError) as exc:
+                raise DataError(f"{self.name}: {_parquet_problem(exc)}") from None
+        return len(self.frame), "rows"
+
+    def batches(self, columns: dict[str, Column], progress: Progress | None = None) -> Iterator[pa.RecordBatch]:
+        """Yield record batches holding exactly ``columns`` (in that order).  Raises DataError on bad rows.
+
+        With ``progress``, the work done is added to it as batches are read (see :meth:`progress_total`)."""
+        if progress is None:
+            yield from self._batches(columns, None)
+            return
+        for batch in self._batches(columns, progress):
+            if self.format != "csv":
+                progress.add(batch.num_rows)
+            progress.show()
+            yield batch
+
+    def _batches(self, columns: dict[str, Column], progress: Progress | None) -> Iterator[pa.RecordBatch]:
         names = list(columns)
         if self.format == "csv":
             for path in self.files:
-                yield from _csv_batches(path, columns)
+                yield from _csv_batches(path, columns, progress)
         elif self.format == "parquet":
             # Text columns stay dictionary-encoded as stored (codes, not strings); Arrow's scanner decodes the
             # next row groups on its threads while the current batches are counted, a bounded number ahead.
@@ -137,6 +164,22 @@ class Source:
             for name, col in columns.items():
                 _check_type("DataFrame", name, col, table.schema.field(name).type)
             yield from table.to_batches(max_chunksize=_PARQUET_BATCH)
+
+    def piece_batches(self, piece: tuple, columns: dict[str, Column]) -> Iterator[pa.RecordBatch]:
+        """The batches of one piece of the input (see :func:`parquet_pieces`): ``(path, row_groups)`` of a
+        Parquet file, or ``(path,)``, a whole CSV file."""
+        names = list(columns)
+        if self.format == "csv":
+            yield from _csv_batches(Path(piece[0]), columns)
+            return
+        path, groups = piece
+        categorical = [n for n, c in columns.items() if c.kind == "categorical"]
+        try:
+            reader = pq.ParquetFile(path, read_dictionary=categorical, pre_buffer=False)
+            for batch in reader.iter_batches(batch_size=_PARQUET_BATCH, row_groups=groups, columns=names):
+                yield batch.select(names)
+        except (pa.ArrowInvalid, OSError) as exc:
+            raise DataError(f"{path}: {_parquet_problem(exc)}") from None
 
     def inferred_batches(self) -> Iterator[pa.RecordBatch]:
         """Every column with the types the file itself suggests (for drafting a schema, not for releases)."""
@@ -204,6 +247,32 @@ def open_source(source) -> Source:
         if not os.access(p, os.R_OK):
             raise DataError(f"{p}: permission denied")
     return Source(text, files, fmt)
+
+
+def remote_source(url: str) -> Source:
+    """A URL another engine reads (s3://, hdfs://, ...): nothing is checked or read here.  The format is taken
+    from the name (".csv" anywhere in it means CSV, else Parquet)."""
+    return Source(url, [], "csv" if ".csv" in url.lower() else "parquet")
+
+
+def parquet_pieces(source: Source, rows: int) -> list[tuple[str, list[int]]]:
+    """The Parquet input cut into pieces of whole row groups, about ``rows`` rows each (from the metadata)."""
+    pieces = []
+    for path in source.files:
+        try:
+            meta = pq.read_metadata(path)
+        except (pa.ArrowInvalid, OSError) as exc:
+            raise DataError(f"{path}: {_parquet_problem(exc)}") from None
+        groups, held = [], 0
+        for i in range(meta.num_row_groups):
+            groups.append(i)
+            held += meta.row_group(i).num_rows
+            if held >= rows:
+                pieces.append((str(path), groups))
+                groups, held = [], 0
+        if groups:
+            pieces.append((str(path), groups))
+    return pieces
 
 
 # --------------------------------------------------------------------------------------------------------------
@@ -296,7 +365,28 @@ def _csv_types(columns: dict[str, Column]) -> dict[str, pa.DataType]:
     return {name: kinds[col.kind] for name, col in columns.items()}
 
 
-def _csv_batches(path: Path, columns: dict[str, Column]) -> Iterator[pa.RecordBatch]:
+class _CountedFile(io.FileIO):
+    """A file that adds the bytes read from it to a progress bar."""
+
+    def __init__(self, path: Path, progress: Progress) -> None:
+        super().__init__(path, "rb")
+        self.progress = progress
+
+    def read(self, size: int = -1) -> bytes:
+        data = super().read(size)
+        self.progress.add(len(data))
+        return data
+
+    def readinto(self, buffer) -> int | None:
+        n = super().readinto(buffer)
+        self.progress.add(n or 0)
+        return n
+
+
+_COMPRESSED = {".gz", ".bz2", ".zst", ".lz4", ".br"}  # Arrow decompresses these by the file's name
+
+
+def _csv_batches(path: Path, columns: dict[str, Column], progress: Progress | None = None) -> Iterator[pa.RecordBatch]:
     names = list(columns)
     convert = pacsv.ConvertOptions(
         include_columns=names,
@@ -306,16 +396,20 @@ def _csv_batches(path: Path, columns: dict[str, Column]) -> Iterator[pa.RecordBa
         quoted_strings_can_be_null=False,
     )
     read = pacsv.ReadOptions(block_size=_CSV_BLOCK, encoding="utf8", use_threads=True)
+    counted = progress is not None and path.suffix.lower() not in _COMPRESSED
     try:
-        reader = pacsv.open_csv(path, read_options=read, convert_options=convert)
-        while True:
-            try:
-                batch = reader.read_next_batch()
-            except StopIteration:
-                return
-            yield batch.select(names)
+        with (_CountedFile(path, progress) if counted else contextlib.nullcontext(path)) as source:
+            reader = pacsv.open_csv(source, read_options=read, convert_options=convert)
+            while True:
+                try:
+                    batch = reader.read_next_batch()
+                except StopIteration:
+                    break
+                yield batch.select(names)
     except (pa.ArrowInvalid, pa.ArrowTypeError, UnicodeDecodeError) as exc:
         raise DataError(_diagnose_csv(path, columns, exc)) from None
+    if progress is not None and not counted:
+        progress.add(path.stat().st_size)
 
 
 def _diagnose_csv(path: Path, columns: dict[str, Column], exc: Exception) -> str:

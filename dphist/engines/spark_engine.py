@@ -1,0 +1,181 @@
+"""The counting pass as Spark SQL.
+
+Each declared column becomes an expression giving the same code as :class:`dphist.counting._Axis` (0..n-1 a
+cell, n "not counted"): equal-width bins by the same arithmetic and the same correction against the published
+edges, other edges by counting the edges at or below the value, dates as days since 1970-01-01, categories
+through a map of their labels.  A table's cell in its extended space is the C-order combination of its codes;
+Spark groups and counts every table's cells in one scan, and the driver collects the non-empty cells into
+dense int64 arrays.  Nothing but counts leaves Spark.
+
+Differences from the local reader, by design of Spark: text is matched as given and in its decomposed (NFD)
+form of each declared label, not normalised in general; timestamps are floored to days in UTC.
+"""
+
+from __future__ import annotations
+
+import unicodedata
+
+import numpy as np
+
+from ..counting import TableShape
+from ..errors import DataError
+from ..io.sources import Source
+from ..schema import CategoricalColumn, Column, DateColumn, NumericColumn
+
+DEFAULT_MASTER = "local[*]"
+
+
+def _session(master: str | None):
+    from pyspark.sql import SparkSession
+
+    spark = (SparkSession.builder.master(master or DEFAULT_MASTER).appName("dphist counting")
+             .config("spark.sql.session.timeZone", "UTC")
+             .config("spark.ui.showConsoleProgress", "false")  # dphist's own bar, or none, on stderr
+             .getOrCreate())
+    spark.sparkContext.setLogLevel("ERROR")
+    return spark
+
+
+_EMPTY = "\u0000dphist-empty\u0000"
+
+
+def _read(spark, source: Source, columns: dict[str, Column]):
+    from pyspark.sql import functions as F
+
+    paths = [str(p) for p in source.files] or [source.name]
+    if source.format == "csv":
+        # Every field as text, cast in SQL: Spark's casts take nan and inf as Arrow's reader does, and fail
+        # (ANSI mode) on text that is not a number.
+        # An unquoted empty field is null, a quoted one ("") is the empty text, as in the local reader.
+        frame = spark.read.csv(paths, header=True, inferSchema=False, mode="FAILFAST", emptyValue=_EMPTY)
+        frame = frame.select(*[F.when(F.col(f"`{c}`") == _EMPTY, F.lit("")).otherwise(F.col(f"`{c}`")).alias(c)
+                               for c in frame.columns])
+        missing = [n for n in columns if n not in frame.columns]
+        if missing:
+            raise DataError(f"{source.name}: column '{missing[0]}' not found in the input")
+        return frame
+    frame = spark.read.parquet(*paths)
+    missing = [n for n in columns if n not in frame.columns]
+    if missing:
+        raise DataError(f"{source.name}: column '{missing[0]}' not found in the input")
+    return frame
+
+
+def _lit_array(values):
+    from pyspark.sql import functions as F
+
+    return F.array(*[F.lit(float(v)) for v in values])
+
+
+def _position_code(column, bins: int, drop: int) -> list[int]:
+    clamp = column.out_of_domain != "drop"
+    above = bins - 1 if clamp else drop
+    return [0 if clamp else drop, *range(bins), above, above]
+
+
+def _numeric_code(column: NumericColumn | DateColumn, value):
+    """Spark expression for the code of ``value`` (a double column expression) along ``column``."""
+    from pyspark.sql import functions as F
+
+    edges = np.asarray(column.edges, dtype=np.float64)
+    bins, drop = len(edges) - 1, column.n_cells
+    null_code = bins if column.null_cell else drop
+    codes = F.array(*[F.lit(int(c)) for c in _position_code(column, bins, drop)])
+    lower, upper = float(edges[0]), float(edges[-1])
+    if isinstance(column, NumericColumn) and column.equal_width:
+        scale = bins / (upper - lower)
+        t = value * F.lit(scale) + F.lit(1.0 - lower * scale)
+        p = F.floor(F.least(F.greatest(t, F.lit(0.0)), F.lit(float(bins + 1)))).cast("int")
+        bounds = _lit_array([-np.inf, *edges, np.inf])
+        # element_at is 1-based: bounds[p] is element p + 1.
+        p = p - F.when(value < F.element_at(bounds, p + 1), 1).otherwise(0)
+        p = p + F.when(value >= F.element_at(bounds, p + 2), 1).otherwise(0)
+    else:
+        p = F.size(F.filter(_lit_array(edges), lambda e: e <= value))
+    return (F.when(value.isNull() | F.isnan(value), F.lit(null_code))
+            .otherwise(F.element_at(codes, p + 1)))
+
+
+def _text(value, typ):
+    """Values as the local engine's label text: text as it is, integral numbers without '.0'."""
+    from pyspark.sql import functions as F
+    from pyspark.sql import types as T
+
+    if isinstance(typ, T.StringType):
+        return value
+    if isinstance(typ, (T.DoubleType, T.FloatType, T.DecimalType)):
+        whole = value == F.floor(value)
+        return F.when(whole, value.cast("long").cast("string")).otherwise(value.cast("string"))
+    return value.cast("string")
+
+
+def _categorical_code(column: CategoricalColumn, value, typ):
+    from pyspark.sql import functions as F
+
+    drop = column.n_cells
+    null_code = len(column.values) if column.null_cell else drop
+    pairs = {}
+    for i, label in enumerate(column.values):
+        for form in (unicodedata.normalize("NFD", label), label):
+            pairs[form] = i
+    lookup = F.create_map(*[x for k, v in pairs.items() for x in (F.lit(k), F.lit(v))])
+    text = _text(value, typ)
+    return F.when(value.isNull(), F.lit(null_code)).otherwise(F.coalesce(F.element_at(lookup, text), F.lit(drop)))
+
+
+def _date_days(value, typ):
+    from pyspark.sql import functions as F
+    from pyspark.sql import types as T
+
+    day = value if isinstance(typ, T.DateType) else F.to_date(value)
+    return F.datediff(day, F.lit("1970-01-01").cast("date")).cast("double")
+
+
+def _code(column: Column, frame):
+    from pyspark.sql import functions as F
+
+    value = F.col(f"`{column.name}`")
+    typ = frame.schema[column.name].dataType
+    if isinstance(column, CategoricalColumn):
+        return _categorical_code(column, value, typ)
+    if isinstance(column, DateColumn):
+        return _numeric_code(column, _date_days(value, typ))
+    return _numeric_code(column, value.cast("double"))
+
+
+def count_spark(source: Source, columns: dict[str, Column], tables: list[TableShape],
+                master: str | None = None) -> list[np.ndarray]:
+    """One Spark job: every table's extended cell per row, grouped and counted; dense int64 tables back."""
+    from py4j.protocol import Py4JError
+    from pyspark.errors import PySparkException
+    from pyspark.sql import functions as F
+
+    spark = _session(master)
+    try:
+        frame = _read(spark, source, columns)
+        codes = {name: _code(col, frame).cast("long") for name, col in columns.items()}
+        cells = []
+        for i, table in enumerate(tables):
+            flat = F.lit(0).cast("long")
+            for column in table.columns:
+                flat = flat * F.lit(column.n_cells + 1) + codes[column.name]
+            cells.append(F.struct(F.lit(i).alias("t"), flat.alias("cell")))
+        grouped = (frame.select(F.explode(F.array(*cells)).alias("c"))
+                   .groupBy("c.t", "c.cell").count())
+        result = grouped.toArrow()
+    except (PySparkException, Py4JError) as exc:
+        # Spark's messages can quote the data; say only what kind of failure it was.
+        raise DataError(f"{source.name}: Spark could not read or count the input ({type(exc).__name__}); "
+                        "check the path and that the declared types match the data") from None
+    which = result.column("t").to_numpy()
+    cell = result.column("cell").to_numpy()
+    count = result.column("count").to_numpy()
+    out = []
+    for i, table in enumerate(tables):
+        ext_shape = tuple(n + 1 for n in table.shape)
+        ext = np.zeros(int(np.prod(ext_shape, dtype=np.int64)), dtype=np.int64)
+        mine = which == i
+        ext[cell[mine]] = count[mine]
+        inner = ext.reshape(ext_shape)[tuple(slice(0, n) for n in table.shape)]
+        out.append(np.ascontiguousarray(inner))
+    return out
