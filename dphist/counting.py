@@ -300,7 +300,7 @@ class _Axis:
         n = len(v)
         shifted = np.clip(v, self.base, self.top, out=self._buffer("whole", n, np.int64), casting="unsafe")
         shifted -= self.base
-        codes = self.whole_lookup.take(shifted, out=self._buffer("codes", n, np.intp))
+        codes = self.whole_lookup.take(shifted, out=self._buffer("codes", n, np.intp), mode="clip")
         if nulls:
             codes[values.is_null().to_numpy(zero_copy_only=False)] = self.null_code
         return codes
@@ -316,22 +316,22 @@ class _Axis:
             if self.equal_width:
                 t = np.multiply(v, self.scale, out=self._buffer("real", n, np.float64))
                 t += 1.0 - self.lower * self.scale
-                np.floor(t, out=t)
                 np.clip(t, 0, self.bins + 1, out=t)
                 if nan is not None:
                     t[nan] = 0
-                p[...] = t
+                p[...] = t  # truncation, which is floor here: t >= 0
                 # Float rounding can put a value one position off near an edge; the published edges decide.
+                # (p stays within 0..bins + 2 throughout, so the gathers need no bounds checks.)
                 bound, off = t, self._buffer("off", n, np.bool_)  # t is free again: reuse it for the bounds
-                np.less(v, self.bounds.take(p, out=bound), out=off)
+                np.less(v, self.bounds.take(p, out=bound, mode="clip"), out=off)
                 p -= off
                 p += 1
-                np.greater_equal(v, self.bounds.take(p, out=bound), out=off)
+                np.greater_equal(v, self.bounds.take(p, out=bound, mode="clip"), out=off)
                 p -= 1
                 p += off
             else:
                 p[...] = np.searchsorted(self.edges, v, side="right")
-        codes = self.position_code.take(p, out=self._buffer("codes", n, np.intp))
+        codes = self.position_code.take(p, out=self._buffer("codes", n, np.intp), mode="clip")
         if nan is not None:
             codes[nan] = self.null_code
         return codes

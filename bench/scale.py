@@ -1,0 +1,204 @@
+"""Counting at scale: dphist's counting pass beside a bare Arrow scan of the same columns.
+
+    .venv/bin/python bench/scale.py            # about 10 minutes; part of `make bench`
+    .venv/bin/python bench/scale.py --quick    # 10M rows only, no 2^24-cell releases
+
+For 10M and 50M generated rows of Parquet and 10M rows of CSV, and 1-D, 2-D and 3-D tables, each measurement
+runs in a fresh process (so its peak RSS is its own), baseline and dphist alternately, best of three:
+
+* baseline, Parquet: ``pyarrow.dataset`` scanning the table's columns (Arrow's threads, nothing else done);
+* baseline, CSV: pyarrow's streaming CSV reader (``open_csv``) reading the table's columns;
+* dphist: the counting pass of a release (``Source.batches`` + ``count_tables``), which also reads;
+* progress: the same pass drawing its progress bar (to a terminal stand-in), against the pass without it.
+
+Peak memory is also measured at 200M rows (four copies of the 50M-row file in one directory), and a release
+of a 2^24-cell table (4096 x 4096) with hb and privelet is timed end to end.  Writes the `scale` section of
+bench/RESULTS.md and bench/results/scale.json.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.csv as pacsv
+import pyarrow.parquet as pq
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+from run import BIG_SCHEMA, OUT, make_big_parquet  # noqa: E402
+from sections import replace_section  # noqa: E402
+
+TABLES = {"1-D": ["income"], "2-D": ["age", "income"], "3-D": ["age", "state", "income"]}
+
+CHILD = r"""
+import json, os, resource, sys, time
+mode, path, cols = sys.argv[1], sys.argv[2], sys.argv[3].split(",")
+import pyarrow.csv as pacsv, pyarrow.dataset as ds
+t = time.perf_counter()
+if mode == "scan-parquet":
+    rows = sum(b.num_rows for b in ds.dataset(path, format="parquet").to_batches(columns=cols))
+elif mode == "scan-csv":
+    reader = pacsv.open_csv(path, convert_options=pacsv.ConvertOptions(include_columns=cols))
+    rows = sum(b.num_rows for b in reader)
+else:
+    import io, yaml
+    from dphist.counting import TableShape, count_tables
+    from dphist.io.sources import open_source
+    from dphist.progress import Progress
+    from dphist.schema import parse_schema
+    schema = parse_schema(yaml.safe_load(open(sys.argv[4])))
+    src = open_source(path)
+    class Terminal(io.TextIOBase):
+        def isatty(self): return True
+        def write(self, s): return len(s)
+    bar = Progress(*src.progress_total(), stream=Terminal()) if mode == "count-progress" else None
+    t = time.perf_counter()
+    (counts,) = count_tables(src.batches({c: schema[c] for c in cols}, bar),
+                             [TableShape("t", tuple(schema[c] for c in cols))], src.name)
+    if bar is not None:
+        bar.close()
+    rows = int(counts.sum())
+print(json.dumps({"seconds": time.perf_counter() - t, "rows": rows,
+                  "rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}))
+"""
+
+
+def child(mode: str, path: Path, cols: list[str], schema: Path) -> dict:
+    res = subprocess.run([sys.executable, "-c", CHILD, mode, str(path), ",".join(cols), str(schema)],
+                         capture_output=True, text=True, cwd=HERE.parent)
+    if res.returncode != 0:
+        raise SystemExit(f"{mode} {path} failed:\n{res.stderr}")
+    return json.loads(res.stdout.strip().splitlines()[-1])
+
+
+def best(modes: list[str], path: Path, cols: list[str], schema: Path, repeat: int) -> dict[str, dict]:
+    """Each mode ``repeat`` times, interleaved; the fastest run of each, with the largest peak RSS seen."""
+    runs: dict[str, list[dict]] = {m: [] for m in modes}
+    for _ in range(repeat):
+        for m in modes:
+            runs[m].append(child(m, path, cols, schema))
+    return {m: {"seconds": min(r["seconds"] for r in rs), "rss_mb": max(r["rss_mb"] for r in rs),
+                "rows": rs[0]["rows"]} for m, rs in runs.items()}
+
+
+def make_csv(parquet: Path) -> Path:
+    path = parquet.with_suffix(".csv")
+    if not path.exists():
+        with pacsv.CSVWriter(path, pq.read_schema(parquet)) as writer:
+            for batch in pq.ParquetFile(parquet).iter_batches(batch_size=1 << 20):
+                writer.write_batch(batch)
+    return path
+
+
+def big_domain_release(rows: int = 5_000_000) -> list[dict]:
+    """`dphist release` of a 4096 x 4096 table (2^24 cells) with hb and privelet, in fresh processes."""
+    folder = OUT / "domain24"
+    folder.mkdir(parents=True, exist_ok=True)
+    data, schema = folder / "xy.parquet", folder / "xy.schema.yaml"
+    if not data.exists():
+        rng = np.random.default_rng(24)
+        pq.write_table(pa.table({"x": rng.normal(0.5, 0.15, rows), "y": rng.beta(2, 5, rows)}), data,
+                       row_group_size=1 << 20)
+    schema.write_text("columns:\n  x: {type: numeric, lower: 0, upper: 1, bins: 4096}\n"
+                      "  y: {type: numeric, lower: 0, upper: 1, bins: 4096}\n")
+    code = ("import resource, subprocess, sys, time, json; t = time.perf_counter(); "
+            "r = subprocess.run(sys.argv[1:]); w = time.perf_counter() - t; "
+            "print(json.dumps({'rc': r.returncode, 'wall': w, "
+            "'rss_mb': resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024}))")
+    results = []
+    for algorithm, fmt in (("hb", "parquet"), ("privelet", "parquet"), ("identity", "parquet"), ("hb", "csv")):
+        cmd = [sys.executable, "-m", "dphist", "release", str(data), "--schema", str(schema), "--columns", "x,y",
+               "--epsilon", "1", "--algorithm", algorithm, "--format", fmt, "--out", str(folder / "out"),
+               "--overwrite", "--quiet", "--ledger", str(folder / "ledger.sqlite")]
+        res = subprocess.run([sys.executable, "-c", code, *cmd], capture_output=True, text=True, cwd=HERE.parent)
+        r = json.loads(res.stdout.strip().splitlines()[-1])
+        if r["rc"] != 0:
+            raise SystemExit(f"release failed: {res.stderr}")
+        results.append({"algorithm": algorithm, "format": fmt, "rows": rows, "cells": 4096 * 4096,
+                        "wall": r["wall"], "rss_mb": r["rss_mb"]})
+        print(results[-1], flush=True)
+    return results
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="10M rows only, no 2^24-cell releases")
+    parser.add_argument("--repeat", type=int, default=3)
+    args = parser.parse_args()
+    started = time.perf_counter()
+    OUT.mkdir(exist_ok=True)
+    schema = OUT / "big.schema.yaml"
+    schema.write_text(BIG_SCHEMA)
+    inputs = [("Parquet", 10_000_000)] + ([] if args.quick else [("Parquet", 50_000_000)]) + [("CSV", 10_000_000)]
+    records = []
+    for kind, rows in inputs:
+        parquet = OUT / f"big_{rows}.parquet"
+        make_big_parquet(parquet, rows)
+        path = parquet if kind == "Parquet" else make_csv(parquet)
+        base = "scan-parquet" if kind == "Parquet" else "scan-csv"
+        for dims, cols in TABLES.items():
+            modes = [base, "count"] + (["count-progress"] if dims == "3-D" else [])
+            r = best(modes, path, cols, schema, args.repeat)
+            assert r["count"]["rows"] <= rows and r[base]["rows"] == rows
+            rec = {"input": kind, "rows": rows, "dims": dims, "columns": cols,
+                   "baseline_s": r[base]["seconds"], "dphist_s": r["count"]["seconds"],
+                   "ratio": r["count"]["seconds"] / r[base]["seconds"], "baseline_rss_mb": r[base]["rss_mb"],
+                   "dphist_rss_mb": r["count"]["rss_mb"]}
+            if "count-progress" in r:
+                rec["progress_s"] = r["count-progress"]["seconds"]
+                rec["progress_overhead"] = r["count-progress"]["seconds"] / r["count"]["seconds"] - 1
+            records.append(rec)
+            print(json.dumps(rec), flush=True)
+    memory = []
+    if not args.quick:
+        folder = OUT / "rows200m"
+        folder.mkdir(exist_ok=True)
+        for i in range(4):
+            link = folder / f"part{i}.parquet"
+            if not link.exists():
+                os.symlink(OUT / "big_50000000.parquet", link)
+        r = child("count", folder, TABLES["3-D"], schema)
+        memory.append({"rows": r["rows"], "seconds": r["seconds"], "rss_mb": r["rss_mb"]})
+        print(memory[-1], flush=True)
+    domain = [] if args.quick else big_domain_release()
+
+    lines = ["## Counting at scale", "",
+             f"Generated census-like rows (bench/run.py's generator: zstd Parquet, row groups of 256,000 rows; the "
+             f"CSV is the same rows). Tables: 1-D income (50 bins), 2-D age × income, 3-D age × state × income "
+             f"(state is text, read dictionary-encoded). Each figure is the fastest of {args.repeat} fresh "
+             "processes, baseline and dphist interleaved, on this 2-core machine. Baseline: a bare pyarrow "
+             "dataset scan of the same columns (Parquet), pyarrow's streaming CSV reader (CSV). dphist: the whole "
+             "counting pass, reading included.", "",
+             "| input | rows | table | baseline s | dphist s | ratio | dphist peak RSS MB | progress overhead |",
+             "|---|---|---|---|---|---|---|---|"]
+    for r in records:
+        overhead = f"{100 * r['progress_overhead']:+.1f} %" if "progress_overhead" in r else ""
+        lines.append(f"| {r['input']} | {r['rows']:,} | {r['dims']} | {r['baseline_s']:.2f} | {r['dphist_s']:.2f} "
+                     f"| {r['ratio']:.2f} | {r['dphist_rss_mb']:.0f} | {overhead} |")
+    if memory:
+        m = memory[0]
+        lines += ["", f"Peak memory does not grow with rows: the 3-D count over {m['rows']:,} counted rows of "
+                  f"200,000,000 (four copies of the 50M file) took {m['seconds']:.1f} s with a peak RSS of "
+                  f"{m['rss_mb']:.0f} MB."]
+    if domain:
+        lines += ["", "### A release of a 2^24-cell table (4096 × 4096, 5,000,000 rows, ε = 1)", "",
+                  "| algorithm | output | wall s | peak RSS MB |", "|---|---|---|---|"]
+        lines += [f"| {d['algorithm']} | {d['format']} | {d['wall']:.1f} | {d['rss_mb']:.0f} |" for d in domain]
+    lines += ["", f"Run took {(time.perf_counter() - started) / 60:.1f} min."]
+    replace_section("scale", "\n".join(lines))
+    (HERE / "results").mkdir(exist_ok=True)
+    (HERE / "results" / "scale.json").write_text(json.dumps({"counting": records, "memory_200m": memory,
+                                                            "domain_2_24": domain}, indent=1) + "\n")
+    print("wrote bench/RESULTS.md (scale) and bench/results/scale.json")
+
+
+if __name__ == "__main__":
+    main()
