@@ -29,6 +29,7 @@ test-fast: install
 # Speed and DPBench accuracy; results in bench/RESULTS.md.  The accuracy part needs ../shared/data/dpbench.
 bench: install
 	$(PY) bench/run.py
+	$(PY) bench/scale.py
 	$(PY) bench/dpbench.py
 	$(PY) bench/auto_rules.py --evaluate
 	$(PY) bench/large_scale.py
