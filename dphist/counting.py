@@ -1,10 +1,13 @@
 """Rows to cells: the only step of the pipeline that reads individual records.
 
-Each declared column maps a batch of values to an index along its axis (equal-width bins by arithmetic, other
-edges by ``searchsorted``, categories through the batch's dictionary) plus a mask of rows to keep; a table's
-flat cell index is the C-order combination of its axes, and ``numpy.bincount`` adds the batch into a dense int64
-array of the table's shape.  One row adds 1 to exactly one cell of each table it is kept in, which is what the
-add/remove sensitivity of every algorithm assumes.
+Each declared column maps a batch of values to a code along its axis: 0..n-1 for its cells, n for "not counted
+here" (out of domain, unknown category, or null without a null cell).  Whole numbers and dates go through a
+lookup table, other equal-width bins through arithmetic checked against the published edges, other edges through
+``searchsorted``, categories through the batch's dictionary.  A table's flat cell is the C-order combination of
+its codes in the extended shape (n1 + 1, n2 + 1, ...), ``numpy.bincount`` adds a batch into it, and the slices of
+"not counted" codes are cut off at the end.  One row adds 1 to exactly one cell of each table it is kept in,
+which is what the add/remove sensitivity of every algorithm assumes; how many threads count does not change
+the counts.
 """
 
 from __future__ import annotations
