@@ -27,7 +27,7 @@ from .errors import DataError
 from .noise import BitSource
 from .schema import CategoricalColumn, Column, DateColumn, NumericColumn, normalise_label
 
-__all__ = ["TableShape", "count_tables", "axis_index", "as_text"]
+__all__ = ["TableShape", "Axis", "count_tables", "axis_index", "as_text", "inner_cells"]
 
 
 @dataclass(frozen=True)
@@ -71,7 +71,7 @@ def count_tables(
     else:
         _run_threads(batches, counters)
     totals = [sum(parts) for parts in zip(*(c.finish() for c in counters))]
-    return [_inner(total, table) for total, table in zip(totals, tables)]
+    return [inner_cells(total, table) for total, table in zip(totals, tables)]
 
 
 def axis_index(column: Column, values: pa.Array | pa.ChunkedArray) -> tuple[np.ndarray, np.ndarray | None]:
@@ -80,7 +80,7 @@ def axis_index(column: Column, values: pa.Array | pa.ChunkedArray) -> tuple[np.n
     Returns ``(index, keep)``: an int64 array with one entry per value (entries of dropped rows are 0), and a
     bool mask of rows to keep, or None when every row is kept.
     """
-    codes = _Axis(column).codes(values)
+    codes = Axis(column).codes(values)
     keep = codes < column.n_cells
     return np.where(keep, codes, 0), (None if keep.all() else keep)
 
@@ -97,8 +97,9 @@ def _ext_shape(table: TableShape) -> tuple[int, ...]:
     return tuple(n + 1 for n in table.shape)
 
 
-def _inner(ext_flat: np.ndarray, table: TableShape) -> np.ndarray:
-    """The table's own cells out of its extended counts."""
+def inner_cells(ext_flat: np.ndarray, table: TableShape) -> np.ndarray:
+    """The table's own cells (int64, of ``table.shape``) out of its counts in the extended space, a flat
+    array of prod(n_i + 1) cells whose last index on each axis holds the rows not counted there."""
     inner = ext_flat.reshape(_ext_shape(table))[tuple(slice(0, n) for n in table.shape)]
     return np.ascontiguousarray(inner, dtype=np.int64)
 
@@ -125,7 +126,7 @@ class _Counter:
 
     def __init__(self, tables: list[TableShape], where: str) -> None:
         self.tables, self.where = tables, where
-        self.axes = {c.name: _Axis(c) for t in tables for c in t.columns}
+        self.axes = {c.name: Axis(c) for t in tables for c in t.columns}
         self.sizes = [int(np.prod(_ext_shape(t), dtype=np.int64)) for t in tables]
         self.counts = [np.zeros(n, dtype=np.int64) for n in self.sizes]
         # A table much bigger than a batch is not bincounted per batch (that would touch every cell each
@@ -217,7 +218,7 @@ def _count_units(batches, tables, where, unit, bits) -> list[np.ndarray]:
     out = []
     for table, rows, size in zip(tables, held, counter.sizes):
         flat = np.concatenate(rows) if rows else np.zeros(0, np.int64)
-        out.append(_inner(np.bincount(flat[chosen], minlength=size), table))
+        out.append(inner_cells(np.bincount(flat[chosen], minlength=size), table))
     return out
 
 
@@ -226,7 +227,7 @@ def _count_units(batches, tables, where, unit, bits) -> list[np.ndarray]:
 _LUT_MAX = 1 << 20  # the widest range of whole numbers mapped through a lookup table
 
 
-class _Axis:
+class Axis:
     """One column, prepared once per counting pass and worker: ``codes(values)`` maps a batch's values to
     codes in ``0..n_cells``, where ``n_cells`` means the row is not counted (dropped by the column's policy).
 

@@ -1,6 +1,6 @@
 """The counting pass as Spark SQL.
 
-Each declared column becomes an expression giving the same code as :class:`dphist.counting._Axis` (0..n-1 a
+Each declared column becomes an expression giving the same code as :class:`dphist.counting.Axis` (0..n-1 a
 cell, n "not counted"): equal-width bins by the same arithmetic and the same correction against the published
 edges, other edges by counting the edges at or below the value, dates as days since 1970-01-01, categories
 through a map of their labels.  A table's cell in its extended space is the C-order combination of its codes;
@@ -17,10 +17,10 @@ import unicodedata
 
 import numpy as np
 
-from ..counting import TableShape
+from ..counting import Axis, TableShape, inner_cells
 from ..errors import DataError
 from ..io.sources import Source
-from ..schema import CategoricalColumn, Column, DateColumn, NumericColumn
+from ..schema import CategoricalColumn, Column, DateColumn
 
 DEFAULT_MASTER = "local[*]"
 
@@ -67,32 +67,22 @@ def _lit_array(values):
     return F.array(*[F.lit(float(v)) for v in values])
 
 
-def _position_code(column, bins: int, drop: int) -> list[int]:
-    clamp = column.out_of_domain != "drop"
-    above = bins - 1 if clamp else drop
-    return [0 if clamp else drop, *range(bins), above, above]
-
-
-def _numeric_code(column: NumericColumn | DateColumn, value):
-    """Spark expression for the code of ``value`` (a double column expression) along ``column``."""
+def _numeric_code(axis: Axis, value):
+    """Spark expression for the code of ``value`` (a double column expression) along a numeric or date axis,
+    from the local engine's own prepared axis (its edges, position codes and arithmetic)."""
     from pyspark.sql import functions as F
 
-    edges = np.asarray(column.edges, dtype=np.float64)
-    bins, drop = len(edges) - 1, column.n_cells
-    null_code = bins if column.null_cell else drop
-    codes = F.array(*[F.lit(int(c)) for c in _position_code(column, bins, drop)])
-    lower, upper = float(edges[0]), float(edges[-1])
-    if isinstance(column, NumericColumn) and column.equal_width:
-        scale = bins / (upper - lower)
-        t = value * F.lit(scale) + F.lit(1.0 - lower * scale)
-        p = F.floor(F.least(F.greatest(t, F.lit(0.0)), F.lit(float(bins + 1)))).cast("int")
-        bounds = _lit_array([-np.inf, *edges, np.inf])
+    codes = F.array(*[F.lit(int(c)) for c in axis.position_code])
+    if axis.equal_width:
+        t = value * F.lit(axis.scale) + F.lit(1.0 - axis.lower * axis.scale)
+        p = F.floor(F.least(F.greatest(t, F.lit(0.0)), F.lit(float(axis.bins + 1)))).cast("int")
+        bounds = _lit_array(axis.bounds)
         # element_at is 1-based: bounds[p] is element p + 1.
         p = p - F.when(value < F.element_at(bounds, p + 1), 1).otherwise(0)
         p = p + F.when(value >= F.element_at(bounds, p + 2), 1).otherwise(0)
     else:
-        p = F.size(F.filter(_lit_array(edges), lambda e: e <= value))
-    return (F.when(value.isNull() | F.isnan(value), F.lit(null_code))
+        p = F.size(F.filter(_lit_array(axis.edges), lambda e: e <= value))
+    return (F.when(value.isNull() | F.isnan(value), F.lit(axis.null_code))
             .otherwise(F.element_at(codes, p + 1)))
 
 
@@ -109,18 +99,18 @@ def _text(value, typ):
     return value.cast("string")
 
 
-def _categorical_code(column: CategoricalColumn, value, typ):
+def _categorical_code(axis: Axis, value, typ):
     from pyspark.sql import functions as F
 
-    drop = column.n_cells
-    null_code = len(column.values) if column.null_cell else drop
+    column, drop = axis.column, axis.drop
     pairs = {}
     for i, label in enumerate(column.values):
         for form in (unicodedata.normalize("NFD", label), label):
             pairs[form] = i
     lookup = F.create_map(*[x for k, v in pairs.items() for x in (F.lit(k), F.lit(v))])
     text = _text(value, typ)
-    return F.when(value.isNull(), F.lit(null_code)).otherwise(F.coalesce(F.element_at(lookup, text), F.lit(drop)))
+    return F.when(value.isNull(), F.lit(axis.null_code)).otherwise(
+        F.coalesce(F.element_at(lookup, text), F.lit(drop)))
 
 
 def _date_days(value, typ):
@@ -136,11 +126,12 @@ def _code(column: Column, frame):
 
     value = F.col(f"`{column.name}`")
     typ = frame.schema[column.name].dataType
+    axis = Axis(column)
     if isinstance(column, CategoricalColumn):
-        return _categorical_code(column, value, typ)
+        return _categorical_code(axis, value, typ)
     if isinstance(column, DateColumn):
-        return _numeric_code(column, _date_days(value, typ))
-    return _numeric_code(column, value.cast("double"))
+        return _numeric_code(axis, _date_days(value, typ))
+    return _numeric_code(axis, value.cast("double"))
 
 
 def count_spark(source: Source, columns: dict[str, Column], tables: list[TableShape],
@@ -172,10 +163,8 @@ def count_spark(source: Source, columns: dict[str, Column], tables: list[TableSh
     count = result.column("count").to_numpy()
     out = []
     for i, table in enumerate(tables):
-        ext_shape = tuple(n + 1 for n in table.shape)
-        ext = np.zeros(int(np.prod(ext_shape, dtype=np.int64)), dtype=np.int64)
+        ext = np.zeros(int(np.prod([n + 1 for n in table.shape], dtype=np.int64)), dtype=np.int64)
         mine = which == i
         ext[cell[mine]] = count[mine]
-        inner = ext.reshape(ext_shape)[tuple(slice(0, n) for n in table.shape)]
-        out.append(np.ascontiguousarray(inner))
+        out.append(inner_cells(ext, table))
     return out
