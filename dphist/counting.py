@@ -2,16 +2,17 @@
 
 Each declared column maps a batch of values to a code along its axis: 0..n-1 for its cells, n for "not counted
 here" (out of domain, unknown category, or null without a null cell).  Whole numbers and dates go through a
-lookup table, other equal-width bins through arithmetic checked against the published edges, other edges through
-``searchsorted``, categories through the batch's dictionary.  A table's flat cell is the C-order combination of
-its codes in the extended shape (n1 + 1, n2 + 1, ...), ``numpy.bincount`` adds a batch into it, and the slices of
-"not counted" codes are cut off at the end.  One row adds 1 to exactly one cell of each table it is kept in,
+lookup table; real numbers through a lookup on an exact binary grid (or, where no small grid fits, arithmetic
+checked against the published edges, or ``searchsorted``); categories through the batch's dictionary.  A
+table's flat cell is the C-order combination of its codes in the extended shape (n1 + 1, n2 + 1, ...),
+``numpy.bincount`` adds a batch into it, and the slices of "not counted" codes are cut off at the end.  One row adds 1 to exactly one cell of each table it is kept in,
 which is what the add/remove sensitivity of every algorithm assumes; how many threads count does not change
 the counts.
 """
 
 from __future__ import annotations
 
+import functools
 import os
 import queue
 import threading
@@ -58,12 +59,13 @@ def count_tables(
     :func:`~dphist.contribution.bounded_rows` (at most ``unit.max_rows`` per unit, drawn with ``bits``) count:
     one unit then adds at most that many to each table.
 
-    ``workers`` threads count batches while the next ones are read (default: one per core, at most 4); the
-    counts do not depend on it.  Memory: one accumulator per table and worker, plus the batches in flight.
+    ``workers`` threads count batches while the next ones are read (default: one per two cores, at most 4,
+    since Arrow's decoding keeps the other cores busy; one worker counts in the reading thread); the counts do
+    not depend on it.  Memory: one accumulator per table and worker, plus the batches in flight.
     """
     if unit is not None:
         return _count_units(batches, tables, where, unit, bits)
-    workers = max(1, min(os.cpu_count() or 1, 4)) if workers is None else max(1, int(workers))
+    workers = max(1, min((os.cpu_count() or 1) // 2, 4)) if workers is None else max(1, int(workers))
     counters = [_Counter(tables, where) for _ in range(workers)]
     if workers == 1:
         for batch in batches:
@@ -264,6 +266,7 @@ class Axis:
         if self.top - self.base <= _LUT_MAX:
             whole = np.arange(self.base, self.top + 1, dtype=np.float64)
             self.whole_lookup = self.position_code[np.searchsorted(edges, whole, side="right")]
+        self._grid: _FineGrid | None | bool = False  # built on first use (whole numbers rarely need it)
 
     def _buffer(self, key: str, n: int, dtype) -> np.ndarray:
         buf = self._scratch.get(key)
@@ -311,34 +314,43 @@ class Axis:
 
     def _real(self, v: np.ndarray) -> np.ndarray:
         n = len(v)
-        p = self._buffer("position", n, np.intp)
         # NaN (Arrow's nulls arrive as NaN) is missing, never compared.  A finite sum rules NaN out in one pass.
         with np.errstate(invalid="ignore", over="ignore"):
             nan = None if np.isfinite(v.sum()) else np.isnan(v)
             if nan is not None and not nan.any():
                 nan = None
-            if self.equal_width:
-                t = np.multiply(v, self.scale, out=self._buffer("real", n, np.float64))
-                t += 1.0 - self.lower * self.scale
-                np.clip(t, 0, self.bins + 1, out=t)
-                if nan is not None:
-                    t[nan] = 0
-                p[...] = t  # truncation, which is floor here: t >= 0
-                # Float rounding can put a value one position off near an edge; the published edges decide.
-                # (p stays within 0..bins + 2 throughout, so the gathers need no bounds checks.)
-                bound, off = t, self._buffer("off", n, np.bool_)  # t is free again: reuse it for the bounds
-                np.less(v, self.bounds.take(p, out=bound, mode="clip"), out=off)
-                p -= off
-                p += 1
-                np.greater_equal(v, self.bounds.take(p, out=bound, mode="clip"), out=off)
-                p -= 1
-                p += off
+            if self._grid is False:
+                self._grid = _FineGrid.build(self.edges, self.position_code, self.drop)
+            if self._grid is not None:
+                codes = self._grid.codes(v, self)
             else:
-                p[...] = np.searchsorted(self.edges, v, side="right")
-        codes = self.position_code.take(p, out=self._buffer("codes", n, np.intp), mode="clip")
+                codes = self.position_code.take(self._positions(v), out=self._buffer("codes", n, np.intp),
+                                                mode="clip")
         if nan is not None:
             codes[nan] = self.null_code
         return codes
+
+    def _positions(self, v: np.ndarray) -> np.ndarray:
+        """Each value's position (see ``position_code``); NaN lands anywhere in 0..bins + 2."""
+        n = len(v)
+        p = self._buffer("position", n, np.intp)
+        if not self.equal_width:
+            p[...] = np.searchsorted(self.edges, v, side="right")
+            return p
+        t = np.multiply(v, self.scale, out=self._buffer("real", n, np.float64))
+        t += 1.0 - self.lower * self.scale
+        np.clip(t, 0, self.bins + 1, out=t)
+        p[...] = t  # truncation, which is floor here: t >= 0 (NaN gives some position, overwritten later)
+        # Float rounding can put a value one position off near an edge; the published edges decide.
+        # (p stays within 0..bins + 2 throughout, so the gathers need no bounds checks.)
+        bound, off = t, self._buffer("off", n, np.bool_)  # t is free again: reuse it for the bounds
+        np.less(v, self.bounds.take(p, out=bound, mode="clip"), out=off)
+        p -= off
+        p += 1
+        np.greater_equal(v, self.bounds.take(p, out=bound, mode="clip"), out=off)
+        p -= 1
+        p += off
+        return p
 
     # categories
 
@@ -371,6 +383,79 @@ class Axis:
         lookup[-1] = self.null_code
         self._cached = (dictionary, lookup)
         return lookup
+
+
+class _FineGrid:
+    """Codes of real numbers through a lookup table over a grid of cells [j / s, (j + 1) / s), s a power of two.
+
+    ``floor(v * s)`` is exact in binary floating point (multiplying by a power of two only changes the
+    exponent), so a value's grid cell is never off by one, unlike arithmetic on the bin width.  A grid cell
+    with no edge strictly inside lies in one bin, and the table gives its code; the few cells an edge cuts
+    (none when the edges are multiples of 1 / s) are marked, and their values are looked up among the edges.
+    Exact for every value, and about twice as fast as arithmetic checked against the edges.
+    """
+
+    TARGET = 1 << 16  # grid cells over the domain when the edges are not on a coarser grid (fits in cache)
+    LIMIT = 1 << 18  # the most cells a grid may have
+
+    def __init__(self, scale: float, first: int, lookup: np.ndarray, marked: int) -> None:
+        self.scale, self.first, self.last = scale, first, first + len(lookup) - 1
+        self.lookup, self.marked = lookup, marked
+
+    @classmethod
+    def build(cls, edges: np.ndarray, position_code: np.ndarray, drop: int) -> _FineGrid | None:
+        """A grid for these edges, or None where none is both small and exact."""
+        return _grid_for(tuple(edges), tuple(position_code), drop)
+
+    def codes(self, v: np.ndarray, axis: Axis) -> np.ndarray:
+        n = len(v)
+        u = np.multiply(v, self.scale, out=axis._buffer("real", n, np.float64))
+        np.clip(u, self.first, self.last, out=u)
+        np.floor(u, out=u)
+        cell = axis._buffer("position", n, np.intp)
+        cell[...] = u  # NaN gives some cell; its code is overwritten by the caller
+        cell -= self.first
+        codes = self.lookup.take(cell, out=axis._buffer("codes", n, np.intp), mode="clip")
+        if codes.max(initial=0) == self.marked:
+            cut = np.flatnonzero(codes == self.marked)
+            codes[cut] = axis.position_code[np.searchsorted(axis.edges, v[cut], side="right")]
+        return codes
+
+
+@functools.lru_cache(maxsize=64)
+def _grid_for(edges_: tuple[float, ...], position_code: tuple[int, ...], drop: int) -> _FineGrid | None:
+    edges = np.asarray(edges_, dtype=np.float64)
+    lower, upper = float(edges[0]), float(edges[-1])
+    span = upper - lower
+    if not np.isfinite(span) or span <= 0:
+        return None
+    k_max = int(np.floor(np.log2(_FineGrid.TARGET / span)))
+    # A grid coarser than 1 (s < 1) can round a tiny negative product to -0.0, which floors to cell 0:
+    # harmless unless an edge is that close to 0, where it would cross a bin.
+    k_min = 0 if np.any(np.abs(edges) < 2.0**-1021) else -1074
+    k = max(k_min, k_max)
+    for coarser in range(max(k_min, k_max - 40), k + 1):
+        scaled = np.ldexp(edges, coarser)
+        if np.all(np.floor(scaled) == scaled):
+            k = coarser  # every edge on this grid: no cell is cut
+            break
+    scale = float(np.ldexp(1.0, k))
+    scaled = np.ldexp(edges, k)  # exact
+    first, last = int(np.floor(scaled[0])) - 1, int(np.ceil(scaled[-1])) + 1
+    size = last - first + 1
+    if size > _FineGrid.LIMIT or max(abs(first), abs(last)) >= 2**52:
+        return None
+    # Cell j = [j / s, (j + 1) / s) is past edge e from cell ceil(e * s) on; a cell is cut by an edge strictly
+    # inside it, which happens in cell floor(e * s) when e * s is not whole.
+    past = np.cumsum(np.bincount((np.ceil(scaled) - first).astype(np.intp), minlength=size)[:size])
+    lookup = np.asarray(position_code, dtype=np.intp)[past]
+    inside = scaled != np.floor(scaled)
+    cut = (np.floor(scaled[inside]) - first).astype(np.intp)
+    if len(cut) > size // 8:
+        return None
+    marked = drop + 1
+    lookup[cut] = marked
+    return _FineGrid(scale, first, lookup, marked)
 
 
 def _date_days(column: DateColumn, values: pa.Array) -> pa.Array:

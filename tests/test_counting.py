@@ -174,6 +174,57 @@ def test_values_on_float_edges_land_in_the_published_bin():
                                                       for v in values]
 
 
+domains = st.sampled_from([(0, 250_000), (0.1, 30.1), (-7.5, 12.25), (-1e-300, 1e-300), (1e9, 1e9 + 3),
+                           (-2**40, 2**40), (0, 1), (-3, 0), (5e-324, 1.0)])
+
+
+def edge_neighbours(edges):
+    """Each edge, the floats just below and above it, and values that stress binary arithmetic."""
+    out = [-math.inf, math.inf, 0.0, -0.0, 5e-324, -5e-324, 1e-310, -1e-310, 1e308, -1e308, float("nan")]
+    for e in edges:
+        out += [e, float(np.nextafter(e, -np.inf)), float(np.nextafter(e, np.inf))]
+    return out
+
+
+@settings(max_examples=150, deadline=None)
+@given(domain=domains, bins=st.integers(1, 60), ood=st.sampled_from(["clamp", "drop"]),
+       nulls=st.sampled_from(["drop", "category"]), path=st.sampled_from(["grid", "arithmetic", "search"]),
+       extra=st.lists(st.floats(allow_nan=False), max_size=30))
+def test_real_values_at_and_beside_every_edge_match_reference(domain, bins, ood, nulls, path, extra):
+    # Every way of coding real numbers (the exact grid lookup, arithmetic checked against the edges, a
+    # search among the edges) puts each value, including the floats either side of each edge, where the
+    # published edges say.
+    from dphist.counting import Axis
+
+    lower, upper = domain
+    column = parse_schema({"columns": {"x": {"type": "numeric", "lower": lower, "upper": upper, "bins": bins,
+                                             "out_of_domain": ood, "nulls": nulls}}})["x"]
+    values = edge_neighbours(column.edges) + extra
+    axis = Axis(column)
+    if path != "grid":
+        axis._grid = None
+        axis.equal_width = path == "arithmetic"
+    codes = axis.codes(pa.array(values, type=pa.float64()))
+    got = [int(c) if c < column.n_cells else None for c in codes]
+    assert got == [reference_numeric(v, column.edges, ood, nulls) for v in values]
+
+
+def test_the_grid_serves_common_domains_and_cuts_few_cells():
+    from dphist.counting import _FineGrid
+
+    for spec, aligned in (({"lower": 0, "upper": 250_000, "bins": 50}, True),
+                          ({"lower": 0.1, "upper": 30.1, "bins": 100}, False),
+                          ({"edges": [0, 0.3, 18, 65, 99.99999, 100]}, False)):
+        column = parse_schema({"columns": {"x": {"type": "numeric", **spec}}})["x"]
+        from dphist.counting import Axis
+
+        axis = Axis(column)
+        grid = _FineGrid.build(axis.edges, axis.position_code, axis.drop)
+        assert grid is not None
+        cut = int(np.sum(grid.lookup == grid.marked))
+        assert (cut == 0) if aligned else (0 < cut < len(column.edges))
+
+
 def big_table_data(rows=30_000, seed=5):
     schema = parse_schema({"columns": {
         "x": {"type": "numeric", "lower": 0, "upper": 1, "bins": 300, "nulls": "category"},
