@@ -258,8 +258,11 @@ class Axis:
         self.position_code = np.array([0 if clamp else self.drop, *range(bins), above, above], dtype=np.intp)
         # bounds[p] <= v < bounds[p + 1] for a value at position p.  (No NaN here: comparing with NaN is slow.)
         self.bounds = np.concatenate([[-np.inf], edges, [np.inf]])
-        self.equal_width = isinstance(column, NumericColumn) and column.equal_width
         self.scale = bins / (self.upper - self.lower)
+        # Arithmetic is off by at most one position only while its rounding error (a few ulps of the largest
+        # |edge| * scale) is far below one bin; a domain far from 0 for its width is searched instead.
+        self.equal_width = (isinstance(column, NumericColumn) and column.equal_width
+                            and max(abs(self.lower), abs(self.upper)) * self.scale < 2.0**40)
         # Whole numbers in [base, top] go through a table: exact, and cheaper than arithmetic.
         self.base, self.top = int(np.floor(self.lower)) - 1, int(np.ceil(self.upper))
         self.whole_lookup = None

@@ -339,6 +339,7 @@ def _parse_numeric(f: _Fields) -> NumericColumn:
         if bins > MAX_CELLS:
             raise f.error("bins", f"must be at most {MAX_CELLS}")
         edges = [lower + (upper - lower) * i / bins for i in range(bins)] + [upper]
+        _check_distinct(f, "bins", edges)
         return NumericColumn(f.name, nulls, tuple(edges), True, out_of_domain)
     width = f.get("width")
     if isinstance(width, bool) or not isinstance(width, (int, float)) or not (math.isfinite(width) and width > 0):
@@ -347,9 +348,16 @@ def _parse_numeric(f: _Fields) -> NumericColumn:
     if count > MAX_CELLS:
         raise f.error("width", f"gives more than {MAX_CELLS} bins")
     edges = [lower + width * i for i in range(count)] + [upper]
+    _check_distinct(f, "width", edges)
     # A last bin cut short by 'upper' makes the bins unequal; counting then uses the edges.
     equal = math.isclose(edges[-1] - edges[-2], width, rel_tol=1e-12)
     return NumericColumn(f.name, nulls, tuple(edges), equal, out_of_domain)
+
+
+def _check_distinct(f: _Fields, key: str, edges: list[float]) -> None:
+    if any(b <= a for a, b in zip(edges, edges[1:])):
+        raise f.error(key, "gives bins narrower than the precision of 'lower' and 'upper' (two edges are the same "
+                           "number); use fewer bins or a domain nearer 0")
 
 
 def _parse_categorical(f: _Fields) -> CategoricalColumn:

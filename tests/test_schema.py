@@ -26,6 +26,8 @@ def col(**decl):
     ({"type": "numeric", "lower": 0, "upper": float("inf"), "bins": 5}, "upper"),
     ({"type": "numeric", "lower": 0, "upper": 10, "width": -1}, "width"),
     ({"type": "numeric", "edges": [0, 5, 5, 10]}, "edges"),
+    ({"type": "numeric", "lower": 1e17, "upper": 1e17 + 64, "bins": 60}, "bins"),  # edges round together
+    ({"type": "numeric", "lower": 1e17, "upper": 1e17 + 64, "width": 1}, "width"),
     ({"type": "numeric", "edges": [0]}, "edges"),
     ({"type": "numeric", "edges": [0, 5, 10], "lower": 1}, "lower"),
     ({"type": "numeric", "lower": 0, "upper": 10, "bins": 5, "out_of_domain": "wrap"}, "out_of_domain"),
