@@ -179,14 +179,14 @@ def _float_text(values: np.ndarray) -> pa.Array:
 
     Arrow's cast writes the same shortest round-trip digits as repr; for 1e-4 <= |x| < 1e16 (and zeros)
     repr writes them plainly too, adding ".0" to whole numbers.  The rest (NaN, infinities, tiny and huge
-    values) are written by repr itself.
+    values, and any Arrow writes with an exponent) are written by repr itself.
     """
     text = pc.cast(pa.array(values), pa.string())
     with np.errstate(invalid="ignore"):
         magnitude = np.abs(values)
         plain = ((magnitude >= 1e-4) & (magnitude < 1e16)) | (values == 0)
-    plain &= ~pc.match_substring(text, "e").to_numpy(zero_copy_only=False)
-    whole = plain & ~pc.match_substring(text, ".").to_numpy(zero_copy_only=False)
+        plain &= ~pc.match_substring(text, "e").to_numpy(zero_copy_only=False)
+        whole = plain & (values == np.floor(values))  # written without a point when not in exponent form
     if whole.any():
         text = pc.if_else(pa.array(whole), pc.binary_join_element_wise(text, ".0", ""), text)
     other = np.flatnonzero(~plain)
