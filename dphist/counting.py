@@ -23,7 +23,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from .contribution import UnitBound, UnitIds, bounded_rows
+from .contribution import UnitBound, UnitIds
 from .errors import DataError
 from .noise import BitSource
 from .schema import CategoricalColumn, Column, DateColumn, NumericColumn, normalise_label
@@ -205,23 +205,68 @@ def _run_threads(batches: Iterable[pa.RecordBatch], counters: list[_Counter]) ->
 
 
 def _count_units(batches, tables, where, unit, bits) -> list[np.ndarray]:
-    """Counting with a privacy unit: every row's cell is kept until all rows are read, because which of a
-    unit's rows count is drawn over all of them (:func:`~dphist.contribution.bounded_rows`)."""
+    """Counting with a privacy unit: each row draws a random priority, and of each unit's rows the
+    ``unit.max_rows`` with the smallest priorities count -- exactly :func:`~dphist.contribution.bounded_rows`
+    over all the rows, kept as a running selection so that memory holds the rows still in the running (at
+    most K per unit) rather than every row."""
     counter = _Counter(tables, where)
-    held: list[list[np.ndarray]] = [[] for _ in tables]
-    units, ids = [], UnitIds()
+    ids = UnitIds()
+    held = _UnitSelection(unit.max_rows)
     for batch in batches:
-        units.append(ids.encode(batch.column(unit.column)))
+        units = ids.encode(batch.column(unit.column))
         codes = counter.codes(batch)
-        for i, table in enumerate(tables):
-            flat = _flat_codes(table, codes)  # may be an axis's buffer: always copied below
-            held[i].append(flat.astype(np.int32 if counter.sizes[i] < 2**31 else np.int64))
-    chosen = bounded_rows(np.concatenate(units) if units else np.zeros(0, np.int64), unit.max_rows, bits)
-    out = []
-    for table, rows, size in zip(tables, held, counter.sizes):
-        flat = np.concatenate(rows) if rows else np.zeros(0, np.int64)
-        out.append(inner_cells(np.bincount(flat[chosen], minlength=size), table))
-    return out
+        cells = [_flat_codes(table, codes).astype(np.int32 if size < 2**31 else np.int64)  # copies
+                 for table, size in zip(tables, counter.sizes)]
+        words = bits.words(2 * len(units)).astype(np.uint64)
+        held.add(units, (words[0::2] << np.uint64(32)) | words[1::2], cells)
+    kept = held.finish(len(tables))
+    return [inner_cells(np.bincount(cells, minlength=size), table)
+            for table, size, cells in zip(tables, counter.sizes, kept)]
+
+
+class _UnitSelection:
+    """The rows with the K smallest (priority, arrival) of each unit seen so far.
+
+    Rows are buffered and merged into the selection when the buffer is as big as the selection (or 1M rows),
+    so each row is sorted O(log n) times in all, and memory stays within about twice the selection.
+    """
+
+    BUFFER = 1 << 20  # rows buffered at least before a merge
+
+    def __init__(self, max_rows: int) -> None:
+        self.max_rows = max_rows
+        self.parts: list[tuple[np.ndarray, np.ndarray, list[np.ndarray]]] = []
+        self.selected = self.pending = 0
+
+    def add(self, units: np.ndarray, priority: np.ndarray, cells: list[np.ndarray]) -> None:
+        known = units >= 0  # rows without a unit never count
+        if not known.all():
+            units, priority, cells = units[known], priority[known], [c[known] for c in cells]
+        self.parts.append((units, priority, cells))
+        self.pending += len(units)
+        if self.pending >= max(self.selected, self.BUFFER):
+            self._merge()
+
+    def _merge(self) -> None:
+        if not self.parts:
+            return
+        units = np.concatenate([p[0] for p in self.parts])
+        priority = np.concatenate([p[1] for p in self.parts])
+        cells = [np.concatenate(c) for c in zip(*(p[2] for p in self.parts))]
+        # Earlier rows come first in the buffer and the sort is stable, so ties go to the earlier row.
+        order = np.lexsort((priority, units))
+        grouped = units[order]
+        n = len(order)
+        starts = np.flatnonzero(np.r_[True, grouped[1:] != grouped[:-1]]) if n else np.zeros(0, np.int64)
+        rank = np.arange(n) - np.repeat(starts, np.diff(np.r_[starts, n]))
+        chosen = order[rank < self.max_rows]
+        self.parts = [(units[chosen], priority[chosen], [c[chosen] for c in cells])]
+        self.selected, self.pending = len(chosen), 0
+
+    def finish(self, n_tables: int) -> list[np.ndarray]:
+        """Each table's cells of the chosen rows."""
+        self._merge()
+        return self.parts[0][2] if self.parts else [np.zeros(0, np.int64) for _ in range(n_tables)]
 
 
 # ---- axes: values to codes ---------------------------------------------------------------------------------

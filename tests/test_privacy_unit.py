@@ -55,6 +55,30 @@ def test_bounded_rows_choice_is_uniform():
     assert stats.chisquare(np.bincount(picks, minlength=5)).pvalue > 1e-6
 
 
+@pytest.mark.parametrize("buffer", [1, 50, 1 << 20])
+def test_running_selection_keeps_exactly_the_rows_bounded_rows_keeps(monkeypatch, buffer):
+    """The count keeps a running selection (memory bounded by K rows per unit), merged every `buffer` rows;
+    it keeps the very rows that bounded_rows keeps when drawing over all rows at once (ties included)."""
+    from dphist import counting
+
+    monkeypatch.setattr(counting._UnitSelection, "BUFFER", buffer)
+    rng = np.random.default_rng(8)
+    n = 3000
+    frame = pd.DataFrame({"person": rng.choice([f"p{i}" for i in range(120)] + [None], n),
+                          "age": rng.integers(0, 100, n).astype(float), "sex": rng.choice(["F", "M"], n)})
+    for k, seed in ((1, 0), (3, 1), (40, 2)):
+        got = counts(frame, k, seed)
+        units = frame["person"].map({f"p{i}": i for i in range(120)}).fillna(-1).to_numpy(np.int64)
+        keep = bounded_rows(units, k, SeededBits(seed))
+        kept = frame[keep]
+        age = np.minimum(kept["age"].to_numpy() // 10, 9).astype(int)
+        sex = (kept["sex"] == "M").to_numpy().astype(int)
+        expected = np.zeros((10, 2), np.int64)
+        np.add.at(expected, (age, sex), 1)
+        assert np.array_equal(got[0], expected) and np.array_equal(got[1], expected.sum(axis=1))
+        assert 0 < got[1].sum() < n
+
+
 def test_a_whole_unit_changes_each_table_by_at_most_k():
     """The issue's check: a unit with 1,000 rows moves every table no more than a unit with K rows could."""
     rng = np.random.default_rng(4)
