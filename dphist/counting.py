@@ -5,9 +5,9 @@ here" (out of domain, unknown category, or null without a null cell).  Whole num
 lookup table; real numbers through a lookup on an exact binary grid (or, where no small grid fits, arithmetic
 checked against the published edges, or ``searchsorted``); categories through the batch's dictionary.  A
 table's flat cell is the C-order combination of its codes in the extended shape (n1 + 1, n2 + 1, ...),
-``numpy.bincount`` adds a batch into it, and the slices of "not counted" codes are cut off at the end.  One row adds 1 to exactly one cell of each table it is kept in,
-which is what the add/remove sensitivity of every algorithm assumes; how many threads count does not change
-the counts.
+``numpy.bincount`` adds a batch into it, and the slices of "not counted" codes are cut off at the end.  One
+row adds 1 to exactly one cell of each table it is kept in, which is what the add/remove sensitivity of every
+algorithm assumes; how many threads count does not change the counts.
 """
 
 from __future__ import annotations

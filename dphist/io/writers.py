@@ -138,8 +138,8 @@ def _write_table(path: Path, frame: pd.DataFrame, fmt: str) -> None:
 #
 # pandas' to_csv formats every cell in Python (about 6 s per million rows of a release table).  A big table is
 # written by chunks instead, byte for byte as pandas writes it: label columns repeat a few values, so each
-# distinct value is formatted once, by pandas, and repeated; integers are cast by Arrow; floats use repr, as
-# pandas does; Arrow joins the fields into lines.
+# distinct value is formatted once, by pandas, and repeated; integers are cast by Arrow; floats are cast by Arrow
+# and written with repr's rules, as pandas writes them; Arrow joins the fields into lines.
 
 _STREAM_CSV_ROWS = 1 << 16  # smaller tables go through pandas directly
 _CSV_CHUNK = 1 << 20  # rows per chunk: bounds the memory of the text
@@ -151,11 +151,13 @@ def _write_csv_by_chunks(path: Path, frame: pd.DataFrame) -> None:
         fh.write(frame.iloc[:0].to_csv(index=False, lineterminator="\n").encode("utf-8"))
         for start in range(0, len(frame), _CSV_CHUNK):
             stop = min(start + _CSV_CHUNK, len(frame))
-            fields = [column(start, stop) for column in columns]
-            lines = pc.binary_join_element_wise(pc.binary_join_element_wise(*fields, ","), "", "\n")
+            # Large strings (64-bit offsets): a chunk of long labels may pass 2 GB of text.
+            fields = [column(start, stop).cast(pa.large_string()) for column in columns]
+            comma, empty, newline = (pa.scalar(t, pa.large_string()) for t in (",", "", "\n"))
+            lines = pc.binary_join_element_wise(pc.binary_join_element_wise(*fields, comma), empty, newline)
             offsets = lines.buffers()[1]
-            first, last = (int(x) for x in np.frombuffer(offsets, dtype=np.int32, count=len(lines) + 1,
-                                                         offset=lines.offset * 4)[[0, -1]])
+            first, last = (int(x) for x in np.frombuffer(offsets, dtype=np.int64, count=len(lines) + 1,
+                                                         offset=lines.offset * 8)[[0, -1]])
             fh.write(memoryview(lines.buffers()[2])[first:last])
         fh.flush()
         os.fsync(fh.fileno())
