@@ -18,7 +18,7 @@ import pyarrow.compute as pc
 
 from .noise import BitSource
 
-__all__ = ["UnitColumn", "UnitBound", "UnitIds", "bounded_rows"]
+__all__ = ["UnitColumn", "UnitBound", "UnitIds", "bounded_rows", "row_priorities", "smallest_per_unit"]
 
 
 @dataclass(frozen=True)
@@ -63,13 +63,24 @@ class UnitIds:
 def bounded_rows(units: np.ndarray, max_rows: int, bits: BitSource) -> np.ndarray:
     """A mask keeping, of each unit's rows, the ``max_rows`` with the smallest random priorities (a uniform
     choice of K rows per unit, independent of the rows' values); rows with unit -1 are dropped."""
-    n = units.size
-    words = bits.words(2 * n).astype(np.uint64)
-    priority = (words[0::2] << np.uint64(32)) | words[1::2]
-    order = np.lexsort((priority, units))
-    grouped = units[order]
-    starts = np.flatnonzero(np.r_[True, grouped[1:] != grouped[:-1]]) if n else np.array([], dtype=np.int64)
-    first = np.repeat(starts, np.diff(np.r_[starts, n]))
-    keep = np.empty(n, dtype=bool)
-    keep[order] = (np.arange(n) - first < max_rows) & (grouped >= 0)
+    keep = np.zeros(units.size, dtype=bool)
+    keep[smallest_per_unit(units, row_priorities(bits, units.size), max_rows)] = True
     return keep
+
+
+def row_priorities(bits: BitSource, n: int) -> np.ndarray:
+    """One uniform 64-bit priority per row (uint64), drawn in row order: drawing a batch at a time gives the
+    same priorities as drawing all rows at once."""
+    words = bits.words(2 * n).astype(np.uint64)
+    return (words[0::2] << np.uint64(32)) | words[1::2]
+
+
+def smallest_per_unit(units: np.ndarray, priority: np.ndarray, max_rows: int) -> np.ndarray:
+    """Positions of each unit's ``max_rows`` rows with the smallest (priority, position), grouped by unit and
+    in that order within a unit; rows with a negative unit are never chosen."""
+    n = units.size
+    order = np.lexsort((priority, units))  # stable: equal priorities go to the earlier row
+    grouped = units[order]
+    starts = np.flatnonzero(np.r_[True, grouped[1:] != grouped[:-1]]) if n else np.zeros(0, dtype=np.int64)
+    rank = np.arange(n) - np.repeat(starts, np.diff(np.r_[starts, n]))
+    return order[(rank < max_rows) & (grouped >= 0)]

@@ -23,7 +23,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from .contribution import UnitBound, UnitIds
+from .contribution import UnitBound, UnitIds, row_priorities, smallest_per_unit
 from .errors import DataError
 from .noise import BitSource
 from .schema import CategoricalColumn, Column, DateColumn, NumericColumn, normalise_label
@@ -217,8 +217,7 @@ def _count_units(batches, tables, where, unit, bits) -> list[np.ndarray]:
         codes = counter.codes(batch)
         cells = [_flat_codes(table, codes).astype(np.int32 if size < 2**31 else np.int64)  # copies
                  for table, size in zip(tables, counter.sizes)]
-        words = bits.words(2 * len(units)).astype(np.uint64)
-        held.add(units, (words[0::2] << np.uint64(32)) | words[1::2], cells)
+        held.add(units, row_priorities(bits, len(units)), cells)
     kept = held.finish(len(tables))
     return [inner_cells(np.bincount(cells, minlength=size), table)
             for table, size, cells in zip(tables, counter.sizes, kept)]
@@ -239,9 +238,6 @@ class _UnitSelection:
         self.selected = self.pending = 0
 
     def add(self, units: np.ndarray, priority: np.ndarray, cells: list[np.ndarray]) -> None:
-        known = units >= 0  # rows without a unit never count
-        if not known.all():
-            units, priority, cells = units[known], priority[known], [c[known] for c in cells]
         self.parts.append((units, priority, cells))
         self.pending += len(units)
         if self.pending >= max(self.selected, self.BUFFER):
@@ -253,13 +249,9 @@ class _UnitSelection:
         units = np.concatenate([p[0] for p in self.parts])
         priority = np.concatenate([p[1] for p in self.parts])
         cells = [np.concatenate(c) for c in zip(*(p[2] for p in self.parts))]
-        # Earlier rows come first in the buffer and the sort is stable, so ties go to the earlier row.
-        order = np.lexsort((priority, units))
-        grouped = units[order]
-        n = len(order)
-        starts = np.flatnonzero(np.r_[True, grouped[1:] != grouped[:-1]]) if n else np.zeros(0, np.int64)
-        rank = np.arange(n) - np.repeat(starts, np.diff(np.r_[starts, n]))
-        chosen = order[rank < self.max_rows]
+        # Earlier rows come first in the buffer (the selection is kept in its own order), so ties still go to
+        # the earlier row.
+        chosen = smallest_per_unit(units, priority, self.max_rows)
         self.parts = [(units[chosen], priority[chosen], [c[chosen] for c in cells])]
         self.selected, self.pending = len(chosen), 0
 

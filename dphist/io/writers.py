@@ -120,6 +120,7 @@ def _swap_into_place(staging: Path, out: Path) -> None:
 
 
 def _write_table(path: Path, frame: pd.DataFrame, fmt: str) -> None:
+    # (A one-column CSV writes an empty field as "" to keep the line; release tables always have several.)
     if fmt == "csv" and len(frame) >= _STREAM_CSV_ROWS and len(frame.columns) > 1:
         _write_csv_by_chunks(path, frame)
         return
