@@ -9,6 +9,8 @@ runs in a fresh process (so its peak RSS is its own), baseline and dphist altern
 * baseline, Parquet: ``pyarrow.dataset`` scanning the table's columns (Arrow's threads, nothing else done);
 * baseline, CSV: pyarrow's streaming CSV reader (``open_csv``) reading the table's columns;
 * dphist: the counting pass of a release (``Source.batches`` + ``count_tables``), which also reads;
+* counting alone: ``count_tables`` over batches read beforehand, for its CPU seconds (with the scan's CPU
+  seconds they bound what any overlap of reading and counting could reach on this machine's cores);
 * progress: the 3-D pass drawing its progress bar (to a terminal stand-in) against the pass without it,
   alternately in one process, fastest of seven each (process start-up noise would hide a 2 % difference).
 
@@ -37,13 +39,14 @@ sys.path.insert(0, str(HERE))
 from run import BIG_SCHEMA, OUT, make_big_parquet  # noqa: E402
 from sections import replace_section  # noqa: E402
 
+CORES = os.cpu_count() or 1
 TABLES = {"1-D": ["income"], "2-D": ["age", "income"], "3-D": ["age", "state", "income"]}
 
 CHILD = r"""
 import json, os, resource, sys, time
 mode, path, cols = sys.argv[1], sys.argv[2], sys.argv[3].split(",")
 import pyarrow.csv as pacsv, pyarrow.dataset as ds
-t = time.perf_counter()
+t, cpu = time.perf_counter(), time.process_time()
 if mode == "scan-parquet":
     rows = sum(b.num_rows for b in ds.dataset(path, format="parquet").to_batches(columns=cols))
 elif mode == "scan-csv":
@@ -60,10 +63,10 @@ else:
     class Terminal(io.TextIOBase):
         def isatty(self): return True
         def write(self, s): return len(s)
-    def once(progress):
+    def once(progress, batches=None):
         bar = Progress(*src.progress_total(), stream=Terminal()) if progress else None
         t = time.perf_counter()
-        (counts,) = count_tables(src.batches({c: schema[c] for c in cols}, bar),
+        (counts,) = count_tables(batches or src.batches({c: schema[c] for c in cols}, bar),
                                  [TableShape("t", tuple(schema[c] for c in cols))], src.name)
         if bar is not None:
             bar.close()
@@ -74,9 +77,15 @@ else:
         print(json.dumps({"seconds": min(a for a, _ in pairs), "progress_seconds": min(b for _, b in pairs),
                           "rows": 0, "rss_mb": 0}))
         sys.exit(0)
-    t = time.perf_counter()
-    rows = once(False)[1]
-print(json.dumps({"seconds": time.perf_counter() - t, "rows": rows,
+    if mode == "count-only":
+        # The counting alone, over batches already read: its CPU is what counting adds to reading's.
+        batches = list(src.batches({c: schema[c] for c in cols}))
+        t, cpu = time.perf_counter(), time.process_time()
+        rows = once(False, iter(batches))[1]
+    else:
+        t, cpu = time.perf_counter(), time.process_time()
+        rows = once(False)[1]
+print(json.dumps({"seconds": time.perf_counter() - t, "cpu_s": time.process_time() - cpu, "rows": rows,
                   "rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}))
 """
 
@@ -95,8 +104,8 @@ def best(modes: list[str], path: Path, cols: list[str], schema: Path, repeat: in
     for _ in range(repeat):
         for m in modes:
             runs[m].append(child(m, path, cols, schema))
-    return {m: {"seconds": min(r["seconds"] for r in rs), "rss_mb": max(r["rss_mb"] for r in rs),
-                "rows": rs[0]["rows"]} for m, rs in runs.items()}
+    return {m: {"seconds": min(r["seconds"] for r in rs), "cpu_s": min(r["cpu_s"] for r in rs),
+                "rss_mb": max(r["rss_mb"] for r in rs), "rows": rs[0]["rows"]} for m, rs in runs.items()}
 
 
 def make_csv(parquet: Path) -> Path:
@@ -155,12 +164,17 @@ def main() -> None:
         path = parquet if kind == "Parquet" else make_csv(parquet)
         base = "scan-parquet" if kind == "Parquet" else "scan-csv"
         for dims, cols in TABLES.items():
-            r = best([base, "count"], path, cols, schema, args.repeat)
-            assert r["count"]["rows"] <= rows and r[base]["rows"] == rows
+            r = best([base, "count", "count-only"], path, cols, schema, args.repeat)
+            assert r["count"]["rows"] == r["count-only"]["rows"] <= rows and r[base]["rows"] == rows
+            # If reading and counting overlapped perfectly on all cores, the pass would take the longer of the
+            # scan and (reading's CPU + counting's CPU) / cores.
+            overlapped = max(r[base]["seconds"], (r[base]["cpu_s"] + r["count-only"]["cpu_s"]) / CORES)
             rec = {"input": kind, "rows": rows, "dims": dims, "columns": cols,
                    "baseline_s": r[base]["seconds"], "dphist_s": r["count"]["seconds"],
                    "ratio": r["count"]["seconds"] / r[base]["seconds"], "baseline_rss_mb": r[base]["rss_mb"],
-                   "dphist_rss_mb": r["count"]["rss_mb"]}
+                   "dphist_rss_mb": r["count"]["rss_mb"], "baseline_cpu_s": r[base]["cpu_s"],
+                   "dphist_cpu_s": r["count"]["cpu_s"], "counting_cpu_s": r["count-only"]["cpu_s"],
+                   "overlap_ratio": overlapped / r[base]["seconds"]}
             if dims == "3-D":
                 pairs = child("progress-pairs", path, cols, schema)
                 rec["progress_s"], rec["no_progress_s"] = pairs["progress_seconds"], pairs["seconds"]
@@ -187,12 +201,18 @@ def main() -> None:
              "processes, baseline and dphist interleaved, on this 2-core machine. Baseline: a bare pyarrow "
              "dataset scan of the same columns (Parquet), pyarrow's streaming CSV reader (CSV). dphist: the whole "
              "counting pass, reading included.", "",
-             "| input | rows | table | baseline s | dphist s | ratio | dphist peak RSS MB | progress overhead |",
-             "|---|---|---|---|---|---|---|---|"]
+             "CPU columns: the CPU seconds of the scan, of the dphist pass, and of the counting alone over "
+             "batches already read. *Overlap bound*: the ratio if reading and counting overlapped perfectly on "
+             f"all {CORES} cores, max(scan, (scan CPU + counting CPU) / {CORES}) / scan -- where reading keeps "
+             "every core busy, counting's CPU adds to the wall time and no threading can hide it.", "",
+             "| input | rows | table | baseline s | dphist s | ratio | overlap bound | baseline CPU s "
+             "| dphist CPU s | counting alone CPU s | dphist peak RSS MB | progress overhead |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in records:
         overhead = f"{100 * r['progress_overhead']:+.1f} %" if "progress_overhead" in r else ""
         lines.append(f"| {r['input']} | {r['rows']:,} | {r['dims']} | {r['baseline_s']:.2f} | {r['dphist_s']:.2f} "
-                     f"| {r['ratio']:.2f} | {r['dphist_rss_mb']:.0f} | {overhead} |")
+                     f"| {r['ratio']:.2f} | {r['overlap_ratio']:.2f} | {r['baseline_cpu_s']:.2f} "
+                     f"| {r['dphist_cpu_s']:.2f} | {r['counting_cpu_s']:.2f} | {r['dphist_rss_mb']:.0f} | {overhead} |")
     if memory:
         m = memory[0]
         lines += ["", f"Peak memory does not grow with rows: the 3-D count over {m['rows']:,} counted rows of "
