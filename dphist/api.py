@@ -674,7 +674,7 @@ def _tidy_table(shape: TableShape, estimate: Estimate, raw: bool) -> pd.DataFram
     else:
         # The same columns whatever the algorithm (auto's choice may change from run to run): empty, not absent.
         data["ci_lower"] = data["ci_upper"] = np.full(noisy.size, np.nan)
-    return pd.DataFrame(data)
+    return pd.DataFrame(data, copy=False)
 
 
 def _rms_sd(variance: np.ndarray | None) -> float | None:
