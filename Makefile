@@ -16,7 +16,7 @@ $(STAMP): pyproject.toml
 
 demo: install
 	$(VENV)/bin/dphist release sample_data/census.csv --schema sample_data/census.schema.yaml \
-		--epsilon 1 --columns age,sex --out demo_release --overwrite
+		--epsilon 1 --columns age,sex --out demo_release --overwrite --ledger demo_ledger.sqlite
 	@echo "--- demo_release/age_sex.csv (first rows) ---"
 	@head -n 6 demo_release/age_sex.csv
 
@@ -40,4 +40,4 @@ bench-quick: install
 	$(PY) bench/dpbench.py --quick
 
 clean:
-	rm -rf $(VENV) demo_release release .pytest_cache .hypothesis build *.egg-info
+	rm -rf $(VENV) demo_release demo_ledger.sqlite release .pytest_cache .hypothesis build *.egg-info
