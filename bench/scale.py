@@ -12,7 +12,9 @@ runs in a fresh process (so its peak RSS is its own), baseline and dphist altern
 * counting alone: ``count_tables`` over batches read beforehand, for its CPU seconds (with the scan's CPU
   seconds they bound what any overlap of reading and counting could reach on this machine's cores);
 * progress: the 3-D pass drawing its progress bar (to a terminal stand-in) against the pass without it,
-  alternately in one process, fastest of seven each (process start-up noise would hide a 2 % difference).
+  alternately in one process, fastest of seven each (process start-up noise would hide a 2 % difference);
+  and, since even that difference swings by several per cent on a shared machine, the time spent inside
+  the bar's own calls as a share of the passes that drew it.
 
 Peak memory is also measured at 200M rows (four copies of the 50M-row file in one directory), and a release
 of a 2^24-cell table (4096 x 4096) with hb and privelet is timed end to end.  Writes the `scale` section of
@@ -63,8 +65,15 @@ else:
     class Terminal(io.TextIOBase):
         def isatty(self): return True
         def write(self, s): return len(s)
+    class Timed(Progress):
+        # The bar, timing its own calls (the A/B difference of whole passes is lost in a shared machine's noise).
+        spent = 0.0
+        def add(self, n):
+            t = time.perf_counter(); super().add(n); Timed.spent += time.perf_counter() - t
+        def show(self, force=False):
+            t = time.perf_counter(); super().show(force); Timed.spent += time.perf_counter() - t
     def once(progress, batches=None):
-        bar = Progress(*src.progress_total(), stream=Terminal()) if progress else None
+        bar = Timed(*src.progress_total(), stream=Terminal()) if progress else None
         t = time.perf_counter()
         (counts,) = count_tables(batches or src.batches({c: schema[c] for c in cols}, bar),
                                  [TableShape("t", tuple(schema[c] for c in cols))], src.name)
@@ -75,6 +84,7 @@ else:
         # Without and with the bar, alternately in one process, 7 times each: the fastest of each.
         pairs = [(once(False)[0], once(True)[0]) for _ in range(7)]
         print(json.dumps({"seconds": min(a for a, _ in pairs), "progress_seconds": min(b for _, b in pairs),
+                          "in_bar_share": Timed.spent / sum(b for _, b in pairs),
                           "rows": 0, "rss_mb": 0}))
         sys.exit(0)
     if mode == "count-only":
@@ -179,6 +189,7 @@ def main() -> None:
                 pairs = child("progress-pairs", path, cols, schema)
                 rec["progress_s"], rec["no_progress_s"] = pairs["progress_seconds"], pairs["seconds"]
                 rec["progress_overhead"] = pairs["progress_seconds"] / pairs["seconds"] - 1
+                rec["progress_in_bar_share"] = pairs["in_bar_share"]
             records.append(rec)
             print(json.dumps(rec), flush=True)
     memory = []
@@ -206,10 +217,11 @@ def main() -> None:
              f"all {CORES} cores, max(scan, (scan CPU + counting CPU) / {CORES}) / scan -- where reading keeps "
              "every core busy, counting's CPU adds to the wall time and no threading can hide it.", "",
              "| input | rows | table | baseline s | dphist s | ratio | overlap bound | baseline CPU s "
-             "| dphist CPU s | counting alone CPU s | dphist peak RSS MB | progress overhead |",
+             "| dphist CPU s | counting alone CPU s | dphist peak RSS MB | progress overhead (A/B; time in the bar) |",
              "|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in records:
-        overhead = f"{100 * r['progress_overhead']:+.1f} %" if "progress_overhead" in r else ""
+        overhead = (f"{100 * r['progress_overhead']:+.1f} % (in the bar: {100 * r['progress_in_bar_share']:.2f} %)"
+                    if "progress_overhead" in r else "")
         lines.append(f"| {r['input']} | {r['rows']:,} | {r['dims']} | {r['baseline_s']:.2f} | {r['dphist_s']:.2f} "
                      f"| {r['ratio']:.2f} | {r['overlap_ratio']:.2f} | {r['baseline_cpu_s']:.2f} "
                      f"| {r['dphist_cpu_s']:.2f} | {r['counting_cpu_s']:.2f} | {r['dphist_rss_mb']:.0f} | {overhead} |")
