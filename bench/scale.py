@@ -17,8 +17,8 @@ runs in a fresh process (so its peak RSS is its own), baseline and dphist altern
   the bar's own calls as a share of the passes that drew it.
 
 Peak memory is also measured at 200M rows (four copies of the 50M-row file in one directory), and a release
-of a 2^24-cell table (4096 x 4096) with hb and privelet is timed end to end.  Writes the `scale` section of
-bench/RESULTS.md and bench/results/scale.json.
+of a 2^24-cell table (4096 x 4096) with hb, privelet and identity (and hb written as CSV) is timed end to
+end.  Writes the `scale` section of bench/RESULTS.md and bench/results/scale.json.
 """
 
 from __future__ import annotations
