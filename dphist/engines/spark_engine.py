@@ -50,11 +50,8 @@ def _read(spark, source: Source, columns: dict[str, Column]):
         frame = spark.read.csv(paths, header=True, inferSchema=False, mode="FAILFAST", emptyValue=_EMPTY)
         frame = frame.select(*[F.when(F.col(f"`{c}`") == _EMPTY, F.lit("")).otherwise(F.col(f"`{c}`")).alias(c)
                                for c in frame.columns])
-        missing = [n for n in columns if n not in frame.columns]
-        if missing:
-            raise DataError(f"{source.name}: column '{missing[0]}' not found in the input")
-        return frame
-    frame = spark.read.parquet(*paths)
+    else:
+        frame = spark.read.parquet(*paths)
     missing = [n for n in columns if n not in frame.columns]
     if missing:
         raise DataError(f"{source.name}: column '{missing[0]}' not found in the input")
