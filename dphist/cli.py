@@ -309,8 +309,13 @@ def schema_command(input, out, private, epsilon, delta, columns, bins, max_categ
     finds them, and E (and --delta) is charged to the ledger. The schema may be frozen and reused; releases that
     use it spend nothing on discovery.
     """
-    if out and os.path.exists(out) and not overwrite:
-        raise UsageError(f"{out} exists (use --overwrite to replace it)")
+    from .io.output_file import atomic_output, check_output_file
+
+    if out is not None:  # before the data is read (and, with --private, before anything is charged)
+        check_output_file(out, overwrite)
+        if Path(out).suffix.lower() == ".json":
+            raise UsageError(f"--out {out}: a schema is written as YAML, and a .json file is read back as JSON: "
+                             "name it .yaml or .yml")
     if private:
         _private_schema(input, out, epsilon, delta, columns, bins, max_categories, binning, privacy_unit,
                         max_rows_per_unit, seed, ledger_path, dataset_id)
@@ -324,7 +329,8 @@ def schema_command(input, out, private, epsilon, delta, columns, bins, max_categ
         raise click.UsageError(f"{used[0]} applies to --private only")
     text = draft_schema(input, bins=bins or 10, max_categories=max_categories or 100)
     if out:
-        write_text_atomic(out, text)
+        with atomic_output(out) as fh:
+            fh.write(text.encode("utf-8"))
         click.echo(f"wrote draft schema to {out}", err=True)
     else:
         click.echo(text, nl=False)
@@ -510,21 +516,22 @@ def synth_command(release_dir, rows, table, joint, out, seed, overwrite):
     table and invents no other association: from age,sex and sex,income, age and income are independent given
     sex.
     """
+    from .io.output_file import TABLE_SUFFIXES, atomic_output, check_output_file, write_frames
+    from .synth import plan_synthesis
+
     if joint and table is not None:
         raise click.UsageError("give --table or --joint, not both")
-    fmt = {".csv": "csv", ".parquet": "parquet", ".json": "json"}.get(Path(out).suffix.lower())
-    if fmt is None:
-        raise UsageError(f"--out must end in .csv, .parquet or .json, got '{out}'")
-    if os.path.exists(out) and not overwrite:
-        raise UsageError(f"{out} exists (use --overwrite to replace it)")
+    path = check_output_file(out, overwrite, TABLE_SUFFIXES)  # before the release is read
     with warnings.catch_warnings(record=True) as caught:  # shown as one line each, not Python's two-line form
         warnings.simplefilter("always")
-        frame = synthesize(release_dir, rows, table, None if seed is None else np.random.default_rng(seed),
-                           joint=joint)
+        plan = plan_synthesis(release_dir, rows, table, joint)  # every check, before any record is drawn
     for warning in caught:
         click.echo(f"Warning: {warning.message}", err=True)
-    write_frame_atomic(out, frame, fmt)
-    click.echo(f"wrote {len(frame)} synthetic rows to {out}", err=True)
+    # Streamed a chunk at a time into a temp file renamed into place: memory does not grow with --rows.
+    with atomic_output(path) as fh:
+        written = write_frames(fh, plan.chunks(np.random.default_rng(seed)), TABLE_SUFFIXES[path.suffix.lower()],
+                               plan.prototype())
+    click.echo(f"wrote {written} synthetic rows to {out}", err=True)
 
 
 @main.command("plot")
@@ -535,8 +542,10 @@ def synth_command(release_dir, rows, table, joint, out, seed, overwrite):
 def plot_command(release_dir, table, out, overwrite):
     """Draw a released table: bars with 95 % intervals (one column), a heat map (two), or small multiples of
     heat maps (three). Reads the release only. Needs matplotlib: pip install 'dphist[plot]'."""
-    if os.path.exists(out) and not overwrite:
-        raise UsageError(f"{out} exists (use --overwrite to replace it)")
+    from .io.output_file import check_output_file
+    from .plot import picture_suffixes
+
+    check_output_file(out, overwrite, picture_suffixes())  # before the release is read
     plot_release(release_dir, out, table)
     click.echo(f"wrote {out}", err=True)
 

@@ -1,7 +1,8 @@
 """Pictures of a release (post-processing: reads the release directory only).
 
 One column: a bar per cell with its 95 % interval (when the release has one).  Two columns: a heat map.  Three:
-small multiples, one heat map per value of the first column (at most 16 panels).  Needs matplotlib, an optional
+small multiples, one heat map per value of the first column (at most 16 panels).  The picture is written whole
+or not at all (a temp file renamed into place).  Needs matplotlib, an optional
 extra: ``pip install 'dphist[plot]'``.
 """
 
@@ -10,14 +11,17 @@ from __future__ import annotations
 from pathlib import Path
 
 import numpy as np
-import pandas as pd
 
 from .errors import UsageError
-from .synth import load_release
+from .io.output_file import atomic_output
+from .synth import choose_table, load_report, read_table
 
-__all__ = ["plot_release", "MAX_PANELS"]
+__all__ = ["plot_release", "picture_suffixes", "MAX_PANELS"]
 
 MAX_PANELS = 16
+_MAX_INCHES = 30.0  # a bar chart's width: beyond ~100 bars the labels thin out anyway (at most ~25 are shown)
+# Formats matplotlib lists but cannot write on its own: pgf runs LaTeX to measure the text.
+_NEEDS_MORE = {".pgf"}
 
 
 def _pyplot():
@@ -30,30 +34,40 @@ def _pyplot():
     return plt
 
 
+def picture_suffixes() -> set[str]:
+    """The file name endings a picture can have (``.png``, ``.pdf``, ``.svg``, ...: what matplotlib writes by
+    itself).  UsageError if matplotlib is not installed."""
+    _pyplot()
+    from matplotlib.backend_bases import FigureCanvasBase
+
+    return {f".{kind}" for kind in FigureCanvasBase.get_supported_filetypes()} - _NEEDS_MORE
+
+
 def plot_release(directory: str | Path, out: str | Path, table: str | None = None) -> Path:
-    """Draw one released table to ``out`` (PNG, or any format matplotlib knows by the suffix)."""
-    report, tables = load_release(directory)
-    if table is None:
-        if len(tables) != 1:
-            raise UsageError(f"the release has {len(tables)} tables: choose one with --table ({', '.join(tables)})")
-        table = next(iter(tables))
-    if table not in tables:
-        raise UsageError(f"the release has no table '{table}' (it has: {', '.join(tables)})")
-    meta = next(t for t in report["tables"] if t["name"] == table)
-    frame, shape, columns = tables[table], tuple(meta["shape"]), meta["columns"]
-    if len(shape) > 3:
-        raise UsageError(f"table '{table}' has {len(shape)} columns; plots show at most 3")
+    """Draw one released table to ``out``, a picture of the type its suffix names (see ``picture_suffixes``),
+    written whole or not at all.  UsageError for a wrong suffix or table (checked before the table is read),
+    DataError for a damaged release."""
+    out = Path(out)
+    suffixes = picture_suffixes()
+    if out.suffix.lower() not in suffixes:
+        raise UsageError(f"--out {out}: unknown picture type '{out.suffix or '(none)'}' (use "
+                         f"{', '.join(sorted(suffixes))})")
+    report = load_report(directory)
+    meta = choose_table(report, table)
+    if len(meta["shape"]) > 3:
+        raise UsageError(f"table '{meta['name']}' has {len(meta['shape'])} columns; plots show at most 3")
+    released = read_table(directory, meta)
     plt = _pyplot()
-    labels = [_axis_labels(frame, c, shape, axis) for axis, c in enumerate(columns)]
-    counts = frame["count"].to_numpy(np.float64).reshape(shape)
-    title = f"{table}: ε = {meta['epsilon']} ({meta['algorithm']})" + (" — TEST MODE, NOT PRIVATE"
-                                                                        if report.get("test_mode") else "")
+    counts, columns, shape = released.counts, list(released.columns), released.counts.shape
+    labels = [_axis_labels(axis) for axis in released.axes]
+    title = (f"{meta['name']}: ε = {meta.get('epsilon', '?')} ({meta.get('algorithm', '?')})"
+             + (" — TEST MODE, NOT PRIVATE" if report.get("test_mode") else ""))
     if len(shape) == 1:
-        fig, ax = plt.subplots(figsize=(max(6.0, 0.3 * shape[0]), 4.0))
+        fig, ax = plt.subplots(figsize=(min(_MAX_INCHES, max(6.0, 0.3 * shape[0])), 4.0))
         x = np.arange(shape[0])
         ax.bar(x, counts, color="#4878a8")
-        if {"ci_lower", "ci_upper"} <= set(frame.columns):
-            low, high = frame["ci_lower"].to_numpy(np.float64), frame["ci_upper"].to_numpy(np.float64)
+        if released.ci is not None and np.isfinite(released.ci[0]).any():
+            low, high = released.ci
             ax.errorbar(x, counts, yerr=[np.maximum(counts - low, 0), np.maximum(high - counts, 0)], fmt="none",
                         ecolor="black", capsize=2, linewidth=0.8, label="95 % interval")
             ax.legend()
@@ -78,19 +92,17 @@ def plot_release(directory: str | Path, out: str | Path, table: str | None = Non
             title += f" (first {MAX_PANELS} of {shape[0]} {columns[0]} values)"
     fig.suptitle(title)
     fig.tight_layout()
-    out = Path(out)
-    fig.savefig(out, dpi=100)
-    plt.close(fig)
+    try:
+        with atomic_output(out) as fh:
+            fig.savefig(fh, format=out.suffix[1:].lower(), dpi=100)
+    finally:
+        plt.close(fig)
     return out
 
 
-def _axis_labels(frame: pd.DataFrame, column: str, shape: tuple[int, ...], axis: int) -> list[str]:
-    """One label per cell along ``axis``: the category, or the bin's lower edge ("missing" for the null cell).
-    Rows are in C order, so index k of the axis first appears at row k · (product of the later axes' sizes)."""
-    values = frame[column] if column in frame else frame[f"{column}_lower"]
-    stride = int(np.prod(shape[axis + 1:], dtype=np.int64))
-    picked = values.iloc[np.arange(shape[axis]) * stride].to_numpy(object)
-    return ["missing" if pd.isna(v) else str(v) for v in picked]
+def _axis_labels(axis) -> list[str]:
+    """One label per cell along an axis: the category, or the bin's lower edge ("missing" for the null cell)."""
+    return ["missing" if null else str(v) for v, null in zip(axis.text, axis.null)]
 
 
 def _ticks(set_ticks, set_labels, labels: list[str], rotate: bool = False) -> None:

@@ -27,46 +27,404 @@ import itertools
 import json
 import math
 import warnings
+from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
 
 from .errors import DataError, UsageError
 from .ipf import fit_max_entropy
 from .marginals import derive_marginal
 
-__all__ = ["load_release", "synthesize"]
+__all__ = ["Axis", "ReleasedTable", "Synthesis", "CHUNK_ROWS", "load_report", "read_table", "choose_table",
+           "plan_synthesis", "synthesize"]
 
 _SUFFIXES = (".csv", ".parquet", ".json")
+_KINDS = ("categorical", "numeric", "date")
+CHUNK_ROWS = 1 << 20  # records drawn and written at a time: bounds synth's memory whatever --rows is
 
 
-def load_release(directory: str | Path) -> tuple[dict, dict[str, pd.DataFrame]]:
-    """The report and every table of a release directory written by ``dphist release``."""
+# ---- reading a release, trusting nothing -----------------------------------------------------------------------
+#
+# A release directory may be damaged or hostile.  Every check below turns what would be a crash into one line
+# that names the file, the column and the row at fault (never a value: values are data).
+
+
+@dataclass(frozen=True)
+class Axis:
+    """One column of a released table: one entry per bin, in the order of the column's axis.
+
+    ``text``: the released label (categorical) or lower bound (numeric, date), as read, for display and
+    comparison; ``lower``/``upper``: the bounds as numbers (a date as days since 1970-01-01; 0 for a categorical
+    or null bin); ``null``: the bin of missing values."""
+
+    column: str
+    kind: str
+    text: np.ndarray
+    lower: np.ndarray
+    upper: np.ndarray
+    null: np.ndarray
+
+    @property
+    def size(self) -> int:
+        return len(self.text)
+
+    def same_bins(self, other: "Axis") -> bool:
+        """The same type and bins, a null bin matching a null bin."""
+        return (self.kind == other.kind and self.size == other.size and _same(self.text, other.text)
+                and bool(np.array_equal(self.null, other.null)) and bool(np.array_equal(self.lower, other.lower))
+                and bool(np.array_equal(self.upper, other.upper)))
+
+
+@dataclass(frozen=True)
+class ReleasedTable:
+    """A released table, checked: ``counts`` (float64, one axis per column, non-negative and finite; a --raw
+    table's negative noisy counts read as 0), its ``axes``, and the interval columns if it has them."""
+
+    name: str
+    path: Path
+    meta: dict
+    axes: tuple[Axis, ...]
+    counts: np.ndarray
+    ci: tuple[np.ndarray, np.ndarray] | None
+
+    @property
+    def columns(self) -> tuple[str, ...]:
+        return tuple(a.column for a in self.axes)
+
+
+def load_report(directory: str | Path) -> dict:
+    """The checked report.json of a release directory: a dict whose ``tables`` is a non-empty list of table
+    entries, each with a plain file ``name``, distinct ``columns``, a ``shape`` of positive integers (one per
+    column) and a ``domain`` giving each column a known ``type``.  UsageError if ``directory`` is not a release,
+    DataError if its report is damaged."""
     directory = Path(directory)
-    report_path = directory / "report.json"
-    if not report_path.is_file():
+    path = directory / "report.json"
+    if not path.is_file():
         raise UsageError(f"{directory}: not a dphist release (no report.json)")
     try:
-        report = json.loads(report_path.read_text())
-        names = [t["name"] for t in report["tables"]]
-    except (ValueError, KeyError, TypeError):
-        raise DataError(f"{report_path}: not a dphist release report") from None
-    tables = {}
-    for name in names:
-        path = next((directory / f"{name}{s}" for s in _SUFFIXES if (directory / f"{name}{s}").is_file()), None)
-        if path is None:
-            raise DataError(f"{directory}: table '{name}' is listed in report.json but its file is missing")
+        report = json.loads(path.read_bytes())
+    except OSError as exc:
+        raise DataError(f"{path}: cannot be read ({exc.strerror or type(exc).__name__})") from None
+    except (ValueError, RecursionError):  # not JSON, not UTF-8, or nested beyond the parser's depth
+        raise DataError(f"{path}: not valid JSON, so not a dphist release report") from None
+    if not isinstance(report, dict) or not isinstance(report.get("tables"), list) or not report["tables"]:
+        raise DataError(f"{path}: not a dphist release report (no list of 'tables')")
+    seen = set()
+    for i, meta in enumerate(report["tables"], 1):
+        _check_meta(path, i, meta)
+        if meta["name"] in seen:
+            raise DataError(f"{path}: table '{meta['name']}' is listed twice")
+        seen.add(meta["name"])
+    return report
+
+
+def _check_meta(path: Path, i: int, meta) -> None:
+    where = f"{path}: table {i} of 'tables'"
+    if not isinstance(meta, dict):
+        raise DataError(f"{where} is not an object")
+    name = meta.get("name")
+    # The name becomes a file name in the release directory: nothing that could point elsewhere.
+    if not isinstance(name, str) or not name or name.startswith(".") or any(c in name for c in "/\\\0"):
+        raise DataError(f"{where}: 'name' must be a plain file name")
+    where = f"{path}: table '{name}'"
+    columns, shape, domain = meta.get("columns"), meta.get("shape"), meta.get("domain")
+    if (not isinstance(columns, list) or not columns or not all(isinstance(c, str) and c for c in columns)
+            or len(set(columns)) != len(columns)):
+        raise DataError(f"{where}: 'columns' must be a list of distinct column names")
+    if (not isinstance(shape, list) or len(shape) != len(columns)
+            or not all(isinstance(s, int) and not isinstance(s, bool) and s >= 1 for s in shape)):
+        raise DataError(f"{where}: 'shape' must list one positive whole number per column")
+    if not isinstance(domain, dict):
+        raise DataError(f"{where}: no 'domain' object")
+    for column in columns:
+        entry = domain.get(column)
+        if not isinstance(entry, dict) or entry.get("type") not in _KINDS:
+            raise DataError(f"{where}: 'domain' gives column '{column}' no type ({', '.join(_KINDS)})")
+
+
+def choose_table(report: dict, table: str | None, joint_hint: bool = False) -> dict:
+    """The report entry of ``table``, or of the only table when ``table`` is None; UsageError otherwise."""
+    names = [t["name"] for t in report["tables"]]
+    if table is None:
+        if len(names) != 1:
+            also = ", or draw over all of them together with --joint" if joint_hint else ""
+            raise UsageError(f"the release has {len(names)} tables: choose one with --table "
+                             f"({', '.join(names)}){also}")
+        table = names[0]
+    if table not in names:
+        raise UsageError(f"the release has no table '{table}' (it has: {', '.join(names)})")
+    return report["tables"][names.index(table)]
+
+
+def read_table(directory: str | Path, meta: dict) -> ReleasedTable:
+    """Read and check the table that the (checked) report entry ``meta`` describes: its file is
+    ``<name>.csv``, ``.parquet`` or ``.json`` (the first present); it must hold one flat column per label
+    (``col`` for a categorical column, ``col_lower`` and ``col_upper`` for numeric and date ones) and
+    ``count``, and one row per cell in C order over the columns.  DataError, naming the file, column and row,
+    for anything else."""
+    directory = Path(directory)
+    name = meta["name"]
+    path = next((directory / f"{name}{s}" for s in _SUFFIXES if (directory / f"{name}{s}").exists()), None)
+    if path is None:
+        raise DataError(f"{directory}: table '{name}' is listed in report.json but its file is missing")
+    if not path.is_file():
+        raise DataError(f"{path}: not a regular file")
+    kinds = {c: meta["domain"][c]["type"] for c in meta["columns"]}
+    needed = [key for c in meta["columns"] for key in _label_columns(c, kinds[c])] + ["count"]
+    frame = _read_frame(path, needed)
+    n = math.prod(meta["shape"])
+    if len(frame) != n:
+        raise DataError(f"{path}: {len(frame)} rows, but report.json gives the table shape {meta['shape']} "
+                        f"({n} cells, one row each)")
+    for key in frame.columns:
+        _check_flat(path, key, frame[key])
+    axes = []
+    stride = n
+    for column, size in zip(meta["columns"], meta["shape"]):
+        stride //= size
+        axes.append(_axis(path, frame, column, kinds[column], size, stride, meta["columns"]))
+    counts = _counts(path, frame["count"], str(meta.get("post_processing", "")).startswith("none"))
+    ci = None
+    if {"ci_lower", "ci_upper"} <= set(frame.columns):
+        ci = tuple(_numbers(path, key, frame[key], empty_ok=True) for key in ("ci_lower", "ci_upper"))
+    return ReleasedTable(name, path, meta, tuple(axes), counts.reshape(meta["shape"]), ci)
+
+
+def _read_frame(path: Path, needed: list[str]) -> pd.DataFrame:
+    """The ``needed`` columns of a table file (and ci_lower, ci_upper if present), read by its extension."""
+    fmt = path.suffix[1:]
+    wanted = needed + ["ci_lower", "ci_upper"]
+    try:
+        if fmt == "parquet":
+            schema = pq.read_schema(path)
+            _require(path, needed, schema.names)
+            for field in schema:
+                kind = field.type.value_type if pa.types.is_dictionary(field.type) else field.type
+                if field.name in wanted and pa.types.is_nested(kind):
+                    raise DataError(f"{path}: column '{field.name}' is nested ({kind}), but a released table "
+                                    "has one value per cell")
+            table = pq.read_table(path, columns=[c for c in wanted if c in schema.names])
+            return table.to_pandas()
+        if fmt == "csv":
+            frame = pd.read_csv(path, keep_default_na=False, na_values=[""])
+        else:
+            frame = pd.read_json(path, orient="records")
+    except DataError:
+        raise
+    except (OSError, ValueError, TypeError, RecursionError, pa.ArrowException):
+        raise DataError(f"{path}: cannot be read as a {fmt.upper() if fmt != 'parquet' else 'Parquet'} "
+                        "table (damaged, or not the format its name says)") from None
+    _require(path, needed, list(frame.columns))
+    return frame[[c for c in wanted if c in frame.columns]]
+
+
+def _require(path: Path, needed: list[str], have: list) -> None:
+    missing = [c for c in needed if c not in have]
+    if missing:
+        raise DataError(f"{path}: no column '{missing[0]}'" + (f" (nor {len(missing) - 1} more)"
+                                                                if len(missing) > 1 else ""))
+
+
+def _check_flat(path: Path, key: str, values: pd.Series) -> None:
+    """One scalar per cell: JSON can hold lists and objects in a cell, Parquet nested types."""
+    if values.dtype != object:
+        return
+    nested = np.flatnonzero([isinstance(v, (list, dict, tuple, set, np.ndarray)) for v in values])
+    if nested.size:
+        raise DataError(f"{path}: column '{key}' holds a list or object instead of a value (row {nested[0] + 1})")
+
+
+def _axis(path: Path, frame: pd.DataFrame, column: str, kind: str, size: int, stride: int,
+          columns: list[str]) -> Axis:
+    """The bins of ``column``: row k·stride holds bin k; every row must repeat its bin's labels (C order)."""
+    n = len(frame)
+    position = (np.arange(n) // stride) % size  # each row's index along this column's axis
+    first = np.arange(size) * stride
+    labels = {}
+    for key in _label_columns(column, kind):
+        values = frame[key].to_numpy(object)
+        differs = ~_equal(values[first][position], values)
+        if differs.any():
+            raise DataError(f"{path}: row {np.flatnonzero(differs)[0] + 1}: column '{key}' differs from the other "
+                            f"rows of its bin, so the rows are not in the order report.json describes (C order "
+                            f"over {', '.join(columns)})")
+        labels[key] = values[first]
+    if kind == "categorical":
+        text = labels[column]
+        zeros = np.zeros(size)
+        return Axis(column, kind, text, zeros, zeros, np.asarray(pd.isna(text), dtype=bool))
+    parse = _number if kind == "numeric" else _day
+    bounds = {}
+    for key in (f"{column}_lower", f"{column}_upper"):
+        null = np.asarray(pd.isna(labels[key]), dtype=bool)
+        parsed = np.zeros(size)
+        for k in np.flatnonzero(~null):
+            parsed[k] = parse(path, key, labels[key][k], first[k] + 1)
+        bounds[key] = parsed, null
+    (lower, null), (upper, null_upper) = bounds.values()
+    if (null != null_upper).any():
+        row = first[np.flatnonzero(null != null_upper)[0]] + 1
+        raise DataError(f"{path}: row {row}: one of '{column}_lower' and '{column}_upper' is empty, not both")
+    if (lower[~null] >= upper[~null]).any():
+        row = first[np.flatnonzero(~null & (lower >= upper))[0]] + 1
+        raise DataError(f"{path}: row {row}: the bin of '{column}' is empty ({column}_lower is not below "
+                        f"{column}_upper)")
+    return Axis(column, kind, labels[f"{column}_lower"], lower, upper, null)
+
+
+def _number(path: Path, key: str, value, row: int) -> float:
+    if not isinstance(value, (bool, np.bool_)):
         try:
-            if path.suffix == ".csv":
-                tables[name] = pd.read_csv(path, keep_default_na=False, na_values=[""])
-            elif path.suffix == ".parquet":
-                tables[name] = pd.read_parquet(path)
-            else:
-                tables[name] = pd.read_json(path, orient="records")
-        except (OSError, ValueError) as exc:
-            raise DataError(f"{path}: cannot read the released table ({type(exc).__name__})") from None
-    return report, tables
+            number = float(value)
+        except (TypeError, ValueError):
+            pass
+        else:
+            if math.isfinite(number):
+                return number
+    raise DataError(f"{path}: row {row}: column '{key}' holds a value that is not a finite number")
+
+
+def _day(path: Path, key: str, value, row: int) -> float:
+    """Days since 1970-01-01 of a date label: a date, a datetime at midnight, or an ISO date text."""
+    day = None
+    if isinstance(value, _dt.datetime):
+        day = value.date() if value.time() == _dt.time() and value.tzinfo is None else None
+    elif isinstance(value, _dt.date):
+        day = value
+    elif isinstance(value, str):
+        try:
+            day = _dt.date.fromisoformat(value)
+        except ValueError:
+            pass
+    if day is None:
+        raise DataError(f"{path}: row {row}: column '{key}' holds a value that is not a date (YYYY-MM-DD)")
+    return float(day.toordinal() - _EPOCH.toordinal())
+
+
+def _numbers(path: Path, key: str, values: pd.Series, empty_ok: bool = False) -> np.ndarray:
+    """A column of numbers as float64: DataError at the first text, true/false, empty (unless ``empty_ok``) or
+    infinite cell."""
+    if pd.api.types.is_bool_dtype(values.dtype):
+        raise DataError(f"{path}: column '{key}' holds true/false values, not numbers")
+    numbers = pd.to_numeric(values, errors="coerce")
+    empty = np.asarray(values.isna(), dtype=bool)
+    text = ~empty & np.asarray(pd.isna(numbers), dtype=bool)
+    if text.any():
+        raise DataError(f"{path}: row {np.flatnonzero(text)[0] + 1}: column '{key}' holds text, not a number")
+    out = np.asarray(numbers, dtype=np.float64)
+    if empty.any() and not empty_ok:
+        raise DataError(f"{path}: row {np.flatnonzero(empty)[0] + 1}: column '{key}' is empty")
+    infinite = np.isinf(out)
+    if infinite.any():
+        raise DataError(f"{path}: row {np.flatnonzero(infinite)[0] + 1}: column '{key}' is infinite")
+    return out
+
+
+def _counts(path: Path, values: pd.Series, raw: bool) -> np.ndarray:
+    """The released counts: numbers, and (unless the table is --raw) non-negative whole numbers.  A --raw
+    table's counts are the unbiased noisy estimates, negative at times: those count as 0."""
+    counts = _numbers(path, "count", values)
+    if raw:
+        return np.maximum(counts, 0.0)
+    for bad, what in ((counts < 0, "a negative count"), (counts != np.floor(counts), "a count that is not a whole "
+                                                                                   "number")):
+        if bad.any():
+            raise DataError(f"{path}: row {np.flatnonzero(bad)[0] + 1}: column 'count' holds {what}, which only "
+                            "a --raw release has")
+    return counts
+
+
+def _label_columns(column: str, kind: str) -> list[str]:
+    """The columns of a released table that label ``column``'s bins."""
+    return [column] if kind == "categorical" else [f"{column}_lower", f"{column}_upper"]
+
+
+def _equal(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Element-wise equality of labels, a missing label (null bin) matching a missing one."""
+    with np.errstate(invalid="ignore"):
+        return np.asarray((a == b) | (pd.isna(a) & pd.isna(b)), dtype=bool)
+
+
+def _same(a: np.ndarray, b: np.ndarray) -> bool:
+    return len(a) == len(b) and bool(np.all(_equal(a, b)))
+
+
+# ---- drawing records, a chunk at a time --------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Synthesis:
+    """A checked, ready draw of ``rows`` records: cells with probability ∝ ``weights`` (one axis per entry of
+    ``axes``), then a value inside each cell's bin on every axis.
+
+    ``chunks(rng)`` yields the records in frames of at most ``chunk_rows`` rows (at least one frame, empty when
+    ``rows`` is 0), so memory is bounded by one chunk and the weights, whatever ``rows`` is.  Each chunk is a
+    multinomial sample of its size, shuffled: independent chunks of independent records, the same distribution
+    as one multinomial sample of ``rows`` (their cell counts add up to one), and with one chunk the same draw.
+    """
+
+    axes: tuple[Axis, ...]
+    weights: np.ndarray
+    rows: int
+    chunk_rows: int = CHUNK_ROWS
+
+    def __post_init__(self):
+        if self.chunk_rows < 1:
+            raise ValueError("Synthesis: chunk_rows must be positive")
+
+    @property
+    def columns(self) -> list[str]:
+        return [a.column for a in self.axes]
+
+    def chunks(self, rng: np.random.Generator) -> Iterator[pd.DataFrame]:
+        p = self.weights.ravel() / self.weights.sum()
+        cells = np.arange(p.size)
+        left = self.rows
+        while True:
+            m = min(left, self.chunk_rows)
+            drawn = np.repeat(cells, rng.multinomial(m, p))
+            rng.shuffle(drawn)
+            index = np.unravel_index(drawn, self.weights.shape)
+            yield pd.DataFrame({a.column: _values(a, i, None if a.kind == "categorical" else rng.random(m))
+                                for a, i in zip(self.axes, index)})
+            left -= m
+            if left == 0:
+                return
+
+    def prototype(self) -> pd.DataFrame:
+        """A few records with the columns and types of the drawn ones (every bin's lowest value): what a
+        writer needs to know of the columns before the first chunk."""
+        n = max(a.size for a in self.axes)
+        return pd.DataFrame({a.column: _values(a, np.arange(n) % a.size, np.zeros(n)) for a in self.axes})
+
+
+def plan_synthesis(directory: str | Path, rows: int, table: str | None = None, joint: bool = False,
+                   chunk_rows: int | None = None) -> Synthesis:
+    """Check everything a draw of ``rows`` records needs (options, release, tables, the joint fit) and return
+    it, ready to draw in chunks of ``chunk_rows`` records [CHUNK_ROWS]: UsageError for wrong options, DataError
+    for a damaged release, before any record is drawn."""
+    if isinstance(rows, bool) or not isinstance(rows, (int, np.integer)) or rows < 0:
+        raise UsageError("rows must be a non-negative integer")
+    if joint and table is not None:
+        raise UsageError("--table and --joint exclude each other: --joint draws over all the tables")
+    report = load_report(directory)
+    if joint and len(report["tables"]) > 1:
+        axes, weights = _joint(directory, report)
+    else:
+        released = read_table(directory, choose_table(report, table, joint_hint=True))
+        axes, weights = released.axes, released.counts
+        what = f"{released.path}: column 'count'"
+        total = float(weights.sum())
+        if not math.isfinite(total):
+            raise DataError(f"{what}: the counts add up to more than a float holds")
+        if total <= 0:
+            raise DataError(f"{what}: every released count is 0, so there is nothing to sample from")
+    return Synthesis(tuple(axes), weights, int(rows), chunk_rows or CHUNK_ROWS)
 
 
 def synthesize(directory: str | Path, rows: int, table: str | None = None,
@@ -79,157 +437,65 @@ def synthesize(directory: str | Path, rows: int, table: str | None = None,
     limits; a release of one table gives the same records as without ``joint``).  Joint mode raises DataError if
     the tables disagree (grand totals, counts on shared columns, or bins), and warns (RuntimeWarning) if the fit
     did not converge.  Randomness: ``rng`` (default: fresh OS entropy); it needs no cryptographic strength, since
-    the release is already private and this is post-processing.
+    the release is already private and this is post-processing.  All records are in memory: to write many,
+    stream ``plan_synthesis(...).chunks(rng)`` instead.
     """
-    if isinstance(rows, bool) or not isinstance(rows, (int, np.integer)) or rows < 0:
-        raise UsageError("rows must be a non-negative integer")
-    if joint and table is not None:
-        raise UsageError("--table and --joint exclude each other: --joint draws over all the tables")
-    report, tables = load_release(directory)
-    rng = rng or np.random.default_rng()
-    if joint and len(tables) > 1:
-        return _synthesize_joint(report, tables, rows, rng)
-    if table is None:
-        if len(tables) != 1:
-            raise UsageError(f"the release has {len(tables)} tables: choose one with --table "
-                             f"({', '.join(tables)}), or draw over all of them together with --joint")
-        table = next(iter(tables))
-    if table not in tables:
-        raise UsageError(f"the release has no table '{table}' (it has: {', '.join(tables)})")
-    meta = next(t for t in report["tables"] if t["name"] == table)
-    frame = tables[table]
-    cells = _sample(_counts(table, frame), rows, rng, f"table '{table}'")
-    out = {}
-    for column in meta["columns"]:  # one label per row of the table, indexed by the drawn rows
-        kind = meta["domain"][column]["type"]
-        labels = {key: _column(table, frame, key) for key in _label_columns(table, column, kind)}
-        out[column] = _draw(column, kind, labels, cells, rng)
-    return pd.DataFrame(out)
+    plan = plan_synthesis(directory, rows, table, joint)
+    frames = list(plan.chunks(rng or np.random.default_rng()))
+    return frames[0] if len(frames) == 1 else pd.concat(frames, ignore_index=True)
 
 
-def _synthesize_joint(report: dict, tables: dict[str, pd.DataFrame], rows: int,
-                      rng: np.random.Generator) -> pd.DataFrame:
-    axes: dict[str, tuple[str, str, dict]] = {}  # column -> (first table with it, type, its bins' labels)
-    grids = []
-    for meta in report["tables"]:
-        name = meta["name"]
-        counts, labels = _grid(name, meta, tables[name])
-        for column, (kind, bins) in labels.items():
-            first = axes.setdefault(column, (name, kind, bins))
-            if first[1] != kind or any(not _same(first[2][k], bins[k]) for k in bins):
-                raise DataError(f"column '{column}' has different bins in tables '{first[0]}' and '{name}', "
-                                "so they cannot be fitted together")
-        grids.append((name, tuple(meta["columns"]), counts))
-    for (a, columns_a, counts_a), (b, columns_b, counts_b) in itertools.combinations(grids, 2):
-        shared = tuple(c for c in columns_a if c in columns_b)
+def _joint(directory: str | Path, report: dict) -> tuple[list[Axis], np.ndarray]:
+    """The axes and the maximum-entropy table fitted to every table of the release."""
+    axes: dict[str, tuple[str, Axis]] = {}  # column -> (first table with it, its bins)
+    tables = [read_table(directory, meta) for meta in report["tables"]]
+    for t in tables:
+        for axis in t.axes:
+            first = axes.setdefault(axis.column, (t.name, axis))
+            if not first[1].same_bins(axis):
+                raise DataError(f"column '{axis.column}' has different bins in tables '{first[0]}' and "
+                                f"'{t.name}', so they cannot be fitted together")
+        if not math.isfinite(float(t.counts.sum())):
+            raise DataError(f"{t.path}: column 'count': the counts add up to more than a float holds")
+    for a, b in itertools.combinations(tables, 2):
+        shared = tuple(c for c in a.columns if c in b.columns)
         # Exact comparison: released counts are integers, exact in float64.
-        if counts_a.sum() != counts_b.sum():
+        if a.counts.sum() != b.counts.sum():
             why = "their grand totals differ"
-        elif shared and not np.array_equal(derive_marginal(counts_a, columns_a, shared),
-                                              derive_marginal(counts_b, columns_b, shared)):
+        elif shared and not np.array_equal(derive_marginal(a.counts, a.columns, shared),
+                                           derive_marginal(b.counts, b.columns, shared)):
             why = f"their counts over {', '.join(shared)} differ"
         else:
             continue
-        raise DataError(f"tables '{a}' and '{b}' do not agree ({why}), so IPF has no exact fit: release them "
-                        "together, e.g. with `dphist release --marginals`")
-    sizes = {column: len(next(iter(bins.values()))) for column, (_, _, bins) in axes.items()}
-    names, fit, info = fit_max_entropy([(columns, counts) for _, columns, counts in grids], sizes)
+        raise DataError(f"tables '{a.name}' and '{b.name}' do not agree ({why}), so IPF has no exact fit: release "
+                        "them together, e.g. with `dphist release --marginals`")
+    if tables[0].counts.sum() <= 0:
+        raise DataError("the released tables: every released count is 0, so there is nothing to sample from")
+    sizes = {column: axis.size for column, (_, axis) in axes.items()}
+    names, fit, info = fit_max_entropy([(t.columns, t.counts) for t in tables], sizes)
     if not info.converged:
         warnings.warn(f"the joint fit did not converge in {info.iterations} sweeps: a fitted marginal cell is off "
-                      f"its released count by up to {info.max_deviation:.3g}", RuntimeWarning, stacklevel=3)
-    index = np.unravel_index(_sample(fit.ravel(), rows, rng, "the released tables"), fit.shape)
-    return pd.DataFrame({column: _draw(column, axes[column][1], axes[column][2], position, rng)
-                         for column, position in zip(names, index)})
+                      f"its released count by up to {info.max_deviation:.3g}", RuntimeWarning, stacklevel=4)
+    if not (np.isfinite(fit).all() and fit.sum() > 0):
+        raise DataError("the released tables: the joint fit overflowed (counts too large to fit)")
+    return [axes[c][1] for c in names], fit
 
 
-def _grid(name: str, meta: dict, frame: pd.DataFrame) -> tuple[np.ndarray, dict[str, tuple[str, dict]]]:
-    """A released table as an array of counts of its report shape, and per column its type and the labels of
-    its bins (one per index along its axis).  Checks that the rows are in C order over the columns, since the
-    counts are reshaped on that promise."""
-    try:
-        columns, shape = list(meta["columns"]), tuple(int(s) for s in meta["shape"])
-    except (KeyError, TypeError, ValueError):
-        raise DataError(f"table '{name}': report.json gives no valid columns and shape") from None
-    n = math.prod(shape)
-    if len(columns) != len(shape) or len(frame) != n:
-        raise DataError(f"table '{name}': {len(frame)} rows, but report.json gives it shape {list(shape)}")
-    labels = {}
-    stride = n
-    for column, size in zip(columns, shape):
-        stride //= size
-        kind = meta["domain"][column]["type"]
-        position = (np.arange(n) // stride) % size  # each row's index along this column's axis
-        bins = {}
-        for key in _label_columns(name, column, kind):
-            values = _column(name, frame, key)
-            bins[key] = values[np.arange(size) * stride]
-            if not _same(bins[key][position], values):
-                raise DataError(f"table '{name}': its rows are not in the order report.json describes "
-                                f"(C order over {', '.join(columns)})")
-        labels[column] = (kind, bins)
-    return _counts(name, frame).reshape(shape), labels
-
-
-def _counts(name: str, frame: pd.DataFrame) -> np.ndarray:
-    if "count" not in frame:
-        raise DataError(f"table '{name}': no 'count' column")
-    return pd.to_numeric(frame["count"], errors="coerce").fillna(0).clip(lower=0).to_numpy(np.float64)
-
-
-def _sample(weights: np.ndarray, rows: int, rng: np.random.Generator, what: str) -> np.ndarray:
-    """Flat cell indices of ``rows`` records, a multinomial sample with probabilities ∝ ``weights``, shuffled."""
-    if weights.sum() <= 0:
-        raise DataError(f"{what}: every released count is 0, so there is nothing to sample from")
-    cells = np.repeat(np.arange(weights.size), rng.multinomial(rows, weights / weights.sum()))
-    rng.shuffle(cells)
-    return cells
-
-
-def _label_columns(name: str, column: str, kind: str) -> list[str]:
-    """The columns of a released table that label ``column``'s bins."""
-    if kind == "categorical":
-        return [column]
-    if kind in ("numeric", "date"):
-        return [f"{column}_lower", f"{column}_upper"]
-    raise DataError(f"table '{name}': column '{column}' has an unknown type '{kind}'")
-
-
-def _column(name: str, frame: pd.DataFrame, key: str) -> np.ndarray:
-    if key not in frame:
-        raise DataError(f"table '{name}': no '{key}' column")
-    return frame[key].to_numpy(object)
-
-
-def _same(a: np.ndarray, b: np.ndarray) -> bool:
-    """Equal labels, element by element, a missing label (null bin) matching a missing one."""
-    return len(a) == len(b) and bool(np.all((a == b) | (pd.isna(a) & pd.isna(b))))
-
-
-def _draw(column: str, kind: str, labels: dict[str, np.ndarray], index: np.ndarray,
-          rng: np.random.Generator) -> np.ndarray:
-    """One value per record inside its bin, ``index`` giving each record's position in the label arrays."""
-    if kind == "categorical":
-        return labels[column][index]
-    parse = float if kind == "numeric" else _day
-    lower, upper = labels[f"{column}_lower"], labels[f"{column}_upper"]
-    null = pd.isna(lower)
-    # Parse each label once, then index: there are far fewer bins than records.
-    lo = np.array([0 if n else parse(v) for v, n in zip(lower, null)], dtype=np.float64)[index]
-    hi = np.array([0 if n else parse(v) for v, n in zip(upper, null)], dtype=np.float64)[index]
-    null = null[index]
-    if kind == "numeric":
-        values = lo + (hi - lo) * rng.random(index.size)  # uniform on [lower, upper)
+def _values(axis: Axis, index: np.ndarray, u: np.ndarray | None) -> np.ndarray:
+    """One value per record inside its bin, ``index`` giving each record's bin and ``u`` a uniform number in
+    [0, 1) per record (unused for categorical columns): the label; ``lower + u·(upper − lower)`` for numbers; the
+    day ``lower + ⌊u·(upper − lower)⌋`` for dates; a missing value for the null bin."""
+    if axis.kind == "categorical":
+        return axis.text[index]
+    lo, hi, null = axis.lower[index], axis.upper[index], axis.null[index]
+    if axis.kind == "numeric":
+        values = lo + (hi - lo) * u  # uniform on [lower, upper)
         values[null] = np.nan
         return values
-    days = lo + np.floor((hi - lo) * rng.random(index.size))  # a uniform day of the bin
-    out = np.array([None] * index.size, dtype=object)
-    for i in np.flatnonzero(~null):
-        out[i] = _EPOCH + _dt.timedelta(days=int(days[i]))
-    return out
+    days = lo + np.floor((hi - lo) * u)  # a uniform day of the bin
+    dates = (np.datetime64("1970-01-01", "D") + days.astype("timedelta64[D]")).astype(object)  # datetime.date
+    dates[null] = None
+    return dates
 
 
 _EPOCH = _dt.date(1970, 1, 1)
-
-
-def _day(text) -> int:
-    return (_dt.date.fromisoformat(str(text)) - _EPOCH).days
