@@ -29,7 +29,7 @@ from .errors import DataError, UsageError
 from .ledger import ROW_UNIT
 from .inference import nonnegative_integer_table
 from .io.sources import Source, open_source, remote_source
-from .io.writers import write_release
+from .io.writers import stage_release, write_release
 from .job import TableRequest, check_table_names, parse_tables, table_name_for
 from .consistency import consistent_marginals, expected_errors, nonnegative_integer_marginals
 from .marginals import MarginalPlan, derive_marginal, labelled_frame, parse_marginals, plan_marginals, union_of
@@ -65,10 +65,18 @@ class Release:
     def test_mode(self) -> bool:
         return bool(self.report.get("test_mode"))
 
-    def write(self, out: str | os.PathLike = "release", format: str = "csv", overwrite: bool = False) -> list[Path]:
-        """Write ``<table>.<format>`` files and ``report.json`` into ``out`` atomically; returns the paths."""
-        notices = {"NOT_PRIVATE.txt": NOT_PRIVATE + "\n"} if self.test_mode else None
-        return write_release(out, self.tables, self.report, format, overwrite, notices)
+    def write(self, out: str | os.PathLike = "release", format: str = "csv", overwrite: bool = False,
+              protect=()) -> list[Path]:
+        """Write ``<table>.<format>`` files and ``report.json`` into ``out`` atomically; returns the paths.
+        ``overwrite`` replaces only an earlier dphist release, never a folder holding any of ``protect``."""
+        return write_release(out, self.tables, self.report, format, overwrite, self._notices(), protect)
+
+    def stage(self, staging: Path, format: str = "csv") -> list[str]:
+        """Write the release's files into the folder ``staging`` (see :mod:`dphist.publish`); returns their names."""
+        return stage_release(staging, self.tables, self.report, format, self._notices())
+
+    def _notices(self) -> dict[str, str] | None:
+        return {"NOT_PRIVATE.txt": NOT_PRIVATE + "\n"} if self.test_mode else None
 
     def summary(self, banner: bool = True) -> str:
         """A short human-readable account of what was released and spent (for the operator, not publication)."""
@@ -388,9 +396,9 @@ def release(
     def work(info):
         result = run_plan(plan)
         result.report["ledger"] = info
-        return result, {"returned_to": "Python caller"}
+        return result
     book = ledger if isinstance(ledger, Ledger) else Ledger(ledger)
-    return charged_run(plan, work, book, dataset_id).value
+    return charged_run(plan, work, book, dataset_id, detail={"command": "Python API"}).value
 
 
 def run_plan(plan: ReleasePlan, progress: bool = False) -> Release:

@@ -9,9 +9,13 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import sys
+import signal
+import threading
 import traceback
 import warnings
+from contextlib import contextmanager
 from fractions import Fraction
 from pathlib import Path
 
@@ -24,13 +28,14 @@ from .api import DEFAULT_ALGORITHM, DEFAULT_MAX_CELLS, NOT_PRIVATE, plan_release
 from .engines import ENGINES
 from .draft import draft_schema
 from .evaluate import WARNING, WORKLOADS, evaluate
-from .errors import DataError, DphistError, UsageError
+from .errors import DataError, DphistError, Terminated, UsageError
+from .io.destination import Destination
 from .io.writers import FORMATS, check_destination, write_frame_atomic, write_text_atomic
 from .job import load_job
-from .accountant import format_fraction, parse_epsilon
-from .ledger import ROW_UNIT, Ledger
+from .accountant import exact_fraction, format_fraction, parse_epsilon
+from .ledger import ROW_UNIT, Ledger, LedgerError, default_ledger_path
 from .private_schema import plan_private_schema, run_private_schema
-from .publish import charged_run, sha256_file
+from .publish import FileRelease, charged_run, recover
 from .plot import plot_release
 from .synth import synthesize
 
@@ -46,37 +51,93 @@ def _error_line(message: str, code: int) -> None:
         click.echo(f"Error: {message}", err=True)
 
 
+def _notice(message: str, event: str = "warning", **fields) -> None:
+    """One line on stderr that is not an error: a warning, or the test-mode banner."""
+    if _LOG["json"]:
+        click.echo(json.dumps({"event": event, "message": message, **fields}), err=True)
+    elif event == "test_mode":
+        click.secho(f"*** {message} ***", err=True, fg="red", bold=True)
+    else:
+        click.echo(f"Warning: {message}", err=True)
+
+
+def _show_warning(message, category, filename, lineno, file=None, line=None) -> None:
+    """Python warnings (numpy's among them) as one line each, in the run's log format."""
+    _notice(str(message).splitlines()[0] if str(message) else category.__name__)
+
+
+def _wants_json(args: list[str]) -> bool:
+    """``--log-format json`` anywhere on the line: known before click parses it, so that even a usage error
+    found while parsing is logged as JSON."""
+    for i, arg in enumerate(args):
+        if arg == "--log-format=json" or (arg == "--log-format" and args[i + 1:i + 2] == ["json"]):
+            return True
+    return False
+
+
+def _on_sigterm(signum, frame):
+    raise Terminated()
+
+
+@contextmanager
+def _process_setup():
+    """SIGTERM ends the run like Ctrl-C does (cleanup runs, exit 143); warnings print as single lines.  Both are
+    put back afterwards (the CLI may be called in-process, e.g. by tests)."""
+    previous_warning = warnings.showwarning
+    warnings.showwarning = _show_warning
+    main_thread = threading.current_thread() is threading.main_thread()
+    previous_term = signal.signal(signal.SIGTERM, _on_sigterm) if main_thread else None
+    try:
+        yield
+    finally:
+        warnings.showwarning = previous_warning
+        if main_thread:
+            signal.signal(signal.SIGTERM, previous_term)
+
+
 class _Group(click.Group):
     """Turns every error into one line on stderr and an exit code, never a traceback."""
 
     def main(self, args=None, prog_name=None, complete_var=None, standalone_mode=True, **extra):
-        _LOG["json"] = False  # each invocation starts with text logs (matters when called in-process)
-        try:
-            super().main(args, prog_name, complete_var, standalone_mode=False, **extra)
-        except click.exceptions.Exit as exc:
-            sys.exit(exc.exit_code)
-        except click.exceptions.Abort:
-            click.echo("Error: aborted", err=True)
-            sys.exit(1)
-        except click.ClickException as exc:
-            hint = ""
-            if isinstance(exc, click.UsageError) and exc.ctx is not None:
-                hint = f" (see '{exc.ctx.command_path} --help')"
-            click.echo(f"Error: {exc.format_message()}{hint}", err=True)
-            sys.exit(exc.exit_code)
-        except DphistError as exc:
-            _error_line(str(exc), exc.exit_code)
-            sys.exit(exc.exit_code)
-        except KeyboardInterrupt:
-            click.echo("Error: interrupted; nothing was written", err=True)
-            sys.exit(130)
-        except Exception as exc:  # a bug: keep the promise of no traceback, but make it debuggable
-            if os.environ.get("DPHIST_DEBUG"):
-                traceback.print_exc()
-            _error_line(f"internal error ({type(exc).__name__}); nothing was written. "
-                        "Set DPHIST_DEBUG=1 to see the traceback and please report it.", INTERNAL_ERROR)
-            sys.exit(INTERNAL_ERROR)
-        sys.exit(0)
+        args = list(sys.argv[1:] if args is None else args)
+        _LOG["json"] = _wants_json(args)  # each invocation starts afresh (matters when called in-process)
+        code = 0
+        with _process_setup():
+            try:
+                with self.make_context(prog_name or "dphist", args, **extra) as ctx:
+                    self.invoke(ctx)
+            except click.exceptions.Exit as exc:
+                code = exc.exit_code
+            except click.exceptions.NoArgsIsHelpError as exc:  # plain 'dphist': its help, not an error
+                click.echo(exc.ctx.get_help())
+            except click.exceptions.Abort:
+                code = _interrupted(130, "interrupted")
+            except click.ClickException as exc:
+                hint = ""
+                if isinstance(exc, click.UsageError) and exc.ctx is not None:
+                    hint = f" (see '{exc.ctx.command_path} --help')"
+                _error_line(f"{exc.format_message()}{hint}", exc.exit_code)
+                code = exc.exit_code
+            except DphistError as exc:
+                _error_line(str(exc), exc.exit_code)
+                code = exc.exit_code
+            except KeyboardInterrupt:
+                code = _interrupted(130, "interrupted (SIGINT)")
+            except Terminated:
+                code = _interrupted(143, "stopped (SIGTERM)")
+            except Exception as exc:  # a bug: keep the promise of no traceback, but make it debuggable
+                if os.environ.get("DPHIST_DEBUG"):
+                    traceback.print_exc()
+                _error_line(f"internal error ({type(exc).__name__}); nothing was written. "
+                            "Set DPHIST_DEBUG=1 to see the traceback and please report it.", INTERNAL_ERROR)
+                code = INTERNAL_ERROR
+        sys.exit(code)
+
+
+def _interrupted(code: int, what: str) -> int:
+    _error_line(f"{what}; no partial output was left (a run that had started reading stays charged: see "
+                "'dphist budget show')", code)
+    return code
 
 
 @click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
@@ -207,30 +268,36 @@ def release_command(input, epsilon, schema_path, columns, spec, marginals, margi
                         engine=engine, master=master, max_cells=max_cells)
     # A progress bar only for a person at a terminal: never in logs, cron mail or JSON logs.
     progress = not quiet and log_format == "text" and sys.stderr.isatty()
+    # What --overwrite must never replace, whatever the folder holds.
+    protect = [*plan.source.files, *[Path(p) for p in (schema_path, spec) if p]]
     if seed is not None:
-        check_destination(out, overwrite)  # all checks done before any row is read
-        click.secho(f"*** {NOT_PRIVATE} ***", err=True, fg="red", bold=True)
+        destination = check_destination(out, overwrite, protect)  # all checks done before any row is read
+        _notice(NOT_PRIVATE, "test_mode")
         result = run_plan(plan, progress)  # test mode never touches the ledger
-        _finish(result, result.write(out, fmt, overwrite), out, quiet)
+        _finish(result, result.write(destination.out, fmt, overwrite, protect), out, quiet)
         return
-    detail = {"out": str(Path(out).absolute()), "tables": [r.name for r in plan.requests]}
+    ledger = Ledger(ledger_path, timeout=lock_timeout)
+    protect.append(ledger.path)
+    destination = Destination(Path(out), overwrite, protect)
 
     def work(ledger_info):
         result = run_plan(plan, progress)
         result.report["ledger"] = ledger_info
-        paths = result.write(out, fmt, overwrite)
-        return (result, paths), {"out": str(Path(out).absolute()), "files": {p.name: sha256_file(p) for p in paths}}
-    done = charged_run(plan, work, Ledger(ledger_path, timeout=lock_timeout), dataset_id, run_key, detail,
-                       before_reserve=lambda: check_destination(out, overwrite))
+        return result
+
+    def write(result, staging):
+        return result.stage(staging, fmt)
+
+    done = charged_run(plan, work, ledger, dataset_id, run_key, {"tables": [r.name for r in plan.requests]},
+                       files=FileRelease(destination, write))
     if done.existing is not None:
         where = done.existing.detail.get("out", "?")
         _report(f"release for run key '{run_key}' already committed to {where}; nothing new was drawn or spent",
                 {"event": "release", "status": "exists", "dataset": done.dataset, "run_key": run_key, "out": where,
                  "ledger_entry": done.existing.entry_hash}, quiet)
         return
-    result, paths = done.value
-    _finish(result, paths, out, quiet, {"dataset": done.dataset, "ledger_entry": done.commit_entry,
-                                        "run_key": run_key})
+    _finish(done.value, done.paths, out, quiet, {"dataset": done.dataset, "ledger_entry": done.commit_entry,
+                                                 "run_key": run_key})
 
 
 def _finish(result, paths, out, quiet, ledger_info=None) -> None:
@@ -257,7 +324,10 @@ def _algorithm_options(branching, budget_split, pairs=()) -> dict:
         if not sep or not key.strip():
             raise click.UsageError(f"--option needs KEY=VALUE, got '{pair}'")
         value = value.strip()
-        options[key.strip().replace("-", "_")] = int(value) if value.lstrip("-").isdigit() else value
+        # Whole numbers in ASCII digits become ints; anything else stays text for the algorithm to validate
+        # ('²'.isdigit() is true, but int('²') fails).
+        whole = re.fullmatch(r"-?[0-9]+", value) is not None and len(value) <= 30
+        options[key.strip().replace("-", "_")] = int(value) if whole else value
     if branching is not None:
         options["branching"] = branching if branching == "auto" else _int_option("--branching", branching)
     if budget_split is not None:
@@ -358,15 +428,16 @@ def _private_schema(input, out, epsilon, delta, columns, bins, max_categories, b
                 click.echo(f"  {r['column']}: not found: {r['failed']}", err=True)
 
     if seed is not None:
-        click.secho(f"*** {NOT_PRIVATE} ***", err=True, fg="red", bold=True)
+        _notice(NOT_PRIVATE, "test_mode")
         emit(run_private_schema(plan))
         return
 
     def work(ledger_info):
         result = run_private_schema(plan)
         emit(result)
-        return result, {"schema": str(Path(out).absolute()) if out else "stdout"}
-    charged_run(plan, work, Ledger(ledger_path), dataset_id, None, {"command": "schema --private"})
+        return result
+    charged_run(plan, work, Ledger(ledger_path), dataset_id, None,
+                {"command": "schema --private", "schema": str(Path(out).absolute()) if out else "stdout"})
 
 
 @main.command("evaluate")
@@ -558,7 +629,8 @@ def budget_group():
     dphist budget set ID --epsilon 5          # cap a data set (releases past it exit 3)
     dphist budget show [ID]                   # spent, remaining, number of releases
     dphist budget history ID [--format json]  # every entry, oldest first
-    dphist budget verify                      # check the hash chain (exit 1 if broken)
+    dphist budget verify                      # check the file and the hash chain (exit 1 if damaged)
+    dphist budget recover                     # finish or clean up runs that were killed
     """
 
 
@@ -577,10 +649,7 @@ _ledger_option = click.option("--ledger", "ledger_path", metavar="PATH",
 def budget_set(dataset, epsilon, delta, reason, privacy_unit, ledger_path):
     """Set (or change) the cap of DATASET; the change is itself a ledger entry."""
     eps = parse_epsilon(epsilon)
-    try:
-        dlt = Fraction(str(delta).strip())
-    except (ValueError, ZeroDivisionError):
-        raise UsageError(f"--delta must be a number in [0, 1), got '{delta}'") from None
+    dlt = exact_fraction(delta, "--delta")
     if not 0 <= dlt < 1:
         raise UsageError(f"--delta must be in [0, 1), got '{delta}'")
     ledger = Ledger(ledger_path)
@@ -597,7 +666,8 @@ def budget_set(dataset, epsilon, delta, reason, privacy_unit, ledger_path):
 @_ledger_option
 def budget_show(dataset, fmt, ledger_path):
     """Cap, spent and remaining budget of DATASET (or of every data set in the ledger)."""
-    rows = Ledger(ledger_path).status(dataset)
+    ledger = _reading_ledger(ledger_path)
+    rows = [] if ledger is None else ledger.status(dataset)
     if dataset and not rows:
         raise UsageError(f"data set '{dataset}' is not in the ledger")
     if fmt == "json":
@@ -615,7 +685,8 @@ def budget_show(dataset, fmt, ledger_path):
 @_ledger_option
 def budget_history(dataset, fmt, ledger_path):
     """Every ledger entry of DATASET, oldest first."""
-    entries = Ledger(ledger_path).history(dataset)
+    ledger = _reading_ledger(ledger_path)
+    entries = [] if ledger is None else ledger.history(dataset)
     if not entries:
         raise UsageError(f"data set '{dataset}' is not in the ledger")
     if fmt == "json":
@@ -630,15 +701,43 @@ def budget_history(dataset, fmt, ledger_path):
 @budget_group.command("verify")
 @_ledger_option
 def budget_verify(ledger_path):
-    """Check the ledger's hash chain: exit 0 if intact, 1 with the broken entries listed if not."""
-    ledger = Ledger(ledger_path)
+    """Check the ledger file and its hash chain: exit 0 if intact, 1 if damaged (the problems on stdout, one line
+    on stderr)."""
+    path = Path(ledger_path) if ledger_path else default_ledger_path()
+    try:
+        ledger = Ledger(path, readonly=True)
+    except LedgerError as exc:
+        raise DataError(f"{exc}; restore the ledger from a backup") from None
     problems = ledger.verify()
     if problems:
         for p in problems:
-            click.echo(p, err=True)
-        raise DataError(f"ledger {ledger.path}: the hash chain is broken ({len(problems)} problem(s)); "
-                        "it was edited outside dphist")
+            click.echo(p)
+        raise DataError(f"ledger {ledger.path}: damaged or edited outside dphist ({len(problems)} problem(s): "
+                        f"{problems[0]}); restore it from a backup")
     click.echo(f"ledger {ledger.path}: hash chain intact, head {ledger.head()}")
+
+
+@budget_group.command("recover")
+@_ledger_option
+def budget_recover(ledger_path):
+    """Finish or clean up the runs of this host that were killed: a release that was complete is moved into
+    place, partial output is removed, and reservations of runs that never read data are given back. Every
+    release also does this before it starts; this command does it now. It never reads data or draws noise."""
+    ledger = Ledger(ledger_path)
+    lines = recover(ledger)
+    for line in lines:
+        click.echo(line)
+    click.echo(f"ledger {ledger.path}: {len(lines)} interrupted run(s) recovered")
+
+
+def _reading_ledger(ledger_path) -> Ledger | None:
+    """The ledger for the reading commands, or None if there is no ledger file yet.  Opened for writing where it
+    can be (so reservations of runs that died before reading are given back first), else read-only."""
+    path = Path(ledger_path) if ledger_path else default_ledger_path()
+    if not path.exists() and not path.is_symlink():
+        return None
+    writable = os.access(path, os.W_OK) and os.access(path.parent, os.W_OK)
+    return Ledger(path, readonly=not writable)
 
 
 @main.command("algorithms")

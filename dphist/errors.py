@@ -21,3 +21,8 @@ class DataError(DphistError):
     """The input data cannot be read as declared (exit code 1)."""
 
     exit_code = 1
+
+
+class Terminated(BaseException):
+    """SIGTERM arrived (exit code 143).  Like KeyboardInterrupt, it is not an Exception, so no handler meant for
+    errors swallows it; every cleanup on the way out still runs."""

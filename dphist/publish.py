@@ -1,22 +1,58 @@
-"""A release charged to the budget ledger: reserve before reading, record the read, write, commit.
+"""The release transaction: reserve, read, stage, commit, publish, and recovery after a crash at any point.
 
-This is the only way releases reach users outside test mode: the CLI's ``release`` and the Python API's
-:func:`dphist.release` both go through :func:`charged_run`.
+Every release outside test mode runs through :func:`charged_run` (the CLI's ``release`` and ``schema --private``,
+the Python API's :func:`dphist.release`).  The states, what the ledger and the disk hold in each, and what the
+next run (or ``dphist budget recover``) does when a run was killed there:
+
+    state      ledger                       disk                              recovery of a dead run
+    planned    nothing                      nothing                           nothing to do
+    reserved   RESERVE (ε counted, key      nothing                           ABORT: ε given back, key freed
+               claimed)
+    reading    + READ (ε spent for good)    maybe a partial staging folder    FAIL: staging removed, ε stays
+                                                                              spent, key used up (no new noise)
+    staged     + READ                       a complete staging folder         COMMIT, then as below
+                                            (marker with the files' hashes)
+    committed  + COMMIT (files' hashes)     the complete staging folder       move it into place, PUBLISH
+    published  + PUBLISH                    the release at --out              nothing to do
+
+A run that fails (an error, SIGINT, SIGTERM) removes its staging folder and records ABORT before READ or FAIL
+after it; between staging and PUBLISH, SIGINT and SIGTERM are held back so a release is never half published.
+Recovery only touches runs whose process is known to have ended (same host, pid gone or reused).
+
+``DPHIST_FAULT_AT=<checkpoint>[:SIGNAL]`` sends this process SIGNAL (default SIGKILL) at a checkpoint
+(``reserved``, ``read``, ``computed``, ``staging``, ``staged``, ``committed``, ``moved``, ``published``).
+It exists for the fault suite (tests/test_transaction.py); it can only stop a run, never change what it releases.
 """
 
 from __future__ import annotations
 
-import hashlib
 import os
-from collections.abc import Callable
+import signal
+import uuid
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from .accountant import format_fraction
-from .ledger import ROW_UNIT, Existing, Ledger, Reservation
+from .errors import DataError, DphistError, Terminated, UsageError
+from .io.destination import (Destination, is_complete, read_marker, remove_tree, sha256_file, sweep_orphans,
+                             write_marker)
+from .ledger import ROW_UNIT, Existing, Ledger, OpenRun, Reservation
 
-__all__ = ["Charged", "charged_run", "default_dataset_id", "sha256_file"]
+__all__ = ["Charged", "FileRelease", "charged_run", "default_dataset_id", "recover", "sha256_file", "checkpoint"]
+
+FAULT_ENV = "DPHIST_FAULT_AT"
+
+
+def checkpoint(name: str) -> None:
+    """The fault suite's hook: stop this process here if ``$DPHIST_FAULT_AT`` names this checkpoint."""
+    spec = os.environ.get(FAULT_ENV)
+    if not spec:
+        return
+    at, _, sig = spec.partition(":")
+    if at == name:
+        os.kill(os.getpid(), getattr(signal, sig or "SIGKILL"))
 
 
 @dataclass
@@ -29,6 +65,17 @@ class Charged:
     existing: Existing | None = None
     commit_entry: str | None = None
     info: dict = field(default_factory=dict)
+    paths: list[Path] = field(default_factory=list)
+
+
+@dataclass
+class FileRelease:
+    """Where a release's files go: a checked :class:`Destination` and ``write(value, staging) -> file names``,
+    which writes the computed release into the staging folder."""
+
+    destination: Destination
+    write: Callable[[object, Path], list[str]]
+    test_mode: bool = False
 
 
 def default_dataset_id(source) -> str:
@@ -39,48 +86,179 @@ def default_dataset_id(source) -> str:
     return str(Path(os.path.expanduser(str(source.name))).absolute())
 
 
-def charged_run(plan, work: Callable[[dict], tuple[object, dict]], ledger: Ledger, dataset_id: str | None = None,
+def charged_run(plan, work: Callable[[dict], object], ledger: Ledger, dataset_id: str | None = None,
                 run_key: str | None = None, detail: dict | None = None,
-                before_reserve: Callable[[], None] | None = None) -> Charged:
-    """Run ``work`` with the plan's ε reserved, then committed.  ``work(ledger_info)`` reads the data and
-    returns (value, commit detail); ``ledger_info`` is the block to put in the report.  ``before_reserve`` runs
-    last-minute checks that need no data (e.g. the output directory), after the run-key lookup."""
+                files: FileRelease | None = None) -> Charged:
+    """Run ``work(ledger_info)`` (which reads the data) with the plan's ε reserved, then commit it.
+
+    With ``files``, the value is written into a staging folder, committed with its files' hashes and moved into
+    place (the table in the module docstring).  ``ledger_info`` is the block for the published report.  A run
+    key already committed returns ``existing`` and spends nothing; one held by a live run raises RunKeyBusy
+    (exit 4) and one used up by a run that read data raises RunKeySpent (exit 3), both before reading."""
     dataset = dataset_id or default_dataset_id(plan.source)
     unit = getattr(plan, "ledger_unit", ROW_UNIT)  # budgets per row and per person are separate accounts
-    existing = ledger.committed(dataset, unit, run_key)
-    if existing is None and before_reserve is not None:
-        before_reserve()
-    reserved = existing or ledger.reserve(dataset, unit, plan.epsilon, getattr(plan, "delta", 0), run_key,
-                                               detail=detail)
+    run_id = uuid.uuid4().hex
+    info = {**(detail or {}), "command": (detail or {}).get("command", "release")}
+    if files is not None:
+        try:
+            files.destination.check()
+        except UsageError:
+            # An occupied --out is no error for a retry whose run key was already released there.
+            existing = _claimed(ledger, dataset, unit, run_key) if run_key is not None else None
+            if existing is None:
+                raise
+            return Charged(dataset, existing=existing)
+        out = files.destination.out
+        info.update(out=str(out), staging=str(files.destination.staging_path(run_id)),
+                    overwrite=files.destination.overwrite)
+    reserved = ledger.reserve(dataset, unit, plan.epsilon, getattr(plan, "delta", 0), run_key, detail=info,
+                              recover=recover, run_id=run_id)
     if isinstance(reserved, Existing):
         return Charged(dataset, existing=reserved)
-    info = {"dataset": dataset, "privacy_unit": unit, "reservation_entry": reserved.entry_hash,
-            "epsilon_spent_before": format_fraction(reserved.spent_before),
-            "epsilon_cap": None if reserved.cap is None else format_fraction(reserved.cap),
-            **({"run_key": run_key} if run_key else {})}
-    with _reading(ledger, reserved):
-        value, commit_detail = work(info)
-    entry = ledger.commit(reserved, commit_detail, run_key)
-    return Charged(dataset, value=value, commit_entry=entry, info=info)
+    checkpoint("reserved")
+    report_info = {"dataset": dataset_id or plan.source.public_name, "privacy_unit": unit,
+                   "reservation_entry": reserved.entry_hash,
+                   "epsilon_spent_before": format_fraction(reserved.spent_before),
+                   "epsilon_cap": None if reserved.cap is None else format_fraction(reserved.cap),
+                   **({"run_key": run_key} if run_key else {})}
+    staging = None
+    try:
+        with _reading(ledger, reserved):
+            checkpoint("read")
+            value = work(report_info)
+            checkpoint("computed")
+            if files is None:
+                commit_detail = {"returned_to": info["command"]}
+            else:
+                staging = files.destination.make_staging(run_id)
+                checkpoint("staging")
+                names = files.write(value, staging)
+                hashes = write_marker(staging, run_id, run_key, files.test_mode)
+                checkpoint("staged")
+                commit_detail = {"out": str(files.destination.out), "staging": str(staging), "files": hashes}
+            with _signals_held():
+                entry = ledger.commit(reserved, commit_detail, run_key)
+                checkpoint("committed")
+                if files is not None:
+                    files.destination.publish(staging, run_id)
+                    checkpoint("moved")
+                ledger.published(reserved, {"published": True})
+                checkpoint("published")
+    except BaseException:
+        remove_tree(staging)
+        raise
+    paths = [] if files is None else [files.destination.out / n for n in names]
+    return Charged(dataset, value=value, commit_entry=entry, info=report_info, paths=paths)
+
+
+def _claimed(ledger: Ledger, dataset: str, unit: str, run_key: str) -> Existing | None:
+    """The run key's committed release, after recovering dead runs; None if the key is free; raises RunKeyBusy
+    or RunKeySpent if a run holds or used it up."""
+    with ledger.transaction():
+        recover(ledger)
+        return ledger.claimed(dataset, unit, run_key)
 
 
 @contextmanager
-def _reading(ledger: Ledger, reserved: Reservation):
-    """Record the read before any row is read; give the reservation back only if that never happened."""
+def _reading(ledger: Ledger, reserved: Reservation) -> Iterator[None]:
+    """Record the read before any row is read; on failure give the reservation back if that never happened,
+    and otherwise record that the run ended without a release (unless it was committed)."""
     read = False
     try:
         ledger.mark_read(reserved)  # from here the budget stays spent, whatever happens
         read = True
         yield
-    except BaseException:
-        if not read:
-            ledger.abort(reserved, "failed before reading any data")
+    except BaseException as exc:
+        reason = _reason(exc)
+        try:
+            if not read:
+                ledger.abort(reserved, f"{reason} before reading any data")
+            elif not ledger.committed_run(reserved.run_id):
+                ledger.fail(reserved, f"{reason} after reading data; no release was published")
+        except DphistError:
+            pass  # the ledger itself failed (full, locked): the next run's recovery records the end
         raise
 
 
-def sha256_file(path: Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
+def _reason(exc: BaseException) -> str:
+    if isinstance(exc, KeyboardInterrupt):
+        return "interrupted (SIGINT)"
+    if isinstance(exc, Terminated):
+        return "stopped (SIGTERM)"
+    return f"failed ({type(exc).__name__})"
+
+
+@contextmanager
+def _signals_held() -> Iterator[None]:
+    """Hold SIGINT and SIGTERM back while the commit and the move run, so either both happen or recovery sees a
+    COMMIT it can finish; they are delivered when the block ends."""
+    try:
+        old = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM})
+    except (AttributeError, ValueError):  # not the main thread, or no signal masks here
+        yield
+        return
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, old)
+
+
+# --------------------------------------------------------------------------------------------------------------
+# Recovery
+
+
+def recover(ledger: Ledger) -> list[str]:
+    """Finish or clean up every run of this host whose process has ended, inside the caller's ledger
+    transaction (it joins it; alone it takes its own).  Returns one line per run it touched.
+
+    Before READ: ABORT (the ledger does that by itself).  After READ without COMMIT: a complete staging folder is
+    committed and published; anything else is removed and the run FAILs.  After COMMIT: the staging folder is
+    moved into place (PUBLISH).  Never draws noise and never reads data."""
+    lines = []
+    with ledger.transaction():
+        ledger.release_dead()
+        for run in ledger.open_runs():
+            if run.alive:
+                continue
+            lines.append(_recover_run(ledger, run))
+    return lines
+
+
+def _recover_run(ledger: Ledger, run: OpenRun) -> str:
+    r = run.as_reservation()
+    staging = Path(run.detail["staging"]) if run.detail.get("staging") else None
+    out = Path(run.detail["out"]) if run.detail.get("out") else None
+    name = f"run {run.run_id[:8]} ({run.dataset}{', key ' + run.run_key if run.run_key else ''})"
+    if out is not None:
+        sweep_orphans(out)  # an interrupted swap is put back first
+    if run.stage == "READ":
+        if staging is None or not is_complete(staging, run.run_id):
+            remove_tree(staging)
+            ledger.fail(r, "the process ended after reading data, before its release was complete; the partial "
+                           "output was removed")
+            return f"{name}: ended after reading data with no complete release: stays charged, nothing published"
+        marker = read_marker(staging)
+        ledger.commit(r, {"out": str(out), "staging": str(staging), "files": marker["files"], "recovered": True},
+                      run.run_key)
+    elif run.stage == "RESERVE":  # pragma: no cover - release_dead aborted it
+        return f"{name}: given back"
+    elif staging is None or out is None:
+        ledger.published(r, {"published": False, "reason": "the process ended after its commit"})
+        return f"{name}: committed; nothing to move"
+    if staging is not None and staging.exists():
+        destination = Destination(out, bool(run.detail.get("overwrite")))
+        try:
+            destination.publish(staging, run.run_id)
+        except (OSError, DataError) as exc:
+            remove_tree(staging)
+            reason = getattr(exc, "strerror", None) or str(exc)
+            ledger.published(r, {"published": False, "reason": f"could not be moved into place: {reason}"})
+            return f"{name}: committed, but could not be moved to {out} ({reason}); its budget stays spent"
+        ledger.published(r, {"published": True, "recovered": True})
+        return f"{name}: finished: the release it paid for is now at {out}"
+    held = read_marker(out) if out.exists() else None
+    if held is not None and held.get("run_id") == run.run_id:
+        ledger.published(r, {"published": True, "recovered": True})
+        return f"{name}: was already in place at {out}"
+    ledger.published(r, {"published": False, "reason": "its staging folder is gone"})
+    return f"{name}: committed, but its files are gone; its budget stays spent"

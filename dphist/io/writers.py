@@ -1,15 +1,15 @@
-"""Atomic release output: a whole release directory appears at once, or not at all.
+"""Writing release files: the tables and report of a release into its staging folder, and single files atomically.
 
-Files are written into a staging directory beside the destination, each flushed and fsynced, then the staging
-directory is renamed onto the destination.  A crash or error leaves the destination as it was.
+Where a release directory goes, and how it is moved into place, is :mod:`dphist.io.destination`; every file here
+is flushed and fsynced before anything is renamed.
 """
 
 from __future__ import annotations
 
 import json
 import os
-import shutil
 import tempfile
+import uuid
 from pathlib import Path
 
 import numpy as np
@@ -19,41 +19,26 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from ..errors import DataError, UsageError
+from .destination import Destination, remove_tree, write_marker
 
-__all__ = ["FORMATS", "check_destination", "write_release", "write_text_atomic"]
+__all__ = ["FORMATS", "check_destination", "stage_release", "write_release", "write_text_atomic"]
 
 FORMATS = ("csv", "parquet", "json")
 
 
-def check_destination(out: str | os.PathLike, overwrite: bool) -> Path:
+def check_destination(out: str | os.PathLike, overwrite: bool, protect=()) -> Destination:
     """Fail (UsageError) before any data is read if the release could not be written to ``out``."""
-    out = Path(out)
-    if out.exists():
-        if not out.is_dir():
-            raise UsageError(f"output path {out} exists and is not a directory")
-        if any(out.iterdir()) and not overwrite:
-            raise UsageError(f"output directory {out} is not empty (use --overwrite to replace it)")
-    parent = _existing_ancestor(out.absolute().parent)
-    if not os.access(parent, os.W_OK):
-        raise UsageError(f"cannot write to {parent}: permission denied")
-    return out
+    return Destination(Path(out), overwrite, [Path(p) for p in protect]).check()
 
 
-def write_release(out: str | os.PathLike, tables: dict[str, pd.DataFrame], report: dict, fmt: str,
-                  overwrite: bool, notices: dict[str, str] | None = None) -> list[Path]:
-    """Write one ``<table>.<fmt>`` per table, ``report.json`` and any ``notices`` (file name -> text) into
-    ``out``, atomically.
-
-    Returns the final paths.  Raises UsageError if ``out`` is occupied and ``overwrite`` is false.
-    """
+def stage_release(staging: Path, tables: dict[str, pd.DataFrame], report: dict, fmt: str,
+                  notices: dict[str, str] | None = None) -> list[str]:
+    """Write one ``<table>.<fmt>`` per table, ``report.json`` and any ``notices`` (file name -> text) into the
+    existing folder ``staging``, each fsynced; returns the file names in order."""
     if fmt not in FORMATS:
         raise UsageError(f"unknown format '{fmt}' (choose one of {', '.join(FORMATS)})")
-    out = check_destination(out, overwrite)
-    parent = out.absolute().parent
-    parent.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix=f".{out.name}.staging-", dir=parent))
+    names = []
     try:
-        names = []
         for name, frame in tables.items():
             names.append(f"{name}.{fmt}")
             _write_table(staging / names[-1], frame, fmt)
@@ -62,16 +47,28 @@ def write_release(out: str | os.PathLike, tables: dict[str, pd.DataFrame], repor
         for name, text in (notices or {}).items():
             names.append(name)
             _write_bytes(staging / name, text.encode("utf-8"))
-        _fsync_dir(staging)
-        _swap_into_place(staging, out)
-        _fsync_dir(parent)
     except OSError as exc:
-        shutil.rmtree(staging, ignore_errors=True)
-        raise DataError(f"cannot write the release to {out}: {exc.strerror or exc}") from None
-    except BaseException:
-        shutil.rmtree(staging, ignore_errors=True)
-        raise
-    return [out / n for n in names]
+        raise DataError(f"cannot write the release: {exc.strerror or exc}") from None
+    return names
+
+
+def write_release(out: str | os.PathLike, tables: dict[str, pd.DataFrame], report: dict, fmt: str,
+                  overwrite: bool, notices: dict[str, str] | None = None, protect=()) -> list[Path]:
+    """Write a release directory without a ledger (test mode, the Python API's ``Release.write``): staged,
+    marked and moved into place at once.  Returns the final paths of the files.  Raises UsageError if ``out``
+    is occupied (``overwrite`` replaces only an earlier dphist release)."""
+    destination = check_destination(out, overwrite, protect)
+    run_id = uuid.uuid4().hex
+    staging = destination.make_staging(run_id)
+    try:
+        names = stage_release(staging, tables, report, fmt, notices)
+        write_marker(staging, run_id, None, bool(report.get("test_mode")))
+        destination.publish(staging, run_id)
+    except OSError as exc:
+        raise DataError(f"cannot write the release to {destination.out}: {exc.strerror or exc}") from None
+    finally:
+        remove_tree(staging if staging.exists() else None)
+    return [destination.out / n for n in names]
 
 
 def write_text_atomic(path: str | os.PathLike, text: str) -> None:
@@ -98,25 +95,6 @@ def write_frame_atomic(path: str | os.PathLike, frame: pd.DataFrame, fmt: str) -
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
-
-
-def _swap_into_place(staging: Path, out: Path) -> None:
-    if not out.exists():
-        os.rename(staging, out)
-        return
-    if not any(out.iterdir()):
-        out.rmdir()
-        os.rename(staging, out)
-        return
-    backup = Path(tempfile.mkdtemp(prefix=f".{out.name}.old-", dir=out.absolute().parent))
-    backup.rmdir()
-    os.rename(out, backup)
-    try:
-        os.rename(staging, out)
-    except OSError:
-        os.rename(backup, out)
-        raise
-    shutil.rmtree(backup, ignore_errors=True)
 
 
 def _write_table(path: Path, frame: pd.DataFrame, fmt: str) -> None:
@@ -238,9 +216,3 @@ def _fsync_dir(path: Path) -> None:
         os.fsync(fd)
     finally:
         os.close(fd)
-
-
-def _existing_ancestor(path: Path) -> Path:
-    while not path.exists() and path != path.parent:
-        path = path.parent
-    return path

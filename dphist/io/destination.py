@@ -1,0 +1,263 @@
+"""Where a release directory goes, and how it gets there: checks before reading, staging, the marker, the move.
+
+A release is written into a *staging* folder beside its destination, named for the run and the process that owns
+it (``.<out>.dphist-staging.<run>.<pid>.<start>.<host>``), so a later run can tell whether its owner is gone.  The
+release's *marker* ``.dphist-release.json`` (run id, run key, every file's SHA-256) is written last: a staging
+folder with a marker whose hashes match is complete, anything else is partial.  Publishing renames the staging
+folder onto the destination (an earlier release is first renamed aside to ``.<out>.dphist-old.<...>`` and removed
+after), so readers see the old release or the new one, never a mixture.
+
+``--overwrite`` replaces only a directory that holds an earlier dphist release (the marker, or the files of a
+release made before markers existed), and never one that contains the input, the schema or the ledger.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import socket
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from ..errors import DataError, UsageError
+
+__all__ = ["MARKER", "Destination", "is_complete", "read_marker", "sweep_orphans"]
+
+MARKER = ".dphist-release.json"
+_STAGING = "dphist-staging"
+_OLD = "dphist-old"
+_TABLE_SUFFIXES = (".csv", ".parquet", ".json")
+
+
+def _host_tag() -> str:
+    return hashlib.sha256(socket.gethostname().encode()).hexdigest()[:8]
+
+
+def _owner_tag() -> str:
+    pid = os.getpid()
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            start = f.read().rsplit(b")", 1)[1].split()[19].decode()
+    except (OSError, IndexError):
+        start = "0"
+    return f"{pid}.{start}.{_host_tag()}"
+
+
+def _owner_gone(tag: str) -> bool:
+    """True only when ``tag`` names a process of this host that has ended (or whose pid was reused)."""
+    try:
+        pid, start, host = tag.split(".")
+        pid = int(pid)
+    except ValueError:
+        return False
+    if host != _host_tag() or pid <= 0:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    except PermissionError:
+        return False
+    if start == "0":
+        return False
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            return f.read().rsplit(b")", 1)[1].split()[19].decode() != start
+    except (OSError, IndexError):
+        return False
+
+
+def sha256_file(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def read_marker(folder: Path) -> dict | None:
+    """The release marker in ``folder``, or None if there is none or it is not a marker."""
+    try:
+        marker = json.loads((folder / MARKER).read_text(encoding="utf-8"))
+    except (OSError, ValueError, UnicodeDecodeError):
+        return None
+    if not isinstance(marker, dict) or not isinstance(marker.get("files"), dict) or "run_id" not in marker:
+        return None
+    return marker
+
+
+def is_complete(folder: Path, run_id: str | None = None) -> bool:
+    """Whether ``folder`` holds a complete release (of ``run_id``, if given): its marker, and every file it
+    names with the hash it states."""
+    marker = read_marker(folder)
+    if marker is None or (run_id is not None and marker["run_id"] != run_id):
+        return False
+    try:
+        return all(sha256_file(folder / name) == digest for name, digest in marker["files"].items())
+    except OSError:
+        return False
+
+
+def _is_legacy_release(folder: Path) -> bool:
+    """A release written before markers existed: report.json from dphist, and only its tables beside it."""
+    try:
+        report = json.loads((folder / "report.json").read_text(encoding="utf-8"))
+        tables = {t["name"] for t in report["tables"]}
+        if "dphist_version" not in report:
+            return False
+    except (OSError, ValueError, UnicodeDecodeError, KeyError, TypeError):
+        return False
+    for entry in folder.iterdir():
+        if not entry.is_file() or entry.is_symlink():
+            return False
+        if entry.name in ("report.json", "NOT_PRIVATE.txt"):
+            continue
+        if entry.suffix not in _TABLE_SUFFIXES or entry.stem not in tables:
+            return False
+    return True
+
+
+def holds_release(folder: Path) -> bool:
+    return read_marker(folder) is not None or _is_legacy_release(folder)
+
+
+@dataclass
+class Destination:
+    """A release directory ``out``, checked before any data is read.
+
+    ``protect``: paths that must never be inside what is replaced (the input files, the schema, the ledger).
+    A symbolic link is followed: the release replaces the directory it points to, and the link stays."""
+
+    out: Path
+    overwrite: bool = False
+    protect: list[Path] = field(default_factory=list)
+
+    def __post_init__(self):
+        self.out = Path(os.path.expanduser(str(self.out)))
+
+    def check(self) -> "Destination":
+        """Fail (UsageError, exit 2) if the release could not be written to ``out``; returns self with ``out``
+        made absolute (and a symbolic link resolved)."""
+        given = self.out
+        out = Path(os.path.abspath(given))
+        if out.is_symlink():
+            target = out.resolve()
+            if not target.exists():
+                raise UsageError(f"output path {given} is a symbolic link to {target}, which does not exist")
+            out = target
+        if out.exists():
+            if not out.is_dir():
+                raise UsageError(f"output path {given} exists and is not a directory")
+            if any(out.iterdir()):
+                if not self.overwrite:
+                    raise UsageError(f"output directory {given} is not empty (use --overwrite to replace it)")
+                if not holds_release(out):
+                    raise UsageError(f"output directory {given} does not hold a dphist release, so --overwrite "
+                                     "will not replace it; choose another --out or empty it yourself")
+        for path in self.protect:
+            path = Path(os.path.abspath(path))
+            if path == out or out in path.parents:
+                raise UsageError(f"output directory {given} contains {path}, which a release must never replace; "
+                                 "choose another --out")
+        parent = out.parent
+        while not parent.exists() and parent != parent.parent:
+            parent = parent.parent
+        if not parent.is_dir():
+            raise UsageError(f"cannot write to {out.parent}: {parent} is not a directory")
+        if not os.access(parent, os.W_OK | os.X_OK):
+            raise UsageError(f"cannot write to {parent}: permission denied")
+        self.out = out
+        return self
+
+    # ---- staging ---------------------------------------------------------------------------------------------
+
+    def staging_path(self, run_id: str) -> Path:
+        return self.out.parent / f".{self.out.name}.{_STAGING}.{run_id}.{_owner_tag()}"
+
+    def _old_path(self, run_id: str) -> Path:
+        return self.out.parent / f".{self.out.name}.{_OLD}.{run_id}.{_owner_tag()}"
+
+    def make_staging(self, run_id: str) -> Path:
+        """Create the run's staging folder (and the destination's parents); first clear orphans of dead runs."""
+        try:
+            self.out.parent.mkdir(parents=True, exist_ok=True)
+            sweep_orphans(self.out)
+            staging = self.staging_path(run_id)
+            staging.mkdir()
+        except OSError as exc:
+            raise DataError(f"cannot write the release to {self.out}: {exc.strerror or exc}") from None
+        return staging
+
+    def publish(self, staging: Path, run_id: str) -> None:
+        """Move the complete staging folder onto ``out`` (replacing an earlier release there)."""
+        out = self.out
+        if out.exists() and any(out.iterdir()) and not (self.overwrite and holds_release(out)):
+            raise DataError(f"output directory {out} was filled by something else while the release was being "
+                            "made; the release was not published")
+        old = self._old_path(run_id)
+        if out.exists():
+            os.rename(out, old)
+        try:
+            os.rename(staging, out)
+        except OSError:
+            if old.exists():
+                os.rename(old, out)
+            raise
+        _fsync_dir(out.parent)
+        shutil.rmtree(old, ignore_errors=True)
+
+
+def write_marker(staging: Path, run_id: str, run_key: str | None, test_mode: bool) -> dict[str, str]:
+    """Write the marker last, naming every file already in ``staging`` with its SHA-256; returns that map."""
+    files = {p.name: sha256_file(p) for p in sorted(staging.iterdir()) if p.name != MARKER}
+    marker = {"dphist_release": 1, "run_id": run_id, "run_key": run_key, "test_mode": test_mode, "files": files}
+    with open(staging / MARKER, "wb") as fh:
+        fh.write((json.dumps(marker, indent=2, sort_keys=True) + "\n").encode())
+        fh.flush()
+        os.fsync(fh.fileno())
+    _fsync_dir(staging)
+    return files
+
+
+def sweep_orphans(out: Path) -> list[Path]:
+    """Remove the staging and aside folders of ``out`` left by processes of this host that have ended, except
+    complete releases that a ledger run committed (its recovery publishes them).  An aside folder whose
+    destination is missing is an interrupted swap: it is put back.  Returns what was removed or restored."""
+    done = []
+    try:
+        entries = list(out.parent.iterdir())
+    except OSError:
+        return done
+    prefix = f".{out.name}."
+    for entry in entries:
+        if not entry.name.startswith(prefix) or not entry.is_dir() or entry.is_symlink():
+            continue
+        kind, _, rest = entry.name[len(prefix):].partition(".")
+        if kind not in (_STAGING, _OLD):
+            continue
+        _, _, owner = rest.partition(".")
+        if not _owner_gone(owner):
+            continue
+        if kind == _OLD and not out.exists():
+            os.rename(entry, out)
+        elif kind == _STAGING and is_complete(entry) and not read_marker(entry).get("test_mode"):
+            continue  # a ledger run's paid-for release: its recovery decides (dphist.publish.recover)
+        else:
+            shutil.rmtree(entry, ignore_errors=True)
+        done.append(entry)
+    return done
+
+
+def remove_tree(path: Path | None) -> None:
+    if path is not None:
+        shutil.rmtree(path, ignore_errors=True)
+
+
+def _fsync_dir(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
