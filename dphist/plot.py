@@ -58,6 +58,18 @@ def plot_release(directory: str | Path, out: str | Path, table: str | None = Non
         raise UsageError(f"table '{meta['name']}' has {len(meta['shape'])} columns; plots show at most 3")
     released = read_table(directory, meta)
     plt = _pyplot()
+    with np.errstate(over="ignore", invalid="ignore"):  # huge released counts are drawn, not warned about
+        fig = _figure(plt, report, meta, released)
+        try:
+            with atomic_output(out) as fh:
+                fig.savefig(fh, format=out.suffix[1:].lower(), dpi=100)
+        finally:
+            plt.close(fig)
+    return out
+
+
+def _figure(plt, report: dict, meta: dict, released):
+    """The figure of a checked released table: bars, a heat map, or small multiples of heat maps."""
     counts, columns, shape = released.counts, list(released.columns), released.counts.shape
     labels = [_axis_labels(axis) for axis in released.axes]
     title = (f"{meta['name']}: ε = {meta.get('epsilon', '?')} ({meta.get('algorithm', '?')})"
@@ -92,12 +104,7 @@ def plot_release(directory: str | Path, out: str | Path, table: str | None = Non
             title += f" (first {MAX_PANELS} of {shape[0]} {columns[0]} values)"
     fig.suptitle(title)
     fig.tight_layout()
-    try:
-        with atomic_output(out) as fh:
-            fig.savefig(fh, format=out.suffix[1:].lower(), dpi=100)
-    finally:
-        plt.close(fig)
-    return out
+    return fig
 
 
 def _axis_labels(axis) -> list[str]:

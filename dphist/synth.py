@@ -241,40 +241,48 @@ def _check_flat(path: Path, key: str, values: pd.Series) -> None:
 
 def _axis(path: Path, frame: pd.DataFrame, column: str, kind: str, size: int, stride: int,
           columns: list[str]) -> Axis:
-    """The bins of ``column``: row k·stride holds bin k; every row must repeat its bin's labels (C order)."""
-    n = len(frame)
-    position = (np.arange(n) // stride) % size  # each row's index along this column's axis
+    """The bins of ``column``: row k·stride holds bin k, and every row must repeat its bin's labels (C order).
+    The bins' bounds are parsed before the order is checked, so that a bound that is not a number or date is
+    reported as such when it is in a bin's first row (elsewhere, as a row that differs from its bin)."""
+    position = (np.arange(len(frame)) // stride) % size  # each row's index along this column's axis
     first = np.arange(size) * stride
-    labels = {}
-    for key in _label_columns(column, kind):
+    keys = _label_columns(column, kind)
+    labels = {key: frame[key].to_numpy(object)[first] for key in keys}
+    if kind == "categorical":
+        text = labels[column]
+        lower = upper = np.zeros(size)
+        null = np.asarray(pd.isna(text), dtype=bool)
+    else:
+        parse = _number if kind == "numeric" else _day
+        bounds = []
+        for key in keys:
+            null = np.asarray(pd.isna(labels[key]), dtype=bool)
+            parsed = np.zeros(size)
+            for k in np.flatnonzero(~null):
+                parsed[k] = parse(path, key, labels[key][k], first[k] + 1)
+            bounds.append((parsed, null))
+        (lower, null), (upper, null_upper) = bounds
+        if (null != null_upper).any():
+            row = first[np.flatnonzero(null != null_upper)[0]] + 1
+            raise DataError(f"{path}: row {row}: one of '{column}_lower' and '{column}_upper' is empty, not both")
+        with np.errstate(over="ignore"):
+            wide = ~null & ~np.isfinite(upper - lower)
+        if wide.any():  # a draw inside it would overflow
+            raise DataError(f"{path}: row {first[np.flatnonzero(wide)[0]] + 1}: the bin of '{column}' is wider than "
+                            "a float holds")
+        if (~null & (lower >= upper)).any():
+            row = first[np.flatnonzero(~null & (lower >= upper))[0]] + 1
+            raise DataError(f"{path}: row {row}: the bin of '{column}' is empty ({column}_lower is not below "
+                            f"{column}_upper)")
+        text = labels[keys[0]]
+    for key in keys:
         values = frame[key].to_numpy(object)
-        differs = ~_equal(values[first][position], values)
+        differs = ~_equal(labels[key][position], values)
         if differs.any():
             raise DataError(f"{path}: row {np.flatnonzero(differs)[0] + 1}: column '{key}' differs from the other "
                             f"rows of its bin, so the rows are not in the order report.json describes (C order "
                             f"over {', '.join(columns)})")
-        labels[key] = values[first]
-    if kind == "categorical":
-        text = labels[column]
-        zeros = np.zeros(size)
-        return Axis(column, kind, text, zeros, zeros, np.asarray(pd.isna(text), dtype=bool))
-    parse = _number if kind == "numeric" else _day
-    bounds = {}
-    for key in (f"{column}_lower", f"{column}_upper"):
-        null = np.asarray(pd.isna(labels[key]), dtype=bool)
-        parsed = np.zeros(size)
-        for k in np.flatnonzero(~null):
-            parsed[k] = parse(path, key, labels[key][k], first[k] + 1)
-        bounds[key] = parsed, null
-    (lower, null), (upper, null_upper) = bounds.values()
-    if (null != null_upper).any():
-        row = first[np.flatnonzero(null != null_upper)[0]] + 1
-        raise DataError(f"{path}: row {row}: one of '{column}_lower' and '{column}_upper' is empty, not both")
-    if (lower[~null] >= upper[~null]).any():
-        row = first[np.flatnonzero(~null & (lower >= upper))[0]] + 1
-        raise DataError(f"{path}: row {row}: the bin of '{column}' is empty ({column}_lower is not below "
-                        f"{column}_upper)")
-    return Axis(column, kind, labels[f"{column}_lower"], lower, upper, null)
+    return Axis(column, kind, text, lower, upper, null)
 
 
 def _number(path: Path, key: str, value, row: int) -> float:
@@ -419,7 +427,8 @@ def plan_synthesis(directory: str | Path, rows: int, table: str | None = None, j
         released = read_table(directory, choose_table(report, table, joint_hint=True))
         axes, weights = released.axes, released.counts
         what = f"{released.path}: column 'count'"
-        total = float(weights.sum())
+        with np.errstate(over="ignore"):
+            total = float(weights.sum())
         if not math.isfinite(total):
             raise DataError(f"{what}: the counts add up to more than a float holds")
         if total <= 0:
@@ -455,7 +464,9 @@ def _joint(directory: str | Path, report: dict) -> tuple[list[Axis], np.ndarray]
             if not first[1].same_bins(axis):
                 raise DataError(f"column '{axis.column}' has different bins in tables '{first[0]}' and "
                                 f"'{t.name}', so they cannot be fitted together")
-        if not math.isfinite(float(t.counts.sum())):
+        with np.errstate(over="ignore"):
+            total = float(t.counts.sum())
+        if not math.isfinite(total):
             raise DataError(f"{t.path}: column 'count': the counts add up to more than a float holds")
     for a, b in itertools.combinations(tables, 2):
         shared = tuple(c for c in a.columns if c in b.columns)
