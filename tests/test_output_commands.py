@@ -262,3 +262,137 @@ def test_wrong_table_options_are_exit_2(releases, tmp_path):
     fails(["plot", releases["csv"], "-t", "nope", "-o", tmp_path / "p.png"], 2, "no table 'nope'")
     fails(["synth", tmp_path, "-n", "5", "-o", tmp_path / "s.csv"], 2, "not a dphist release")
     assert entries(tmp_path) == []
+
+
+# ---- 3. synth streams: memory bounded by one chunk, whatever --rows is ---------------------------------------------
+
+
+class CountingRng:
+    """A generator that records the size of every multinomial draw (the records drawn at once)."""
+
+    def __init__(self, seed):
+        self.rng, self.sizes = np.random.default_rng(seed), []
+
+    def multinomial(self, n, p):
+        self.sizes.append(n)
+        return self.rng.multinomial(n, p)
+
+    def __getattr__(self, name):
+        return getattr(self.rng, name)
+
+
+@pytest.fixture(scope="module")
+def marginal_release(tmp_path_factory):
+    out = tmp_path_factory.mktemp("marginals") / "rel"
+    dphist.release(CENSUS, 1, schema=SCHEMA, seed=1, marginals="age,sex;sex,income").write(out)
+    return out
+
+
+@pytest.mark.parametrize("joint", [False, True])
+def test_the_sampler_draws_and_yields_bounded_chunks_that_add_up(releases, marginal_release, joint):
+    plan = synth.plan_synthesis(marginal_release if joint else releases["csv"], 10_500, joint=joint, chunk_rows=1000)
+    rng = CountingRng(1)
+    chunks = plan.chunks(rng)
+    first = next(chunks)
+    assert len(first) == 1000 and rng.sizes == [1000]  # lazy: one chunk drawn when one is asked for
+    sizes = [len(first)] + [len(c) for c in chunks]
+    assert sizes == [1000] * 10 + [500] and rng.sizes == sizes  # never more than a chunk at once, total exact
+    assert list(first.columns) == (["age", "sex", "income"] if joint else ["age", "sex"])
+
+
+def test_no_rows_is_one_empty_chunk_with_the_columns(releases, tmp_path):
+    chunks = list(synth.plan_synthesis(releases["json"], 0).chunks(np.random.default_rng(0)))
+    assert len(chunks) == 1 and chunks[0].empty and list(chunks[0].columns) == ["interview_date", "education"]
+    for fmt in ("csv", "parquet", "json"):
+        out = tmp_path / f"e.{fmt}"
+        assert CliRunner().invoke(main, ["synth", str(releases["json"]), "-n", "0", "-o", str(out)]).exit_code == 0
+        back = {"csv": pd.read_csv, "parquet": pd.read_parquet, "json": pd.read_json}[fmt](out)
+        assert len(back) == 0 and (fmt == "json" or list(back.columns) == ["interview_date", "education"])
+
+
+@pytest.mark.parametrize("joint", [False, True])
+def test_records_drawn_in_chunks_follow_the_released_counts(marginal_release, joint):
+    from test_synth import assert_follows, rebin
+
+    plan = synth.plan_synthesis(marginal_release, 40_000, None if joint else "age_sex", joint=joint,
+                                chunk_rows=997)
+    records = pd.concat(plan.chunks(np.random.default_rng(7)), ignore_index=True)
+    assert len(records) == 40_000
+    for name, columns in [("age_sex", ["age", "sex"])] + ([("sex_income", ["sex", "income"])] if joint else []):
+        table = pd.read_csv(marginal_release / f"{name}.csv", keep_default_na=False, na_values=[""])
+        assert_follows(rebin(records, table, columns), table["count"].to_numpy(float) / table["count"].sum())
+
+
+@pytest.mark.parametrize("fmt", ["csv", "parquet", "json"])
+def test_the_cli_writes_chunk_by_chunk_the_same_records_as_one_frame(releases, tmp_path, monkeypatch, fmt):
+    """Written in chunks of 1000, the file holds the records of the chunks in order, and (below one chunk)
+    exactly the bytes the whole frame gives."""
+    rel = releases["json"]  # a date column and a categorical one with a null category
+    monkeypatch.setattr(synth, "CHUNK_ROWS", 1000)
+    out = tmp_path / f"s.{fmt}"
+    result = CliRunner().invoke(main, ["synth", str(rel), "-n", "2500", "-o", str(out), "--seed", "4"])
+    assert result.exit_code == 0 and "wrote 2500 synthetic rows" in result.stderr, result.output
+    expected = pd.concat(synth.plan_synthesis(rel, 2500, chunk_rows=1000).chunks(np.random.default_rng(4)),
+                         ignore_index=True)
+    if fmt == "parquet":
+        assert pq.ParquetFile(out).metadata.num_row_groups == 3
+        back = pd.read_parquet(out)
+        pd.testing.assert_frame_equal(back, expected, check_dtype=False)
+    else:
+        whole = (expected.to_csv(index=False, lineterminator="\n") if fmt == "csv"
+                 else expected.to_json(orient="records", force_ascii=False) + "\n")
+        assert out.read_text() == whole
+    assert entries(tmp_path) == [out.name]
+
+
+@pytest.mark.parametrize("fmt", ["csv", "parquet", "json"])
+def test_write_frames_is_the_whole_table_whatever_the_chunks(tmp_path, fmt):
+    rng = np.random.default_rng(0)
+    whole = pd.DataFrame({"x": rng.random(30), "label": np.array(["a", None, "b"] * 10, dtype=object),
+                          "day": np.array([pd.Timestamp("2024-01-02").date(), None, None] * 10, dtype=object)})
+    whole.loc[5, "x"] = np.nan
+    # An empty chunk first, and a chunk whose 'label' and 'day' are all missing.
+    pieces = [whole.iloc[:0], whole.iloc[:1], whole.iloc[1:2], whole.iloc[2:17], whole.iloc[17:]]
+    with atomic_output(tmp_path / f"w.{fmt}") as fh:
+        assert write_frames(fh, iter(pieces), fmt, prototype=whole.iloc[:1]) == 30
+    path = tmp_path / f"w.{fmt}"
+    if fmt == "csv":
+        assert path.read_text() == whole.to_csv(index=False, lineterminator="\n")
+        one = whole[["label"]]  # alone on its line, an empty field is written "" (pandas' own path)
+        with atomic_output(tmp_path / "one.csv") as fh:
+            write_frames(fh, iter([one.iloc[:2], one.iloc[2:]]), fmt)
+        assert (tmp_path / "one.csv").read_text() == one.to_csv(index=False, lineterminator="\n")
+    elif fmt == "json":
+        assert path.read_text() == whole.to_json(orient="records", force_ascii=False) + "\n"
+    else:
+        back = pd.read_parquet(path)
+        assert pq.ParquetFile(path).schema_arrow.field("day").type == pa.date32()
+        for column in whole:  # the same values and the same missing ones, in order
+            assert back[column].isna().tolist() == whole[column].isna().tolist()
+            assert back[column].dropna().tolist() == whole[column].dropna().tolist()
+
+
+def test_ctrl_c_while_streaming_leaves_no_file(releases, tmp_path, monkeypatch):
+    real = synth.Synthesis.chunks
+
+    def interrupted(self, rng):
+        chunks = real(self, rng)
+        yield next(chunks)
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(synth.Synthesis, "chunks", interrupted)
+    result = CliRunner().invoke(main, ["synth", str(releases["csv"]), "-n", "5000", "-o", str(tmp_path / "s.csv")])
+    assert result.exit_code == 130 and "Traceback" not in result.output
+    assert entries(tmp_path) == []
+
+
+# ---- 4. plot without matplotlib ------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("out", ["p.png", "nowhere/p.png", "p.foo"])
+def test_plot_without_matplotlib_is_one_line_exit_2_and_leaves_nothing(releases, tmp_path, monkeypatch, out):
+    for name in [m for m in sys.modules if m == "matplotlib" or m.startswith("matplotlib.")]:
+        monkeypatch.delitem(sys.modules, name)
+    monkeypatch.setitem(sys.modules, "matplotlib", None)  # import now fails, as if not installed
+    fails(["plot", releases["csv"], "-o", tmp_path / out], 2, "needs matplotlib", "pip install 'dphist[plot]'")
+    assert entries(tmp_path) == []

@@ -20,6 +20,7 @@ from typing import BinaryIO
 
 import pandas as pd
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from ..errors import DataError, UsageError
@@ -128,7 +129,7 @@ def write_frames(fh: BinaryIO, frames: Iterable[pd.DataFrame], fmt: str,
         for i, frame in enumerate(frames):
             rows += len(frame)
             if fmt == "csv":
-                fh.write(frame.to_csv(index=False, header=i == 0, lineterminator="\n").encode("utf-8"))
+                _write_csv(fh, frame, header=i == 0)
             elif fmt == "json":
                 body = frame.to_json(orient="records", force_ascii=False)[1:-1]  # without the brackets
                 if body:
@@ -151,6 +152,27 @@ def write_frames(fh: BinaryIO, frames: Iterable[pd.DataFrame], fmt: str,
         if writer is not None:
             writer.close()
     return rows
+
+
+def _write_csv(fh: BinaryIO, frame: pd.DataFrame, header: bool) -> None:
+    """One chunk as ``frame.to_csv(index=False, header=header, lineterminator="\\n")`` writes it, byte for byte.
+
+    pandas formats every float in Python (most of the time of a numeric chunk), so a chunk of several columns
+    is formatted column by column with the release writer's Arrow formatter (the same text) and joined by
+    Arrow.  A one-column chunk goes through pandas, which quotes an empty field alone on its line."""
+    if len(frame.columns) < 2 or len(frame) == 0:
+        fh.write(frame.to_csv(index=False, header=header, lineterminator="\n").encode("utf-8"))
+        return
+    from .writers import _csv_column  # shared with the release writer; see its notes on pandas' CSV text
+
+    if header:
+        fh.write(frame.iloc[:0].to_csv(index=False, lineterminator="\n").encode("utf-8"))
+    # Large strings (64-bit offsets): a chunk of long labels may pass 2 GB of text.
+    fields = [_csv_column(frame[name])(0, len(frame)).cast(pa.large_string()) for name in frame.columns]
+    lines = pc.binary_join_element_wise(*fields, pa.scalar(",", pa.large_string()))
+    whole = pa.LargeListArray.from_arrays(pa.array([0, len(lines)], pa.int64()), lines)
+    fh.write(pc.binary_join(whole, pa.scalar("\n", pa.large_string()))[0].as_buffer())
+    fh.write(b"\n")
 
 
 def _mode(path: Path) -> int:
