@@ -191,6 +191,7 @@ class Ledger:
                 return
             self.path.parent.mkdir(parents=True, exist_ok=True)
             self._db = sqlite3.connect(self.path, timeout=self.timeout, isolation_level=None)
+            self._check_table(create=False)  # before anything is written to a file that may not be ours
             self._db.execute("PRAGMA journal_mode=WAL")
             self._db.execute("PRAGMA synchronous=FULL")
             self._check_table(create=True)
@@ -265,25 +266,32 @@ class Ledger:
             self.release_dead()
             if recover is not None:
                 recover(self)
-            if run_key is not None:
-                done = self.claimed(dataset, unit, run_key)
-                if done is not None:
-                    return done
-            spent_eps, spent_delta = self._spent(dataset, unit)
-            cap = self._cap(dataset, unit)
-            if cap is not None and (spent_eps + epsilon > cap[0] or spent_delta + delta > cap[1]):
-                left = (max(cap[0] - spent_eps, Fraction(0)), max(cap[1] - spent_delta, Fraction(0)))
-                raise BudgetExhausted(
-                    f"data set '{dataset}': this release needs epsilon {format_fraction(epsilon)}"
-                    + (f", delta {format_fraction(delta)}" if delta else "")
-                    + f" but only epsilon {format_fraction(left[0])}"
-                    + (f", delta {format_fraction(left[1])}" if cap[1] or delta else "")
-                    + f" of the cap {format_fraction(cap[0])} is left (see 'dphist budget show')")
-            run_id = run_id or uuid.uuid4().hex
-            info = {**(detail or {}), **process_identity()}
-            entry = self._append(dataset, unit, "RESERVE", run_id, run_key, epsilon, delta, info)
-            return Reservation(run_id, dataset, unit, epsilon, delta, entry, spent_eps,
-                               None if cap is None else cap[0], run_key)
+            try:  # a refusal still commits what recovery recorded
+                return self._reserve(dataset, unit, epsilon, delta, run_key, detail, run_id)
+            except (BudgetExhausted, LedgerLocked) as exc:
+                refusal = exc
+        raise refusal
+
+    def _reserve(self, dataset, unit, epsilon, delta, run_key, detail, run_id) -> Reservation | Existing:
+        if run_key is not None:
+            done = self.claimed(dataset, unit, run_key)
+            if done is not None:
+                return done
+        spent_eps, spent_delta = self._spent(dataset, unit)
+        cap = self._cap(dataset, unit)
+        if cap is not None and (spent_eps + epsilon > cap[0] or spent_delta + delta > cap[1]):
+            left = (max(cap[0] - spent_eps, Fraction(0)), max(cap[1] - spent_delta, Fraction(0)))
+            raise BudgetExhausted(
+                f"data set '{dataset}': this release needs epsilon {format_fraction(epsilon)}"
+                + (f", delta {format_fraction(delta)}" if delta else "")
+                + f" but only epsilon {format_fraction(left[0])}"
+                + (f", delta {format_fraction(left[1])}" if cap[1] or delta else "")
+                + f" of the cap {format_fraction(cap[0])} is left (see 'dphist budget show')")
+        run_id = run_id or uuid.uuid4().hex
+        info = {**(detail or {}), **process_identity()}
+        entry = self._append(dataset, unit, "RESERVE", run_id, run_key, epsilon, delta, info)
+        return Reservation(run_id, dataset, unit, epsilon, delta, entry, spent_eps,
+                           None if cap is None else cap[0], run_key)
 
     def claimed(self, dataset: str, unit: str, run_key: str) -> Existing | None:
         """The run key's state: its committed release, or None if it is free; raises if a run holds it."""

@@ -19,15 +19,15 @@ A run that fails (an error, SIGINT, SIGTERM) removes its staging folder and reco
 after it; between staging and PUBLISH, SIGINT and SIGTERM are held back so a release is never half published.
 Recovery only touches runs whose process is known to have ended (same host, pid gone or reused).
 
-``DPHIST_FAULT_AT=<checkpoint>[:SIGNAL]`` sends this process SIGNAL (default SIGKILL) at a checkpoint
-(``reserved``, ``read``, ``computed``, ``staging``, ``staged``, ``committed``, ``moved``, ``published``).
-It exists for the fault suite (tests/test_transaction.py); it can only stop a run, never change what it releases.
+The fault suite stops runs at the checkpoints ``reserved``, ``read``, ``computed``, ``staging``, ``staged``,
+``committed``, ``moved`` and ``published`` (:mod:`dphist.faults`).
 """
 
 from __future__ import annotations
 
 import os
 import signal
+import threading
 import uuid
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -36,24 +36,12 @@ from pathlib import Path
 
 from .accountant import format_fraction
 from .errors import DataError, DphistError, Terminated, UsageError
+from .faults import checkpoint
 from .io.destination import (Destination, is_complete, read_marker, remove_tree, sha256_file, sweep_orphans,
                              write_marker)
-from .ledger import ROW_UNIT, Existing, Ledger, OpenRun, Reservation
+from .ledger import ROW_UNIT, Existing, Ledger, LedgerError, LedgerLocked, OpenRun, Reservation
 
-__all__ = ["Charged", "FileRelease", "charged_run", "default_dataset_id", "recover", "sha256_file", "checkpoint"]
-
-FAULT_ENV = "DPHIST_FAULT_AT"
-
-
-def checkpoint(name: str) -> None:
-    """The fault suite's hook: stop this process here if ``$DPHIST_FAULT_AT`` names this checkpoint."""
-    spec = os.environ.get(FAULT_ENV)
-    if not spec:
-        return
-    at, _, sig = spec.partition(":")
-    if at == name:
-        os.kill(os.getpid(), getattr(signal, sig or "SIGKILL"))
-
+__all__ = ["Charged", "FileRelease", "charged_run", "default_dataset_id", "recover", "sha256_file"]
 
 @dataclass
 class Charged:
@@ -115,15 +103,16 @@ def charged_run(plan, work: Callable[[dict], object], ledger: Ledger, dataset_id
                               recover=recover, run_id=run_id)
     if isinstance(reserved, Existing):
         return Charged(dataset, existing=reserved)
-    checkpoint("reserved")
     report_info = {"dataset": dataset_id or plan.source.public_name, "privacy_unit": unit,
                    "reservation_entry": reserved.entry_hash,
                    "epsilon_spent_before": format_fraction(reserved.spent_before),
                    "epsilon_cap": None if reserved.cap is None else format_fraction(reserved.cap),
                    **({"run_key": run_key} if run_key else {})}
-    staging = None
+    staging, reading = None, False
     try:
+        checkpoint("reserved")
         with _reading(ledger, reserved):
+            reading = True
             checkpoint("read")
             value = work(report_info)
             checkpoint("computed")
@@ -142,10 +131,25 @@ def charged_run(plan, work: Callable[[dict], object], ledger: Ledger, dataset_id
                 if files is not None:
                     files.destination.publish(staging, run_id)
                     checkpoint("moved")
-                ledger.published(reserved, {"published": True})
+                try:
+                    ledger.published(reserved, {"published": True})
+                except DphistError:
+                    pass  # the release is in place; recovery records PUBLISH once this process has ended
                 checkpoint("published")
-    except BaseException:
+    except (LedgerError, LedgerLocked) as exc:
         remove_tree(staging)
+        if not reading:
+            raise
+        # Exit codes 2 and 4 promise that nothing was read; this run had read the data.
+        raise DataError(f"{exc}; the run had read the data, so its budget stays spent, and its release was not "
+                        "published") from None
+    except BaseException as exc:
+        remove_tree(staging)
+        if not reading:  # stopped between the reservation and the read: give it back
+            try:
+                ledger.abort(reserved, f"{_reason(exc)} before reading any data")
+            except DphistError:
+                pass  # the next run's recovery gives it back once this process has ended
         raise
     paths = [] if files is None else [files.destination.out / n for n in names]
     return Charged(dataset, value=value, commit_entry=entry, info=report_info, paths=paths)
@@ -154,9 +158,8 @@ def charged_run(plan, work: Callable[[dict], object], ledger: Ledger, dataset_id
 def _claimed(ledger: Ledger, dataset: str, unit: str, run_key: str) -> Existing | None:
     """The run key's committed release, after recovering dead runs; None if the key is free; raises RunKeyBusy
     or RunKeySpent if a run holds or used it up."""
-    with ledger.transaction():
-        recover(ledger)
-        return ledger.claimed(dataset, unit, run_key)
+    recover(ledger)  # its own transaction, so what it records stays even if the key is refused
+    return ledger.claimed(dataset, unit, run_key)
 
 
 @contextmanager
@@ -191,16 +194,25 @@ def _reason(exc: BaseException) -> str:
 @contextmanager
 def _signals_held() -> Iterator[None]:
     """Hold SIGINT and SIGTERM back while the commit and the move run, so either both happen or recovery sees a
-    COMMIT it can finish; they are delivered when the block ends."""
-    try:
-        old = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM})
-    except (AttributeError, ValueError):  # not the main thread, or no signal masks here
+    COMMIT it can finish; a signal that arrived meanwhile is acted on when the block ends.  (Handlers, not a
+    signal mask: a process-directed signal would go to one of Arrow's threads, which do not block it.)"""
+    if threading.current_thread() is not threading.main_thread():
         yield
         return
+    pending: list[int] = []
+    held = (signal.SIGINT, signal.SIGTERM)
+    previous = {s: signal.signal(s, lambda signum, frame: pending.append(signum)) for s in held}
     try:
         yield
     finally:
-        signal.pthread_sigmask(signal.SIG_SETMASK, old)
+        for s, handler in previous.items():
+            signal.signal(s, handler)
+        if pending:
+            handler = previous[pending[0]]
+            if callable(handler):
+                handler(pending[0], None)
+            elif handler == signal.SIG_DFL:
+                os.kill(os.getpid(), pending[0])
 
 
 # --------------------------------------------------------------------------------------------------------------

@@ -147,6 +147,11 @@ class Destination:
             if not target.exists():
                 raise UsageError(f"output path {given} is a symbolic link to {target}, which does not exist")
             out = target
+        for path in self.protect:
+            path = Path(os.path.abspath(path))
+            if path == out or out in path.parents:
+                raise UsageError(f"output directory {given} contains {path}, which a release must never replace; "
+                                 "choose another --out")
         if out.exists():
             if not out.is_dir():
                 raise UsageError(f"output path {given} exists and is not a directory")
@@ -156,11 +161,6 @@ class Destination:
                 if not holds_release(out):
                     raise UsageError(f"output directory {given} does not hold a dphist release, so --overwrite "
                                      "will not replace it; choose another --out or empty it yourself")
-        for path in self.protect:
-            path = Path(os.path.abspath(path))
-            if path == out or out in path.parents:
-                raise UsageError(f"output directory {given} contains {path}, which a release must never replace; "
-                                 "choose another --out")
         parent = out.parent
         while not parent.exists() and parent != parent.parent:
             parent = parent.parent

@@ -19,6 +19,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from ..errors import DataError, UsageError
+from ..faults import checkpoint
 from .destination import Destination, remove_tree, write_marker
 
 __all__ = ["FORMATS", "check_destination", "stage_release", "write_release", "write_text_atomic"]
@@ -61,8 +62,10 @@ def write_release(out: str | os.PathLike, tables: dict[str, pd.DataFrame], repor
     run_id = uuid.uuid4().hex
     staging = destination.make_staging(run_id)
     try:
+        checkpoint("staging")
         names = stage_release(staging, tables, report, fmt, notices)
         write_marker(staging, run_id, None, bool(report.get("test_mode")))
+        checkpoint("staged")
         destination.publish(staging, run_id)
     except OSError as exc:
         raise DataError(f"cannot write the release to {destination.out}: {exc.strerror or exc}") from None
