@@ -338,6 +338,83 @@ def csv_dev_null(d):
     return Case(release("/dev/null"), 1, ("/dev/null",))
 
 
+@case
+def csv_header_with_quoted_newline(d):
+    good(d, data='"age\nyears",sex\n10,F\n')
+    return Case(release("data.csv", "--quiet"), 1, ("data.csv",))
+
+
+# ---- release: hostile path names ------------------------------------------------------------------------------
+
+_LONG = "a" * 300  # longer than a file name may be (NAME_MAX 255)
+
+
+@case
+def input_name_too_long(d):
+    write(d, "schema.yaml", SCHEMA)
+    return Case(release(_LONG + ".csv"), 1, ())
+
+
+@case
+def input_name_with_newline(d):
+    """A missing file whose name holds a newline: still one line on stderr."""
+    write(d, "schema.yaml", SCHEMA)
+    return Case(release("bad\nname.csv"), 1, ("name.csv",))
+
+
+@case
+def input_name_with_nul(d):
+    write(d, "schema.yaml", SCHEMA)
+    return Case(release("bad\x00name.csv"), (1, 2), ())
+
+
+@case
+def input_dash_is_not_stdin(d):
+    write(d, "schema.yaml", SCHEMA)
+    return Case(release("-"), (1, 2), ())
+
+
+@case
+def schema_name_too_long(d):
+    write(d, "data.csv", GOOD_CSV)
+    return Case(release("data.csv", schema=_LONG + ".yaml"), 2, ())
+
+
+@case
+def schema_name_with_newline(d):
+    write(d, "data.csv", GOOD_CSV)
+    return Case(release("data.csv", schema="no\nsuch.yaml"), 2, ("such.yaml",))
+
+
+@case
+def spec_name_too_long(d):
+    good(d)
+    return Case(["release", "--spec", _LONG + ".yaml", "--out", "out"], 2, ())
+
+
+@case
+def out_name_too_long(d):
+    good(d)
+    return Case(release("data.csv", out=_LONG), 2, ())
+
+
+@case
+def ledger_name_too_long_release(d):
+    good(d)
+    return Case(release("data.csv", "--ledger", _LONG + ".sqlite"), ANY_FAILURE, ("ledger",))
+
+
+@case
+def ledger_name_too_long_budget_show(d):
+    return Case(["budget", "show", "--ledger", _LONG + ".sqlite"], (0, 1, 2), ())
+
+
+@case
+def draft_out_name_too_long(d):
+    write(d, "data.csv", GOOD_CSV)
+    return Case(["schema", "data.csv", "-o", _LONG + ".yaml"], 2, ())
+
+
 # ---- release: Parquet input ----------------------------------------------------------------------------------
 
 
@@ -986,6 +1063,8 @@ for _name, _value, _timeout in [
     ("epsilon_divide_by_zero", "1/0", None),
     ("epsilon_two_numbers", "1 2", None),
     ("epsilon_underscore_text", "1_0_", None),
+    # Python reads 1_0 as 10: a budget typed '1_0' for '1.0' must not spend ten times as much.
+    ("epsilon_underscore_digits", "1_0", None),
     ("epsilon_tiny_exponent", "1e-999999999", 20),
     ("epsilon_huge_exponent", "1e999999999", 20),
 ]:
