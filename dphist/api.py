@@ -7,6 +7,7 @@ The CLI is a thin layer over this module.
 
 from __future__ import annotations
 
+import math
 import os
 from dataclasses import dataclass, field
 from fractions import Fraction
@@ -21,7 +22,8 @@ from .accountant import (MIN_EPSILON, NEIGHBOURING, PRIVACY_UNIT, SAMPLER, TEST_
                          format_fraction, parse_epsilon, split_budget, step_report)
 from .algorithms import Algorithm, Estimate, applicable_options, get_algorithm
 from .contribution import UnitBound, UnitColumn
-from .discovery import AUTO, DEFAULT_BINS, DEFAULT_MAX_CATEGORIES, DEFAULT_SHARE, DiscoveryPlan, discover, kind_of
+from .discovery import (AUTO, DEFAULT_BINS, DEFAULT_MAX_CATEGORIES, DEFAULT_SHARE, DiscoveryPlan, TextAs, discover,
+                        kind_of)
 from .counting import TableShape
 from .engines import check_engine
 from .engines import count as count_with
@@ -223,7 +225,7 @@ def plan_release(
             check_table_names([TableRequest(table_name_for(m), m)])
         sizes = {c: schema[c].n_cells for m in marginals for c in m}
         union = union_of(marginals)
-        full_cells = int(np.prod([sizes[c] for c in union], dtype=np.float64))
+        full_cells = math.prod(sizes[c] for c in union)  # a Python int: exact, never wraps
         full_limit = (f"would have {len(union)} columns, more than {MAX_DIMENSIONS}" if len(union) > MAX_DIMENSIONS
                       else f"would have {full_cells:,} cells, more than {max_cells:,}" if full_cells > max_cells else None)
         per_row = table_epsilon / ((unit.max_rows if unit else 1) * int(group_size))  # what the noise is set by
@@ -416,6 +418,7 @@ def run_plan(plan: ReleasePlan, progress: bool = False) -> Release:
         tables, shapes, discovery_report, discovery_spent = _discover_domains(plan, tables, bits, unit_reader)
         spent += discovery_spent
     needed = {c.name: c for shape in shapes for c in shape.columns}
+    needed.update(_chosen_readers(discovery_report, needed))
     needed.update({k: v for k, v in unit_reader.items() if k not in needed})
     # The only step that reads rows (apart from discovery).
     bar = Progress(*src.progress_total()) if progress and src.files else None
@@ -522,6 +525,16 @@ def _discover_domains(plan: ReleasePlan, tables: list, bits: BitSource, unit_rea
     return tables, shapes, report, factor * sum((m.epsilon for m in steps), Fraction(0))
 
 
+def _chosen_readers(discovery_report: dict | None, needed: dict) -> dict[str, TextAs]:
+    """How to read the CSV columns whose type discovery chose as a number or a date: as text converted the
+    way discovery read it, so a value that does not look like that type is missing (its null cell), as it
+    was to discovery, rather than an error after the budget is spent."""
+    if discovery_report is None:
+        return {}
+    chosen = {c["column"]: c["type"]["chosen"] for c in discovery_report["columns"] if isinstance(c.get("type"), dict)}
+    return {name: TextAs(name, kind) for name, kind in chosen.items() if name in needed and kind != "categorical"}
+
+
 SEPARATE_POST = ("exact least-squares consistency with the other marginals (shared sub-tables and grand total "
                  "agree), then non-negative integers with the shared sub-tables held fixed (L1-closest)")
 
@@ -569,7 +582,7 @@ def _derive_marginals(plan: ReleasePlan, frames: dict, table_reports: list) -> t
             "noisy_count": _integral_or_float(np.round(derive_marginal(noisy, axes, m), 6))})
         reports.append({
             "name": name, "columns": list(m), "algorithm": full_report["algorithm"],
-            "epsilon": full_report["epsilon"], "delta": "0", "cells": int(np.prod([c.n_cells for c in cols])),
+            "epsilon": full_report["epsilon"], "delta": "0", "cells": math.prod(c.n_cells for c in cols),
             "shape": [c.n_cells for c in cols], "domain": {c.name: c.describe() for c in cols},
             "derived_from": full_report["name"], "post_processing": "sum of the full table's released counts",
         })

@@ -13,6 +13,7 @@ algorithm assumes; how many threads count does not change the counts.
 from __future__ import annotations
 
 import functools
+import math
 import os
 import queue
 import threading
@@ -28,7 +29,7 @@ from .errors import DataError
 from .noise import BitSource
 from .schema import CategoricalColumn, Column, DateColumn, NumericColumn, normalise_label
 
-__all__ = ["TableShape", "Axis", "count_tables", "axis_index", "as_text", "inner_cells"]
+__all__ = ["TableShape", "Axis", "count_tables", "axis_index", "as_text", "inner_cells", "days_since_epoch"]
 
 
 @dataclass(frozen=True)
@@ -44,7 +45,8 @@ class TableShape:
 
     @property
     def n_cells(self) -> int:
-        return int(np.prod(self.shape, dtype=np.int64))
+        """The number of cells, a Python int (exact: a product of sizes never wraps around as int64 would)."""
+        return math.prod(self.shape)
 
 
 def count_tables(
@@ -129,7 +131,7 @@ class _Counter:
     def __init__(self, tables: list[TableShape], where: str) -> None:
         self.tables, self.where = tables, where
         self.axes = {c.name: Axis(c) for t in tables for c in t.columns}
-        self.sizes = [int(np.prod(_ext_shape(t), dtype=np.int64)) for t in tables]
+        self.sizes = [math.prod(_ext_shape(t)) for t in tables]
         self.counts = [np.zeros(n, dtype=np.int64) for n in self.sizes]
         # A table much bigger than a batch is not bincounted per batch (that would touch every cell each
         # time): its cells are buffered until they are worth one bincount over the whole table.
@@ -499,22 +501,62 @@ def _grid_for(edges_: tuple[float, ...], position_code: tuple[int, ...], drop: i
 
 
 def _date_days(column: DateColumn, values: pa.Array) -> pa.Array:
-    """Dates as date32 (days since 1970-01-01); timestamps are floored to their calendar day."""
-    typ = values.type
+    """Dates as days since 1970-01-01 (date32 or int64; see :func:`days_since_epoch`)."""
     try:
-        if pa.types.is_string(typ) or pa.types.is_large_string(typ):
-            values = pc.cast(values, pa.timestamp("s"))
-            typ = values.type
-        if pa.types.is_timestamp(typ):
-            # Floor to whole days in the timestamp's own frame: a date is what the calendar said.
-            values = pc.cast(pc.floor_temporal(values, unit="day"), pa.date32())
-        elif pa.types.is_date64(typ):
-            values = pc.cast(values, pa.date32())
-        elif pa.types.is_null(typ):
-            values = values.cast(pa.date32())
-    except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+        return days_since_epoch(values)
+    except ValueError:
         raise DataError(f"column '{column.name}': a value is not a date YYYY-MM-DD (declared date)") from None
-    return values
+
+
+#: An ISO 8601 date and time with a zone (Z or an offset from -12:00 to +14:00); group 1 is the date and time
+#: as written, without the zone.
+_ZONED = (r"^(\d{4}-\d{2}-\d{2}[Tt ]\d{2}(?::\d{2}(?::\d{2}(?:\.\d{1,9})?)?)?)\s*"
+          r"(?:[Zz]|[+-](?:0\d|1[0-4])(?::?[0-5]\d)?)$")
+_PER_DAY = {"s": 86_400, "ms": 86_400_000, "us": 86_400_000_000, "ns": 86_400_000_000_000}
+
+
+def days_since_epoch(values: pa.Array | pa.ChunkedArray) -> pa.Array:
+    """The calendar day of each value, as days since 1970-01-01: date32 values as they are, anything else as
+    int64 (nulls stay null).  Exact for every representable date and timestamp, however far from 1970 (integer
+    floor division, never a wrapping cast).
+
+    * timestamps: the day of their wall-clock time (a zoned timestamp in its own zone);
+    * text: ISO 8601 ``YYYY-MM-DD``, optionally with a time ``THH:MM[:SS[.fff]]``; a time with a zone (``Z``,
+      ``+05:00``) counts as the date *as written*, the calendar date where it was recorded
+      (2024-03-01T23:30:00-05:00 is 2024-03-01, not the UTC date 2024-03-02);
+    * dictionary-encoded values: their dictionary converted once.
+
+    Raises ValueError if a text value is not such a date (or the type is not a date, timestamp or text).
+    """
+    if isinstance(values, pa.ChunkedArray):
+        values = values.combine_chunks()
+    typ = values.type
+    if pa.types.is_dictionary(typ):
+        days = days_since_epoch(values.dictionary)
+        return days.take(values.indices)  # null indices give nulls
+    if pa.types.is_date32(typ):
+        return values
+    if pa.types.is_null(typ):
+        return values.cast(pa.date32())
+    if pa.types.is_string(typ) or pa.types.is_large_string(typ):
+        text = pc.replace_substring_regex(pc.utf8_trim_whitespace(values), _ZONED, r"\1")
+        try:
+            values = pc.cast(text, pa.timestamp("us"))  # 'us' holds years 0001-9999 and fractional seconds
+        except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+            raise ValueError("not a date") from None
+        typ = values.type
+    if pa.types.is_date64(typ):
+        values, typ = values.cast(pa.int64()).cast(pa.timestamp("ms")), pa.timestamp("ms")
+    if not pa.types.is_timestamp(typ):
+        raise ValueError(f"not a date type: {typ}")
+    if typ.tz is not None:
+        values = pc.local_timestamp(values)  # the wall clock in its zone: the date it was recorded on
+    ticks = values.cast(pa.int64())
+    nulls = ticks.null_count
+    raw = (ticks.fill_null(0) if nulls else ticks).to_numpy(zero_copy_only=False)
+    days = np.floor_divide(raw, _PER_DAY[typ.unit])
+    mask = ticks.is_null().to_numpy(zero_copy_only=False) if nulls else None
+    return pa.array(days, type=pa.int64(), mask=mask)
 
 
 def as_text(values: pa.Array | pa.ChunkedArray) -> pa.Array:

@@ -42,12 +42,12 @@ import pyarrow.compute as pc
 from .accountant import format_fraction
 from .algorithms.base import Measurement
 from .contribution import UnitBound, UnitIds, bounded_rows
-from .counting import as_text
+from .counting import as_text, days_since_epoch
 from .errors import DataError, UsageError
 from .noise import BitSource, discrete_laplace, discrete_laplace_variance, permute_and_flip
 from .schema import Column, normalise_label, parse_schema
 
-__all__ = ["KINDS", "AUTO", "BINNINGS", "DiscoveryPlan", "kind_of", "discover", "DEFAULT_SHARE", "DEFAULT_BINS", "DEFAULT_MAX_CATEGORIES"]
+__all__ = ["KINDS", "AUTO", "TextAs", "typed_text", "BINNINGS", "DiscoveryPlan", "kind_of", "discover", "DEFAULT_SHARE", "DEFAULT_BINS", "DEFAULT_MAX_CATEGORIES"]
 
 DEFAULT_SHARE = Fraction(1, 10)
 DEFAULT_BINS = 16
@@ -66,10 +66,11 @@ AUTO = "auto"
 _LOOKS_LIKE = {  # disjoint classes of non-empty text values, one per kind (the rest is text)
     "integer": r"^\s*[-+]?\d+\s*$",
     "float": r"^\s*[-+]?(\d+\.\d*|\.\d+|\d+(\.\d*)?[eE][-+]?\d+)\s*$",
-    "date": r"^\s*\d{4}-\d{2}-\d{2}([T ][0-9:.]+)?\s*$",
+    "date": r"^\s*\d{4}-\d{2}-\d{2}([Tt ][0-9:.]+\s*([Zz]|[+-]\d{2}(:?\d{2})?)?)?\s*$",
 }
 TYPE_SHARE = Fraction(1, 4)
 _EPOCH = _dt.date(1970, 1, 1)
+_FIRST_DAY, _LAST_DAY = (_dt.date.min - _EPOCH).days, (_dt.date.max - _EPOCH).days  # the calendar dates can name
 
 
 def kind_of(arrow_type: pa.DataType) -> str | None:
@@ -184,7 +185,7 @@ def discover(plan: DiscoveryPlan, batches, bits: BitSource, rows_per_group: int 
             if kind == "categorical":
                 data = labels[name].encode(_as_labels(text))
             else:
-                data = _as_numbers(_matching(text, kind), kind, name)
+                data = _as_numbers(typed_text(text, kind), kind, name)
         else:
             data = np.concatenate(values[name]) if values[name] else np.zeros(0)
             data = data[keep]
@@ -224,6 +225,37 @@ def _matching(text: pa.Array, kind: str) -> pa.Array:
     return pc.if_else(looks, pc.utf8_trim_whitespace(text), pa.scalar(None, pa.string()))
 
 
+def typed_text(values: pa.Array | pa.ChunkedArray, kind: str) -> pa.Array:
+    """Text values of a column whose type was chosen as ``kind`` (integer, float or date), converted where a
+    value looks like that kind (float64, or date32 from its ``YYYY-MM-DD``) and missing elsewhere, as
+    discovery saw them; the counting pass reads such a column the same way, so no value can fail it."""
+    if isinstance(values, pa.ChunkedArray):
+        values = values.combine_chunks()
+    if pa.types.is_dictionary(values.type):
+        return typed_text(values.dictionary, kind).take(values.indices)
+    text = _matching(pc.cast(values, pa.string()), kind)
+    if kind == "date":  # an impossible date such as 2024-13-45 is missing too
+        day = pc.strptime(pc.utf8_slice_codeunits(text, 0, 10), format="%Y-%m-%d", unit="s", error_is_null=True)
+        return pc.cast(day, pa.date32())  # text holds four-digit years: always in date32's range
+    return pc.cast(text, pa.float64())
+
+
+@dataclass(frozen=True)
+class TextAs:
+    """How the counting pass reads a CSV column whose type discovery chose (``chosen``: integer, float or
+    date): as text, converted by :func:`typed_text`.  ``kind`` is the declared kind it is counted as."""
+
+    name: str
+    chosen: str
+
+    @property
+    def kind(self) -> str:
+        return "date" if self.chosen == "date" else "numeric"
+
+    def from_text(self, values: pa.Array | pa.ChunkedArray) -> pa.Array:
+        return typed_text(values, self.chosen)
+
+
 def _choose_kind(name: str, text: pa.Array, epsilon: Fraction, bits: BitSource):
     """Integer, float, date or text, by permute-and-flip on how many values look like each (a value is in
     exactly one class, so each score has sensitivity 1).  Returns the kind and (its Measurement, report)."""
@@ -250,13 +282,10 @@ def _as_numbers(values: pa.Array | pa.ChunkedArray, kind: str, name: str) -> np.
         values = values.dictionary_decode()
     try:
         if kind == "date":
-            if pa.types.is_string(values.type) or pa.types.is_large_string(values.type):
-                values = pc.cast(values, pa.timestamp("s"))
-            if pa.types.is_timestamp(values.type):
-                values = pc.cast(pc.floor_temporal(values, unit="day"), pa.date32())
-            values = pc.cast(pc.cast(values, pa.date32()), pa.int32())
+            values = days_since_epoch(values)  # exact for any range of dates and timestamps
+            values = values.cast(pa.int32()) if pa.types.is_date32(values.type) else values
         values = pc.cast(values, pa.float64(), safe=False)
-    except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError, ValueError):
         raise DataError(f"column '{name}': a value is not a {'date' if kind == 'date' else 'number'}") from None
     out = values.to_numpy(zero_copy_only=False).astype(np.float64, copy=True)
     out[~np.isfinite(out)] = np.nan
@@ -407,18 +436,21 @@ def _round_to(value: float, step: float) -> float:
 
 def _bins(kind: str, lower: float, upper: float, bins: int) -> dict:
     if kind == "date":
-        first = _EPOCH + _dt.timedelta(days=int(lower))
-        last = _EPOCH + _dt.timedelta(days=int(upper))  # exclusive
+        # Bounds past the calendar's range (years 1 to 9999: far-off sentinels, timestamps out of range) are
+        # cut to it; the values beyond are clamped into the first or last bin like any value out of range.
+        low = min(max(int(lower), _FIRST_DAY), _LAST_DAY - 1)
+        first = _EPOCH + _dt.timedelta(days=low)
+        last = _EPOCH + _dt.timedelta(days=min(max(int(upper), low + 1), _LAST_DAY))  # exclusive
         span = (last - first).days
         unit = "day" if span <= 92 else "month" if span <= 6 * 366 else "year"
         if unit == "month":
             first = first.replace(day=1)
             if last.day != 1:
-                last = _dt.date(last.year + last.month // 12, last.month % 12 + 1, 1)
+                last = _next_start(last, 1)
         elif unit == "year":
             first = _dt.date(first.year, 1, 1)
             if (last.month, last.day) != (1, 1):
-                last = _dt.date(last.year + 1, 1, 1)
+                last = _next_start(last, 12)
         return {"type": "date", "lower": first.isoformat(), "upper": last.isoformat(), "unit": unit,
                 "nulls": "category"}
     if kind == "integer":
@@ -429,6 +461,13 @@ def _bins(kind: str, lower: float, upper: float, bins: int) -> dict:
         lower = 0.0  # the centre bin (−s, s) found: start at 0 rather than at −s (tiny negatives are clamped)
     lower, upper = _rounded_outward(lower, upper)
     return {"type": "numeric", "lower": lower, "upper": upper, "bins": bins, "nulls": "category"}
+
+
+def _next_start(day: _dt.date, months: int) -> _dt.date:
+    """The first day of the month (``months`` = 1) or year (12) after ``day``'s, or the calendar's last day."""
+    index = day.year * 12 + day.month - 1
+    index = index + 1 if months == 1 else (day.year + 1) * 12
+    return _dt.date(index // 12, index % 12 + 1, 1) if index // 12 <= _dt.MAXYEAR else _dt.date.max
 
 
 def _rounded_outward(lower: float, upper: float) -> tuple[float, float]:

@@ -477,13 +477,13 @@ def _date_field(f: _Fields, key: str) -> _dt.date:
 
 
 def _advance(start: _dt.date, unit: str, n: int) -> _dt.date:
-    if unit == "day":
-        return start + _dt.timedelta(days=n)
-    if unit == "week":
-        return start + _dt.timedelta(weeks=n)
+    """The start of the n-th bin after ``start``; the calendar's last day (9999-12-31) where that is past it."""
+    days = {"day": 1, "week": 7}.get(unit)
+    if days is not None:
+        return start + _dt.timedelta(days=min(n * days, (_dt.date.max - start).days))
     months = n * {"month": 1, "quarter": 3, "year": 12}[unit]
     total = start.year * 12 + (start.month - 1) + months
-    return _dt.date(total // 12, total % 12 + 1, 1)
+    return _dt.date(total // 12, total % 12 + 1, 1) if total // 12 <= _dt.MAXYEAR else _dt.date.max
 
 
 def _tidy_number(x: float) -> int | float:

@@ -135,7 +135,7 @@ class Algorithm(ABC):
                 raise UsageError(f"algorithm '{self.name}' has no option '{key}' (its options: {known})")
             try:
                 self.params[key] = self.options[key][1](value)
-            except (ValueError, TypeError) as exc:
+            except (ValueError, TypeError, ArithmeticError) as exc:  # ArithmeticError: OverflowError of int(inf)
                 raise UsageError(f"algorithm '{self.name}': option '{key}': {exc}") from None
         for key, (default, _) in self.options.items():
             self.params.setdefault(key, default)

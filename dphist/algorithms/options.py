@@ -2,7 +2,12 @@
 
 from __future__ import annotations
 
+import math
+import re
+from decimal import Decimal, InvalidOperation
 from fractions import Fraction
+
+import numpy as np
 
 __all__ = ["choice", "positive_int", "non_negative_int", "fraction_between_0_and_1", "branching"]
 
@@ -18,17 +23,31 @@ def choice(*options: str):
     return check
 
 
+#: The largest whole number an option takes: exact in float64 and in every array type the algorithms use, so a
+#: value the validator accepts cannot overflow later, once data has been read.
+MAX_INTEGER = 2**53
+_DIGITS = re.compile(r"[+-]?[0-9]+")  # ASCII only: str.isdigit() also accepts '²', which int() refuses
+
+
 def _integer(value) -> int:
-    if isinstance(value, bool):
-        raise ValueError("must be an integer")
+    """A whole number given as an int, a whole finite float (YAML may write 8.0) or ASCII digits, of size at
+    most MAX_INTEGER.  Refuses true/false, inf, nan, fractions and anything else with ValueError."""
+    if isinstance(value, (bool, np.bool_)):
+        raise ValueError("must be an integer, not true/false")
     if isinstance(value, str):
-        value = value.strip()
-        if not value.lstrip("-").isdigit():
-            raise ValueError("must be an integer")
-        return int(value)
-    if int(value) != value:
+        text = value.strip()
+        if len(text) > 20 or not _DIGITS.fullmatch(text):
+            raise ValueError("must be an integer written in digits")
+        number = int(text)
+    elif isinstance(value, (int, np.integer)):
+        number = int(value)
+    elif isinstance(value, (float, np.floating)) and math.isfinite(value) and float(value).is_integer():
+        number = int(value)
+    else:
         raise ValueError("must be an integer")
-    return int(value)
+    if abs(number) > MAX_INTEGER:
+        raise ValueError(f"must be at most {MAX_INTEGER:,} in size")
+    return number
 
 
 def positive_int(value) -> int:
@@ -46,13 +65,41 @@ def non_negative_int(value) -> int:
 
 
 def fraction_between_0_and_1(value) -> Fraction:
-    try:
-        number = Fraction(str(value).strip())
-    except (ValueError, ZeroDivisionError):
-        raise ValueError("must be a number between 0 and 1") from None
+    """The exact number a user wrote ('0.25', '1/3', 0.25), strictly between 0 and 1."""
+    number = _exact(value)
+    if number is None:
+        raise ValueError("must be a number between 0 and 1")
     if not 0 < number < 1:
         raise ValueError("must be strictly between 0 and 1")
     return number
+
+
+def _exact(value) -> Fraction | None:
+    """The exact rational written as ``value``, or None for anything that is not a finite number of sane size
+    (true/false, inf, nan, text, or an exponent such as 1e-999999999, whose exact value would take minutes to
+    build)."""
+    if isinstance(value, (bool, np.bool_)):
+        return None
+    if isinstance(value, Fraction):
+        return value
+    if isinstance(value, (float, np.floating)):
+        if not math.isfinite(value):
+            return None
+        value = repr(float(value))  # the shortest decimal that round-trips: what the user wrote
+    elif not isinstance(value, (str, int, np.integer)):
+        return None
+    text = str(value).strip()
+    if len(text) > 64:
+        return None
+    try:
+        if "/" in text:
+            return Fraction(text)
+        number = Decimal(text)
+    except (InvalidOperation, ValueError, ZeroDivisionError):
+        return None
+    if not number.is_finite() or (number and abs(number.adjusted()) > 30):
+        return None
+    return Fraction(number)
 
 
 def branching(value) -> int | str:

@@ -3,7 +3,8 @@ record batches, only the needed columns, so memory stays bounded whatever the nu
 
 A source checks its header against the schema before any row is read (missing and duplicate columns, declared
 types against the file's types), then yields record batches whose columns have the Arrow types counting expects:
-float64 for numeric columns, dictionary-encoded strings for categorical ones, timestamps or dates for dates.
+float64 for numeric columns, dictionary-encoded strings for categorical ones, timestamps or dates for dates
+(CSV: date32, from ISO 8601 text; see :func:`~dphist.counting.days_since_epoch`).
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ import pyarrow.csv as pacsv
 import pyarrow.dataset as pads
 import pyarrow.parquet as pq
 
+from ..counting import days_since_epoch
 from ..errors import DataError
 from ..progress import Progress
 from ..schema import Column
@@ -359,8 +361,28 @@ def _csv_header(path: Path) -> list[str]:
 
 
 def _csv_types(columns: dict[str, Column]) -> dict[str, pa.DataType]:
-    kinds = {"numeric": pa.float64(), "categorical": _DICT_STRING, "date": pa.timestamp("s")}
-    return {name: kinds[col.kind] for name, col in columns.items()}
+    # Dates are read as text and converted by :func:`_csv_converted`: Arrow's own timestamp conversion refuses
+    # ISO times with a zone (Z, +05:00).  Dictionary-encoded, so each distinct date is parsed once per block.
+    # So are columns that convert their own text (``from_text``: a type chosen by discovery).
+    kinds = {"numeric": pa.float64(), "categorical": _DICT_STRING, "date": _DICT_STRING}
+    return {name: _DICT_STRING if hasattr(col, "from_text") else kinds[col.kind] for name, col in columns.items()}
+
+
+def _csv_converted(batch: pa.RecordBatch, columns: dict[str, Column]) -> pa.RecordBatch:
+    """The batch with its text converted: a column's own ``from_text`` if it has one, declared dates to date32
+    (see :func:`~dphist.counting.days_since_epoch`).  Raises ValueError if a declared date is not a date."""
+    def convert(name: str, values: pa.Array) -> pa.Array:
+        col = columns[name]
+        if hasattr(col, "from_text"):
+            return col.from_text(values)
+        return days_since_epoch(values).cast(pa.int32()).cast(pa.date32())  # four-digit years fit date32
+
+    changed = [name for name, col in columns.items() if col.kind == "date" or hasattr(col, "from_text")]
+    if not changed:
+        return batch
+    arrays = [convert(name, batch.column(name)) if name in changed else batch.column(name)
+              for name in batch.schema.names]
+    return pa.RecordBatch.from_arrays(arrays, names=batch.schema.names)
 
 
 def _csv_batches(path: Path, columns: dict[str, Column], progress: Progress | None = None) -> Iterator[pa.RecordBatch]:
@@ -387,8 +409,8 @@ def _csv_batches(path: Path, columns: dict[str, Column], progress: Progress | No
                 step = min(_CSV_BLOCK, size - told)
                 progress.add(step)
                 told += step
-            yield batch.select(names)
-    except (pa.ArrowInvalid, pa.ArrowTypeError, UnicodeDecodeError) as exc:
+            yield _csv_converted(batch.select(names), columns)
+    except (pa.ArrowInvalid, pa.ArrowTypeError, UnicodeDecodeError, ValueError) as exc:
         raise DataError(_diagnose_csv(path, columns, exc)) from None
     if progress is not None:
         progress.add(size - told)  # compressed files, and the last block's rounding
@@ -442,8 +464,9 @@ def _is_number(text: str) -> bool:
 
 
 def _is_date(text: str) -> bool:
+    """Whether ``text`` is a date the counting pass reads (:func:`~dphist.counting.days_since_epoch`)."""
     try:
-        pc.cast(pa.array([text]), pa.timestamp("s"))
-    except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+        days_since_epoch(pa.array([text], pa.string()))
+    except ValueError:
         return False
     return True

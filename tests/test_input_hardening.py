@@ -1,0 +1,289 @@
+"""Hostile but valid-looking inputs (issue 19): each one used to crash with exit 5 after the budget was charged,
+hang, or get a wrong message.  Each must now succeed, or end with one clear line (exit 1 or 2) -- and where the
+check needs no rows, before any row is read, so nothing is charged.
+
+CLI cases go through click's CliRunner with their own ledger (``--ledger``) and assert the exit code, a single
+stderr line, no traceback and, for planning errors, an empty ledger.  Cases that could block forever (FIFOs) run
+the CLI in a subprocess with a timeout.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import json
+from fractions import Fraction
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+from click.testing import CliRunner
+
+from dphist import api, counting, discovery
+from dphist.algorithms import get_algorithm
+from dphist.cli import main
+from dphist.counting import TableShape, count_tables
+from dphist.errors import DataError, UsageError
+from dphist.ledger import Ledger
+from dphist.schema import parse_schema
+
+EPOCH = _dt.date(1970, 1, 1)
+
+
+# ---- helpers --------------------------------------------------------------------------------------------------
+
+
+def cli(tmp_path: Path, *args: str):
+    """Run ``dphist ARGS`` with a ledger and output folder of its own; returns click's result."""
+    result = CliRunner().invoke(main, [*args], prog_name="dphist", env={"DPHIST_DEBUG": None})
+    if result.exception is not None and not isinstance(result.exception, SystemExit):
+        raise AssertionError(f"crashed: {result.exception!r}") from result.exception
+    return result
+
+
+def release(tmp_path: Path, *args: str):
+    return cli(tmp_path, "release", *args, "--ledger", str(tmp_path / "l.sqlite"), "-o", str(tmp_path / "out"), "-q")
+
+
+def charged(tmp_path: Path) -> Fraction:
+    """The epsilon the run's ledger has charged (0 if it was never created)."""
+    path = tmp_path / "l.sqlite"
+    if not path.exists():
+        return Fraction(0)
+    return sum((Fraction(r["epsilon_spent"]) for r in Ledger(path).status()), Fraction(0))
+
+
+def assert_refused(result, code: int, *words: str) -> str:
+    """One stderr line, the exit code, no traceback; returns the line."""
+    lines = result.stderr.strip().splitlines()
+    assert result.exit_code == code, result.stderr
+    assert len(lines) == 1, lines
+    assert "Traceback" not in result.stderr and "internal error" not in result.stderr
+    for word in words:
+        assert word in lines[0], lines[0]
+    return lines[0]
+
+
+def write_csv(path: Path, header: str, rows: list[str]) -> Path:
+    path.write_text(header + "\n" + "".join(r + "\n" for r in rows))
+    return path
+
+
+# ---- 1. dates and timestamps of any range -------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("unit", ["s", "ms", "us", "ns"])
+def test_days_since_epoch_is_exact_for_any_timestamp(unit):
+    per_day = {"s": 86_400, "ms": 86_400_000, "us": 86_400_000_000, "ns": 86_400_000_000_000}[unit]
+    ticks = [-(2**62), -per_day - 1, -1, 0, 1, per_day, 2**62, None]
+    days = counting.days_since_epoch(pa.array(ticks, pa.timestamp(unit))).to_pylist()
+    assert days == [None if t is None else t // per_day for t in ticks]  # floor, never a wrapped cast
+
+
+def test_days_since_epoch_of_calendar_extremes_and_zones():
+    stamps = [_dt.datetime(1, 1, 1), _dt.datetime(9999, 12, 31, 23, 59)]
+    assert counting.days_since_epoch(pa.array(stamps, pa.timestamp("s"))).to_pylist() == [
+        (_dt.date(1, 1, 1) - EPOCH).days, (_dt.date(9999, 12, 31) - EPOCH).days]
+    # A zoned timestamp counts on its own wall clock: 2024-03-01 23:30 in New York is 04:30 UTC the next day.
+    zoned = pa.array([_dt.datetime(2024, 3, 2, 4, 30)], pa.timestamp("us", "UTC")).cast(
+        pa.timestamp("us", "America/New_York"))
+    assert counting.days_since_epoch(zoned).to_pylist() == [(_dt.date(2024, 3, 1) - EPOCH).days]
+    dates = pa.array([_dt.date(1, 1, 1), _dt.date(9999, 12, 31)], pa.date32())
+    assert counting.days_since_epoch(dates).cast(pa.int32()).to_pylist() == [(d - EPOCH).days for d in dates.to_pylist()]
+
+
+def _far_dates(n_normal: int = 2000, n_far: int = 1000) -> list[_dt.date]:
+    return [_dt.date(2020, 1, 1 + i % 28) for i in range(n_normal)] + [_dt.date(9999, 12, 31)] * n_far
+
+
+def test_undeclared_csv_date_column_with_far_sentinels_is_released(tmp_path):
+    data = write_csv(tmp_path / "d.csv", "d", [d.isoformat() for d in _far_dates()])
+    result = release(tmp_path, str(data), "-e", "1", "--delta", "1e-6", "--seed", "3")
+    assert result.exit_code == 0, result.stderr
+    report = json.loads((tmp_path / "out" / "report.json").read_text())
+    (column,) = report["discovery"]["columns"]
+    assert column["type"]["chosen"] == "date"
+    assert column["domain"]["upper"] <= "9999-12-31"
+
+
+@pytest.mark.parametrize("kind", ["date32", "timestamp[s]", "timestamp[us]", "timestamp[ms]"])
+def test_undeclared_parquet_dates_far_out_of_range_are_released(tmp_path, kind):
+    if kind == "date32":
+        array = pa.array(_far_dates(), pa.date32())
+    else:
+        unit = kind[10:-1]
+        stamps = [_dt.datetime(2020, 1, 1 + i % 28) for i in range(2000)]
+        stamps += [_dt.datetime(1, 1, 1)] * 1000 + [_dt.datetime(9999, 12, 31, 12)] * 1000
+        array = pa.array(stamps, pa.timestamp(unit))
+    pq.write_table(pa.table({"t": array}), tmp_path / "t.parquet")
+    result = release(tmp_path, str(tmp_path / "t.parquet"), "-e", "1")
+    assert result.exit_code == 0, result.stderr
+    assert charged(tmp_path) == 1
+
+
+def test_parquet_timestamps_beyond_the_calendar_are_discovered_and_clamped(tmp_path):
+    """Timestamps past year 9999 (int64 seconds far out) have no calendar date: discovery cuts its bounds to
+    years 1..9999 and counts them in the edge bins."""
+    ticks = [0] * 500 + [2**50] * 500 + [-(2**50)] * 500
+    pq.write_table(pa.table({"t": pa.array(ticks, pa.timestamp("s"))}), tmp_path / "t.parquet")
+    result = release(tmp_path, str(tmp_path / "t.parquet"), "-e", "1", "--seed", "1", "--raw")
+    assert result.exit_code == 0, result.stderr
+    (column,) = json.loads((tmp_path / "out" / "report.json").read_text())["discovery"]["columns"]
+    assert "0001-01-01" <= column["domain"]["lower"] < column["domain"]["upper"] <= "9999-12-31"
+
+
+@pytest.mark.parametrize("policy", ["clamp", "drop"])
+def test_declared_date_column_counts_far_timestamps_as_declared(policy):
+    schema = parse_schema({"columns": {"t": {"type": "date", "lower": "2020-01-01", "upper": "2021-01-01",
+                                             "unit": "quarter", "out_of_domain": policy}}})
+    ticks = [-(2**62), -(2**40), 1_590_000_000, 2**40, 2**62, None]  # 1_590_000_000 s: 2020-05-20
+    batch = pa.record_batch({"t": pa.array(ticks, pa.timestamp("s"))})
+    (counts,) = count_tables([batch], [TableShape("t", (schema["t"],))])
+    expected = [2, 1, 0, 2] if policy == "clamp" else [0, 1, 0, 0]
+    assert counts.tolist() == expected
+
+
+@pytest.mark.parametrize("unit,lower", [("year", "9990-01-01"), ("month", "9999-01-01"), ("day", "9999-12-01"),
+                                        ("week", "9999-11-01"), ("quarter", "9999-01-01")])
+def test_declared_date_domain_may_end_at_the_calendars_last_day(unit, lower):
+    column = parse_schema({"columns": {"d": {"type": "date", "lower": lower, "upper": "9999-12-31",
+                                             "unit": unit}}})["d"]
+    assert column.labels()["d_upper"][-1] == "9999-12-31"
+
+
+# ---- 2. discovered CSV columns, many of them ------------------------------------------------------------------
+
+
+def test_typed_text_makes_values_unlike_the_chosen_type_missing():
+    text = pa.array(["1", " 2 ", "N/A", None, "2024-13-45", "2024-03-01", "1e3"])
+    assert discovery.typed_text(text, "integer").to_pylist() == [1, 2, None, None, None, None, None]
+    assert discovery.typed_text(text, "float").to_pylist() == [1, 2, None, None, None, None, 1000]
+    dates = discovery.typed_text(text.dictionary_encode(), "date").to_pylist()
+    assert dates == [None] * 5 + [_dt.date(2024, 3, 1), None]
+
+
+def test_discovered_number_column_with_some_text_is_released(tmp_path):
+    """The counting pass reads a discovered column as discovery did: 'N/A' in a column found to hold integers
+    is missing (the null cell), not an error after the budget is spent."""
+    data = write_csv(tmp_path / "m.csv", "a", [str(i % 50) for i in range(3000)] + ["N/A"] * 100)
+    result = release(tmp_path, str(data), "-e", "1", "--delta", "1e-6")
+    assert result.exit_code == 0, result.stderr
+    report = json.loads((tmp_path / "out" / "report.json").read_text())
+    assert report["discovery"]["columns"][0]["type"]["chosen"] == "integer"
+
+
+def test_wide_csv_without_schema_ends_cleanly(tmp_path):
+    """Many undeclared columns, each with a sliver of ε: their types are drawn nearly at random (dates from
+    digits, numbers from text), and whatever is drawn, the run ends with a release or one data error."""
+    n = 400
+    rows = [",".join(str((i * r) % 7) if i % 3 else f"x{r}" for i in range(n)) for r in range(50)]
+    data = write_csv(tmp_path / "wide.csv", ",".join(f"c{i}" for i in range(n)), rows)
+    result = release(tmp_path, str(data), "-e", "1", "--delta", "1e-6")
+    if result.exit_code != 0:
+        assert_refused(result, 1, "no table can be released")
+
+
+@pytest.mark.parametrize("lower,upper", [(-1e12, 1e12), (-(2.0**32), -(2.0**31)), (2.0**31, 2.0**32),
+                                         (0.0, 2.0**32), (-(2.0**32), 0.0)])
+def test_discovered_date_bounds_are_cut_to_the_calendar(lower, upper):
+    """Noise (or sentinels) can put a date column's bounds anywhere in +-2^32 days: the bins still fit the
+    calendar (years 1 to 9999)."""
+    column = parse_schema({"columns": {"d": discovery._bins("date", lower, upper, 16)}})["d"]
+    assert _dt.date(1, 1, 1) <= column.lower < column.upper <= _dt.date(9999, 12, 31)
+
+
+def test_discovered_date_column_with_some_text_is_released(tmp_path):
+    data = write_csv(tmp_path / "m.csv", "d", [f"2020-01-{1 + i % 28:02d}" for i in range(3000)]
+                     + ["unknown", "2020-02-30"] * 50)
+    result = release(tmp_path, str(data), "-e", "1", "--delta", "1e-6")
+    assert result.exit_code == 0, result.stderr
+    report = json.loads((tmp_path / "out" / "report.json").read_text())
+    assert report["discovery"]["columns"][0]["type"]["chosen"] == "date"
+
+
+# ---- 3. cell counts are Python integers ---------------------------------------------------------------------
+
+
+WRAP_SCHEMA = "columns:\n" + "".join(f"  {c}: {{type: numeric, lower: 0, upper: 65536, bins: 65536}}\n"
+                                     for c in "abcd")
+
+
+def test_table_shape_cell_count_does_not_wrap():
+    schema = parse_schema({"columns": {c: {"type": "numeric", "lower": 0, "upper": 65536, "bins": 65536}
+                                       for c in "abcd"}})
+    shape = TableShape("t", tuple(schema[c] for c in "abcd"))
+    assert shape.n_cells == 2**64  # int64 arithmetic gives 0
+    assert int(np.prod(shape.shape, dtype=np.int64)) == 0  # (what the old code compared with the limit)
+
+
+def test_table_whose_cell_count_wraps_int64_is_refused_in_planning(tmp_path):
+    (tmp_path / "s.yaml").write_text(WRAP_SCHEMA)
+    data = write_csv(tmp_path / "d.csv", "a,b,c,d", ["1,2,3,4"])
+    result = release(tmp_path, str(data), "-e", "1", "-s", str(tmp_path / "s.yaml"), "-c", "a,b,c,d",
+                     "--max-cells", "100000000")
+    assert_refused(result, 2, "18,446,744,073,709,551,616 cells")
+    assert charged(tmp_path) == 0
+
+
+def test_marginals_whose_full_table_wraps_int64_do_not_take_the_full_strategy(tmp_path):
+    (tmp_path / "s.yaml").write_text(WRAP_SCHEMA)
+    data = write_csv(tmp_path / "d.csv", "a,b,c,d", ["1,2,3,4"])
+    with pytest.raises(UsageError, match="cells"):
+        api.plan_release(data, 1, tmp_path / "s.yaml", marginals="a,b;c,d", marginal_strategy="full")
+
+
+# ---- 4. algorithm option values -----------------------------------------------------------------------------
+
+
+BAD_NUMBERS_YAML = [".inf", "-.inf", ".nan", "-3", "0", "1.0e+400", "true", "text", "2.5", "[1]",
+                    "99999999999999999999999999"]
+
+
+@pytest.mark.parametrize("value", BAD_NUMBERS_YAML)
+def test_job_spec_option_values_are_refused_in_planning(tmp_path, value):
+    data = write_csv(tmp_path / "d.csv", "age", ["1", "2"])
+    (tmp_path / "s.yaml").write_text("columns:\n  age: {type: numeric, lower: 0, upper: 10, bins: 5}\n")
+    (tmp_path / "job.yaml").write_text(
+        f"input: d.csv\nschema: s.yaml\nepsilon: 1\ntables:\n"
+        f"  - {{columns: [age], algorithm: structurefirst, options: {{cap: {value}}}}}\n")
+    result = cli(tmp_path, "release", "--spec", str(tmp_path / "job.yaml"), "--ledger", str(tmp_path / "l.sqlite"),
+                 "-o", str(tmp_path / "out"), "-q")
+    assert_refused(result, 2, "option 'cap'")
+    assert charged(tmp_path) == 0 and data.exists()
+
+
+@pytest.mark.parametrize("value", ["inf", "nan", "-1", "1e400", "true", "abc", "2.5", "99999999999999999999",
+                                   "1e-999999999"])
+def test_command_line_option_values_are_refused_in_planning(tmp_path, value):
+    data = write_csv(tmp_path / "d.csv", "age", ["1", "2"])
+    (tmp_path / "s.yaml").write_text("columns:\n  age: {type: numeric, lower: 0, upper: 10, bins: 5}\n")
+    result = release(tmp_path, str(data), "-e", "1", "-s", str(tmp_path / "s.yaml"), "-a", "structurefirst",
+                     "--option", f"cap={value}")
+    assert_refused(result, 2, "option 'cap'")
+    assert charged(tmp_path) == 0
+
+
+@pytest.mark.parametrize("name,key", [("structurefirst", "cap"), ("structurefirst", "buckets"),
+                                      ("structurefirst", "grid"), ("dpcube", "max_depth"), ("dpcube", "block"),
+                                      ("privelet", "small_axis"), ("noisefirst", "max_buckets"),
+                                      ("h", "branching")])
+@pytest.mark.parametrize("value", [float("inf"), float("nan"), -1, 1e400, True, "text", "²", 10**40, [3]])
+def test_integer_options_refuse_non_integers(name, key, value):
+    with pytest.raises(UsageError, match=f"option '{key}'"):
+        get_algorithm(name, **{key: value})
+
+
+@pytest.mark.parametrize("name,key", [("dpcube", "alpha"), ("auto", "total_share"),
+                                      ("structurefirst", "structure_share")])
+@pytest.mark.parametrize("value", [float("inf"), float("nan"), "1e-999999999", "1e999999999", True, "text", 2, -0.5,
+                                   "x" * 100])
+def test_fraction_options_refuse_non_fractions_fast(name, key, value):
+    with pytest.raises(UsageError, match=f"option '{key}'"):
+        get_algorithm(name, **{key: value})
+
+
+def test_option_values_that_are_valid_still_work():
+    assert get_algorithm("structurefirst", cap="20", buckets=8.0, grid=" 64 ").params["cap"] == 20
+    assert get_algorithm("dpcube", alpha="1/3").params["alpha"] == Fraction(1, 3)
+    assert get_algorithm("dpcube", alpha=0.25).params["alpha"] == Fraction(1, 4)
