@@ -3,6 +3,8 @@ stream), exit 1 or 2 as the contract says, no traceback, and leave nothing behin
 
 from __future__ import annotations
 
+import dataclasses
+import datetime as dt
 import json
 import os
 import shutil
@@ -311,16 +313,53 @@ def test_no_rows_is_one_empty_chunk_with_the_columns(releases, tmp_path):
 
 
 @pytest.mark.parametrize("joint", [False, True])
-def test_records_drawn_in_chunks_follow_the_released_counts(marginal_release, joint):
+@pytest.mark.parametrize("chunk_rows", [997, 20])  # 20: fewer rows than cells, so cells come from the cdf
+def test_records_drawn_in_chunks_follow_the_released_counts(marginal_release, joint, chunk_rows):
     from test_synth import assert_follows, rebin
 
     plan = synth.plan_synthesis(marginal_release, 40_000, None if joint else "age_sex", joint=joint,
-                                chunk_rows=997)
+                                chunk_rows=chunk_rows)
+    assert (plan.weights.size > chunk_rows) == (chunk_rows == 20)
     records = pd.concat(plan.chunks(np.random.default_rng(7)), ignore_index=True)
     assert len(records) == 40_000
     for name, columns in [("age_sex", ["age", "sex"])] + ([("sex_income", ["sex", "income"])] if joint else []):
         table = pd.read_csv(marginal_release / f"{name}.csv", keep_default_na=False, na_values=[""])
         assert_follows(rebin(records, table, columns), table["count"].to_numpy(float) / table["count"].sum())
+
+
+@pytest.mark.parametrize("u, cell", [(0.0, 1), (np.nextafter(1.0, 0.0), 5)])
+def test_the_cdf_draw_never_lands_on_a_cell_of_weight_0(releases, u, cell):
+    """The extreme uniforms land on the first and the last cell of positive weight, not on the 0s around."""
+    plan = synth.plan_synthesis(releases["csv"], 30, chunk_rows=10)  # 32 cells > 10 rows: the cdf draw
+    weights = np.zeros(plan.weights.shape)
+    weights.flat[[1, 5]] = [1, 2]
+    plan = dataclasses.replace(plan, weights=weights)
+
+    class Extreme:
+        def random(self, m):
+            return np.full(m, u)
+
+    records = pd.concat(plan.chunks(Extreme()), ignore_index=True)
+    age, sex = np.unravel_index(cell, weights.shape)
+    assert len(records) == 30 and (records["sex"] == ["F", "M"][sex]).all()
+    assert records["age"].between(15 + 5 * age, 20 + 5 * age, inclusive="left").all()
+
+
+def test_a_uniform_near_1_stays_inside_the_bin(releases):
+    """lower + (upper - lower)·u rounds up to upper for u near 1: numbers and days stay below upper."""
+    class NearOne:
+        def random(self, m):
+            return np.full(m, np.nextafter(1.0, 0.0))
+
+    for rel, column in [(releases["csv"], "age"), (releases["json"], "interview_date")]:
+        plan = synth.plan_synthesis(rel, 5, chunk_rows=1)  # fewer rows than cells: only random() is used
+        k = np.unravel_index(np.flatnonzero(plan.weights.ravel() > 0)[-1], plan.weights.shape)[0]
+        axis = plan.axes[0]
+        values = pd.concat(plan.chunks(NearOne()))[column]
+        if column == "interview_date":
+            values = values.map(lambda day: (day - dt.date(1970, 1, 1)).days)
+        assert not axis.null[k] and len(values) == 5
+        assert ((axis.lower[k] <= values) & (values < axis.upper[k])).all()
 
 
 @pytest.mark.parametrize("fmt", ["csv", "parquet", "json"])
