@@ -9,7 +9,9 @@ Every data file hides :data:`SECRET` where a careless message would quote it.  T
 from __future__ import annotations
 
 import atexit
+import dataclasses
 import gzip
+import io
 import json
 import os
 import shutil
@@ -130,8 +132,12 @@ GOOD_TABLE = pa.table({"age": [10.0, 20.0, 30.0], "sex": ["F", "M", "F"], "note"
 
 
 def _timed(case: Case, seconds: float = 60) -> Case:
-    case.timeout = seconds
-    return case
+    return dataclasses.replace(case, timeout=seconds)
+
+
+def _changed(builder: Callable[[Path], Case], **changes) -> Callable[[Path], Case]:
+    """The same case with some expectations changed."""
+    return lambda d: dataclasses.replace(builder(d), **changes)
 
 
 # ---- release: CSV input --------------------------------------------------------------------------------------
@@ -850,11 +856,14 @@ for _name, _text, _kw in [
     add(_name, _schema(_text, *_kw))
 
 
-add("schema_json_valid", lambda d: (
+@case
+def schema_json_valid(d):
     write(d, "schema.json", json.dumps({"columns": {"age": {"type": "numeric", "lower": 0, "upper": 100,
-                                                                   "bins": 4}}})),
-    write(d, "data.csv", GOOD_CSV),
-    Case(release("data.csv", "--quiet", schema="schema.json"), 0, check=wrote_release("age.csv")))[-1])
+                                                            "bins": 4}}}))
+    write(d, "data.csv", GOOD_CSV)
+    return Case(release("data.csv", "--quiet", schema="schema.json"), 0, check=wrote_release("age.csv"))
+
+
 add("schema_json_syntax_error", _schema('{"columns": {"age": {"type": "numeric",}}', name="schema.json"))
 add("schema_json_list", _schema('[{"columns": {}}]', name="schema.json"))
 add("schema_json_nan_bound", _schema('{"columns": {"age": {"type": "numeric", "lower": NaN, "upper": 1, "bins": 2}}}',
@@ -865,8 +874,7 @@ add("schema_json_nan_bound", _schema('{"columns": {"age": {"type": "numeric", "l
 def schema_date_timestamp(d):
     """A YAML timestamp as a date bound: taken as its date or refused; never a crash."""
     case = _schema(_DATE % "lower: 2020-01-01 10:00:00, upper: 2021-01-01, unit: month", "'d'", "'lower'")(d)
-    case.code = ACCEPT_OR_REFUSE
-    return case
+    return dataclasses.replace(case, code=ACCEPT_OR_REFUSE)
 
 
 @case
@@ -1020,8 +1028,7 @@ add("job_binary", _job(bytes(range(256))))
 def job_shares_not_adding_up(d):
     """Shares are weights: 0.3 and 0.3 are normalised (or refused); the run spends exactly epsilon either way."""
     case = _job("tables:\n  - {columns: [age], share: 0.3}\n  - {columns: [sex], share: 0.3}\n")(d)
-    case.code, case.check = ACCEPT_OR_REFUSE, wrote_release("age.csv", "sex.csv")
-    return case
+    return dataclasses.replace(case, code=ACCEPT_OR_REFUSE, check=wrote_release("age.csv", "sex.csv"))
 
 
 @case
@@ -1070,8 +1077,8 @@ for _name, _value, _timeout in [
 ]:
     add(_name, _opt(f"--epsilon={_value}", epsilon=None, keywords=("epsilon",), timeout=_timeout))
 
-add("epsilon_fraction_is_fine", lambda d: (lambda c: (setattr(c, "check", wrote_release("age.csv")), c)[1])(
-    _opt("--quiet", "--columns", "age", epsilon="1/3", code=0)(d)))
+add("epsilon_fraction_is_fine", _changed(_opt("--quiet", "--columns", "age", epsilon="1/3", code=0),
+                                        check=wrote_release("age.csv")))
 
 for _name, _value, _timeout in [
     ("delta_negative", "-0.1", None),
@@ -1141,7 +1148,14 @@ add("lock_timeout_nan", _opt("--lock-timeout", "nan", keywords=("--lock-timeout"
 add("engine_unknown", _opt("--engine", "gpu", keywords=("--engine",)))
 add("unknown_option", _opt("--epsilom", "1", keywords=("--epsilom",)))
 add("two_inputs", _opt("other.csv", keywords=()))
-add("out_empty_string", lambda d: (good(d), Case(release("data.csv", "--out=", out=None), 2, ("out",)))[-1])
+
+
+@case
+def out_empty_string(d):
+    """--out= (an unset variable in a cron line) must not fall back to ./release."""
+    good(d)
+    return Case(release("data.csv", "--out=", out=None), 2, ("out",))
+
 add("run_key_empty", _opt("--run-key=", code=ACCEPT_OR_REFUSE, keywords=("run",)))
 add("dataset_id_empty", _opt("--dataset-id=", code=ACCEPT_OR_REFUSE, keywords=("dataset",)))
 
@@ -1286,9 +1300,9 @@ add("discover_wide_no_schema", lambda d: _timed(_discover(
     ",".join(f"c{i}" for i in range(2_000)) + "\n" + ",".join("1" for _ in range(2_000)) + "\n", code=(0, 1, 2))(d)))
 add("discover_undeclared_beside_schema", _discover(
     "age,sex,score\n10,F,1.5\n20,M,2.5\n", "--columns", "age,score", schema=SCHEMA, code=(0, 1)))
-add("discover_seeded_timestamps", lambda d: (lambda c: (setattr(c, "seeded", True), c)[1])(_discover(
+add("discover_seeded_timestamps", _changed(_discover(
     "t\n" + "".join("2024-03-%02dT10:00:00Z\n" % (1 + i % 28) for i in range(2000)), "--columns", "t", "--seed", "3",
-    check_files=("t.csv",))(d)))
+    check_files=("t.csv",)), seeded=True))
 
 
 # ---- release: budget and lock (exit 3, 4) --------------------------------------------------------------------
@@ -1312,8 +1326,7 @@ def budget_exhausted(d):
 @case
 def budget_exhausted_json(d):
     case = budget_exhausted(d)
-    case.args += ["--log-format", "json"]
-    return case
+    return dataclasses.replace(case, args=case.args + ["--log-format", "json"])
 
 
 @case
@@ -1514,8 +1527,13 @@ for _name, _args, _code, _kw, _data in [
 
 add("private_epsilon_tiny_exponent", _cmd(["schema", "data.csv", "--private", "--epsilon", "1e-999999999"],
                                           ACCEPT_OR_REFUSE, "epsilon", timeout=20))
-add("private_fifo_input", lambda d: (_fifo(d, "data.csv"), Case(
-    ["schema", "data.csv", "--private", "--epsilon", "1", "--delta", "1e-6"], 1, ("data.csv",), timeout=20))[-1])
+
+
+@case
+def private_fifo_input(d):
+    _fifo(d, "data.csv")
+    return Case(["schema", "data.csv", "--private", "--epsilon", "1", "--delta", "1e-6"], 1, ("data.csv",),
+                timeout=20)
 
 
 # ---- synth / plot on damaged releases ------------------------------------------------------------------------------
@@ -1613,11 +1631,10 @@ for _prefix, _args in [("synth", _SYNTH), ("plot", _PLOT)]:
         ("table_file_empty", lambda rel: (rel / "age.csv").write_bytes(b""), 1),
     ]:
         add(f"{_prefix}_{_name}", _damaged(_damage, _args, _code))
-    add(f"{_prefix}_nested_parquet", _damaged(_nested_parquet, [a.replace("rel", "rel") for a in _args], 1,
-                                              fmt="parquet"))
+    add(f"{_prefix}_nested_parquet", _damaged(_nested_parquet, _args, 1, fmt="parquet"))
     add(f"{_prefix}_release_dir_missing", lambda d, a=_args: Case(list(a), ANY_FAILURE, ("rel",)))
-    add(f"{_prefix}_release_dir_is_file", lambda d, a=_args: (write(d, "rel", "x\n"),
-                                                              Case(list(a), ANY_FAILURE, ("rel",)))[-1])
+    add(f"{_prefix}_release_dir_is_file", _damaged(lambda rel: (shutil.rmtree(rel), rel.write_text("x\n")), _args,
+                                                   ANY_FAILURE, "rel"))
     add(f"{_prefix}_table_unknown", _damaged(lambda rel: None, [("nosuch" if a == "age" else a) for a in _args],
                                              ANY_FAILURE, "nosuch"))
 
@@ -1642,6 +1659,12 @@ add("plot_out_exists", _damaged(lambda rel: write(rel.parent, "chart.png", "old\
 
 
 # ---- evaluate, bench, algorithms, top level ------------------------------------------------------------------------
+
+
+def _npy(array: np.ndarray) -> bytes:
+    buf = io.BytesIO()
+    np.save(buf, array, allow_pickle=array.dtype == object)
+    return buf.getvalue()
 
 
 _EVAL = ["evaluate", "data.csv", "--schema", "schema.yaml", "--columns", "age", "--trials", "1"]
@@ -1682,12 +1705,8 @@ for _name, _args, _code, _kw in [
         write(d, "data.csv", f"age,sex\n10,F\n{SECRET},M\n" if n == "evaluate_bad_data" else GOOD_CSV)
         write(d, "h.csv", "5\n3\n8\n")
         write(d, "g.csv", "1,2\n3\n")
-        buf = __import__("io").BytesIO()
-        np.save(buf, np.array([1.0, np.nan, 3.0]))
-        write(d, "h.npy", buf.getvalue())
-        buf = __import__("io").BytesIO()
-        np.save(buf, np.array([{"a": SECRET}], dtype=object), allow_pickle=True)
-        write(d, "obj.npy", buf.getvalue())
+        write(d, "h.npy", _npy(np.array([1.0, np.nan, 3.0])))
+        write(d, "obj.npy", _npy(np.array([{"a": SECRET}], dtype=object)))
         return Case(list(a), c, k, may_charge=False)
     add(_name, _build)
 
@@ -1698,8 +1717,7 @@ for _name, _args, _code, _kw in [
 def _json(builder: Callable[[Path], Case]) -> Callable[[Path], Case]:
     def build(d: Path) -> Case:
         case = builder(d)
-        case.args = case.args + ["--log-format", "json"]
-        return case
+        return dataclasses.replace(case, args=case.args + ["--log-format", "json"])
     return build
 
 
