@@ -172,6 +172,9 @@ def verify(name: str, case: cc.Case, outcome: Outcome, d: Path, before: dict, le
         assert not any(line.startswith("Error") for line in lines), seen
         if "--quiet" in case.args and not as_json:
             assert lines == [], f"--quiet printed on stderr\n{seen}"
+        after = snapshot(d)
+        hidden = [k for k in after.keys() - before.keys() if any(p.startswith(".") for p in Path(k).parts)]
+        assert not hidden, f"hidden leftovers after exit 0: {sorted(hidden)}\n{seen}"
         if case.check is not None:
             case.check(d)
         if case.seeded:
@@ -220,7 +223,8 @@ def check_frozen(case: cc.Case, before: dict, d: Path, outcome: Outcome) -> None
 
 
 def _params():
-    for name in cc.CASES:
+    # Process cases last: they run in the background from the first test on, so waiting for them comes at the end.
+    for name in sorted(cc.CASES, key=lambda n: n in cc.PROCESS):
         marks = [pytest.mark.xfail(strict=True, reason=KNOWN_BROKEN[name])] if name in KNOWN_BROKEN else []
         yield pytest.param(name, id=name, marks=marks)
 
