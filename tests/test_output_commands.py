@@ -73,7 +73,7 @@ COMMANDS = {  # command -> (arguments before -o, a file type it writes, a file t
 
 @pytest.mark.parametrize("command", COMMANDS)
 @pytest.mark.parametrize("case", ["missing folder", "a folder", "folder syntax", "unknown type", "a file under a file",
-                                  "not writable", "a FIFO", "exists"])
+                                  "not writable", "a FIFO", "exists", "a newline", "a NUL", "a name too long"])
 def test_a_bad_output_path_is_one_line_exit_2_and_leaves_nothing(releases, tmp_path, monkeypatch, command, case):
     before, good, bad = COMMANDS[command]
     (tmp_path / "adir").mkdir()
@@ -88,6 +88,9 @@ def test_a_bad_output_path_is_one_line_exit_2_and_leaves_nothing(releases, tmp_p
         "not writable": (tmp_path / "adir" / f"out{good}", "cannot write to the folder"),
         "a FIFO": (tmp_path / f"fifo{good}", "not a regular file"),
         "exists": (tmp_path / f"old{good}", "exists (use --overwrite"),
+        "a newline": (f"{tmp_path}/no\nwhere/out{good}", "no\\nwhere"),  # shown escaped: still one line
+        "a NUL": (f"{tmp_path}/out\0{good}", "NUL"),
+        "a name too long": (tmp_path / f"{'x' * 300}{good}", "too long"),
     }[case]
     if case == "not writable":  # chmod does not stop root, so deny the way access() would for a user
         (tmp_path / "adir").chmod(0o555)

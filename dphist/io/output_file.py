@@ -34,39 +34,49 @@ def check_output_file(path: str | os.PathLike, overwrite: bool, suffixes: Collec
                       option: str = "--out") -> Path:
     """``path`` as a Path if a file can be written there; otherwise UsageError with one line naming the path.
 
-    ``suffixes``: the allowed file name endings, lower case with their dot (None: any).  Nothing is left on
-    disk (a probe file is created beside ``path`` and removed at once).  An existing regular file is refused unless ``overwrite``; a folder, or anything else that
-    is not a regular file (a FIFO, a device), is always refused.
+    ``suffixes``: the allowed file name endings, lower case with their dot (None: any).  An existing regular
+    file is refused unless ``overwrite``; a folder, or anything else that is not a regular file (a FIFO, a
+    device), is always refused.  Nothing is left on disk (a probe file is created beside ``path`` and removed
+    at once).  Control characters in a path are shown escaped, so the message stays one line.
     """
     text = os.fspath(path)
+    path, shown = Path(text), _shown(text)
     if not text:
         raise UsageError(f"{option} is empty: give a file name")
+    if "\0" in text:
+        raise UsageError(f"{option} {shown}: a file name cannot hold a NUL character")
     if text.endswith(("/", os.sep)):
-        raise UsageError(f"{option} {text} names a folder: give a file name")
-    path = Path(text)
+        raise UsageError(f"{option} {shown} names a folder: give a file name")
+    try:
+        return _check_path(path, shown, overwrite, suffixes, option)
+    except OSError as exc:  # what stat says of a name it cannot look up (too long, a loop of links, ...)
+        raise UsageError(f"{option} {shown}: {exc.strerror or type(exc).__name__}") from None
+
+
+def _check_path(path: Path, shown: str, overwrite: bool, suffixes: Collection[str] | None, option: str) -> Path:
     if path.is_dir():
-        raise UsageError(f"{option} {text} is a folder: give a file name")
+        raise UsageError(f"{option} {shown} is a folder: give a file name")
     if suffixes is not None and path.suffix.lower() not in suffixes:
-        raise UsageError(f"{option} {text}: unknown file type '{path.suffix or '(none)'}' (use "
+        raise UsageError(f"{option} {shown}: unknown file type '{_shown(path.suffix) or '(none)'}' (use "
                          f"{', '.join(sorted(suffixes))})")
     if path.exists() or path.is_symlink():
         if path.exists() and not path.is_file():
-            raise UsageError(f"{option} {text} exists and is not a regular file")
+            raise UsageError(f"{option} {shown} exists and is not a regular file")
         if not overwrite:
-            raise UsageError(f"{text} exists (use --overwrite to replace it)")
+            raise UsageError(f"{shown} exists (use --overwrite to replace it)")
     parent = path.absolute().parent
     if not parent.exists():
-        raise UsageError(f"{option} {text}: the folder {parent} does not exist")
+        raise UsageError(f"{option} {shown}: the folder {_shown(parent)} does not exist")
     if not parent.is_dir():
-        raise UsageError(f"{option} {text}: {parent} is not a folder")
+        raise UsageError(f"{option} {shown}: {_shown(parent)} is not a folder")
     if not os.access(parent, os.W_OK | os.X_OK):
-        raise UsageError(f"{option} {text}: cannot write to the folder {parent} (permission denied)")
+        raise UsageError(f"{option} {shown}: cannot write to the folder {_shown(parent)} (permission denied)")
     # What access() cannot tell (root on a read-only or special file system, a full inode table): create the
     # temp file the writer will need, and remove it at once.
     try:
-        fd, probe = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=parent)
+        fd, probe = _temp_beside(path)
     except OSError as exc:
-        raise UsageError(f"{option} {text}: cannot create a file in the folder {parent} "
+        raise UsageError(f"{option} {shown}: cannot create a file in the folder {_shown(parent)} "
                          f"({exc.strerror or type(exc).__name__})") from None
     os.close(fd)
     os.unlink(probe)
@@ -76,14 +86,15 @@ def check_output_file(path: str | os.PathLike, overwrite: bool, suffixes: Collec
 @contextlib.contextmanager
 def atomic_output(path: str | os.PathLike) -> Iterator[BinaryIO]:
     """A binary file to write ``path`` through: a hidden temp file beside it, flushed, fsynced and renamed onto
-    ``path`` when the block ends normally (with the replaced file's permissions, else 0666 less the umask).  If the block raises (Ctrl-C included) the temp file is removed and
-    the exception goes on; an OSError (disk full, say) becomes a DataError naming ``path``."""
+    ``path`` when the block ends normally (with the permissions of the file it replaces, else 0666 less the
+    umask).  If the block raises (Ctrl-C included) the temp file is removed and the exception goes on; an
+    OSError (disk full, say) becomes a DataError naming ``path``."""
     path = Path(path)
     parent = path.absolute().parent
     try:
-        fd, name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=parent)
+        fd, name = _temp_beside(path)
     except OSError as exc:
-        raise DataError(f"cannot write {path}: {exc.strerror or exc}") from None
+        raise DataError(f"cannot write {_shown(path)}: {exc.strerror or type(exc).__name__}") from None
     tmp = Path(name)
     try:
         os.fchmod(fd, _mode(path))
@@ -94,7 +105,7 @@ def atomic_output(path: str | os.PathLike) -> Iterator[BinaryIO]:
         os.replace(tmp, path)
     except OSError as exc:
         tmp.unlink(missing_ok=True)
-        raise DataError(f"cannot write {path}: {exc.strerror or exc}") from None
+        raise DataError(f"cannot write {_shown(path)}: {exc.strerror or type(exc).__name__}") from None
     except BaseException:
         tmp.unlink(missing_ok=True)
         raise
@@ -173,6 +184,18 @@ def _write_csv(fh: BinaryIO, frame: pd.DataFrame, header: bool) -> None:
     whole = pa.LargeListArray.from_arrays(pa.array([0, len(lines)], pa.int64()), lines)
     fh.write(pc.binary_join(whole, pa.scalar("\n", pa.large_string()))[0].as_buffer())
     fh.write(b"\n")
+
+
+def _temp_beside(path: Path) -> tuple[int, str]:
+    """A new hidden temp file in ``path``'s folder, named after it (cut short: the name must stay under the
+    file system's 255 bytes even when ``path``'s own name is close to it)."""
+    return tempfile.mkstemp(prefix=f".{path.name[:100]}.", suffix=".tmp", dir=path.absolute().parent)
+
+
+def _shown(path) -> str:
+    """A path for a one-line message: control characters (a newline in a file name) escaped."""
+    text = os.fspath(path)
+    return text if text.isprintable() else text.encode("unicode_escape", "backslashreplace").decode("ascii")
 
 
 def _mode(path: Path) -> int:
