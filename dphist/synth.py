@@ -18,6 +18,12 @@ table fitted to all of them by iterative proportional fitting (:mod:`dphist.ipf`
   miss some marginals; the records are drawn anyway, with a warning.
 - The fitted table over the union of the columns may have at most 2**24 cells, and each sweep costs
   O(cells × tables).
+
+Reading.  A release directory may be damaged or hostile: ``load_report`` and ``read_table`` check report.json
+and every table file (format, flat columns, numeric non-negative counts, bins, C order) and stop at the first
+fault with a DataError naming the file, column and row.  Drawing.  ``plan_synthesis`` does every check first;
+``Synthesis.chunks`` then draws the records a chunk (``CHUNK_ROWS``) at a time, so that writing any number of
+them (``dphist synth``) holds one chunk in memory, not all the records.
 """
 
 from __future__ import annotations
@@ -26,6 +32,7 @@ import datetime as _dt
 import itertools
 import json
 import math
+import os
 import warnings
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -104,7 +111,7 @@ def load_report(directory: str | Path) -> dict:
     DataError if its report is damaged."""
     directory = Path(directory)
     path = directory / "report.json"
-    if not path.is_file():
+    if not os.path.isfile(path):  # (False for a name stat cannot look up, too long say, rather than raising)
         raise UsageError(f"{directory}: not a dphist release (no report.json)")
     try:
         report = json.loads(path.read_bytes())
@@ -129,13 +136,15 @@ def _check_meta(path: Path, i: int, meta) -> None:
         raise DataError(f"{where} is not an object")
     name = meta.get("name")
     # The name becomes a file name in the release directory: nothing that could point elsewhere.
-    if not isinstance(name, str) or not name or name.startswith(".") or any(c in name for c in "/\\\0"):
+    if (not isinstance(name, str) or not name or name.startswith(".") or any(c in name for c in "/\\")
+            or not name.isprintable()):
         raise DataError(f"{where}: 'name' must be a plain file name")
     where = f"{path}: table '{name}'"
     columns, shape, domain = meta.get("columns"), meta.get("shape"), meta.get("domain")
-    if (not isinstance(columns, list) or not columns or not all(isinstance(c, str) and c for c in columns)
+    if (not isinstance(columns, list) or not columns
+            or not all(isinstance(c, str) and c and c.isprintable() for c in columns)
             or len(set(columns)) != len(columns)):
-        raise DataError(f"{where}: 'columns' must be a list of distinct column names")
+        raise DataError(f"{where}: 'columns' must be a list of distinct, printable column names")
     if (not isinstance(shape, list) or len(shape) != len(columns)
             or not all(isinstance(s, int) and not isinstance(s, bool) and s >= 1 for s in shape)):
         raise DataError(f"{where}: 'shape' must list one positive whole number per column")
@@ -169,10 +178,10 @@ def read_table(directory: str | Path, meta: dict) -> ReleasedTable:
     for anything else."""
     directory = Path(directory)
     name = meta["name"]
-    path = next((directory / f"{name}{s}" for s in _SUFFIXES if (directory / f"{name}{s}").exists()), None)
+    path = next((directory / f"{name}{s}" for s in _SUFFIXES if os.path.exists(directory / f"{name}{s}")), None)
     if path is None:
         raise DataError(f"{directory}: table '{name}' is listed in report.json but its file is missing")
-    if not path.is_file():
+    if not os.path.isfile(path):
         raise DataError(f"{path}: not a regular file")
     kinds = {c: meta["domain"][c]["type"] for c in meta["columns"]}
     needed = [key for c in meta["columns"] for key in _label_columns(c, kinds[c])] + ["count"]
