@@ -10,10 +10,13 @@ For each case, built in a fresh directory that is the working directory of the r
 - a failure leaves the directory exactly as it was (hidden entries such as ``.out.staging-*`` included), apart
   from the ledger the case names, which a run may create or write;
 - no charge unless data was read: after exit 2, 3 or 4, or an exit 1 found before any row is read, the ledger
-  shows nothing spent; a damaged ledger stays byte-identical.  A test-mode run never charges.
+  shows nothing spent; a damaged ledger stays byte-identical.  A test-mode run never charges.  Whether a failed
+  run charged is recorded as the test's ``charged`` property (``--junitxml`` shows it).
+- after exit 0, no hidden leftovers outside the release directory.
 
 Most cases run in-process through CliRunner.  Cases that could hang (a FIFO as input, exponents such as
-1e-999999999) run as real processes with a timeout, all started together when the first test runs.
+1e-999999999) or take seconds run as real processes with a timeout, all started when the first test runs and
+checked last.
 
 ``KNOWN_BROKEN`` is for sorting cases while fixes are in progress; it stays empty in the repository.
 """
