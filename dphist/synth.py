@@ -89,8 +89,8 @@ class Axis:
 
 @dataclass(frozen=True)
 class ReleasedTable:
-    """A released table, checked: ``counts`` (float64, one axis per column, non-negative and finite; a --raw
-    table's negative noisy counts read as 0), its ``axes``, and the interval columns if it has them."""
+    """A released table, checked: ``counts`` as released (float64, one axis per column, finite; non-negative
+    whole numbers unless the table is --raw), its ``axes``, and the interval columns if it has them."""
 
     name: str
     path: Path
@@ -102,6 +102,11 @@ class ReleasedTable:
     @property
     def columns(self) -> tuple[str, ...]:
         return tuple(a.column for a in self.axes)
+
+    @property
+    def weights(self) -> np.ndarray:
+        """The counts to sample from: a --raw table's negative noisy counts count as 0."""
+        return np.maximum(self.counts, 0.0)
 
 
 def load_report(directory: str | Path) -> dict:
@@ -344,10 +349,10 @@ def _numbers(path: Path, key: str, values: pd.Series, empty_ok: bool = False) ->
 
 def _counts(path: Path, values: pd.Series, raw: bool) -> np.ndarray:
     """The released counts: numbers, and (unless the table is --raw) non-negative whole numbers.  A --raw
-    table's counts are the unbiased noisy estimates, negative at times: those count as 0."""
+    table's counts are the unbiased noisy estimates: fractional, and negative at times."""
     counts = _numbers(path, "count", values)
     if raw:
-        return np.maximum(counts, 0.0)
+        return counts
     for bad, what in ((counts < 0, "a negative count"), (counts != np.floor(counts), "a count that is not a whole "
                                                                                    "number")):
         if bad.any():
@@ -444,7 +449,7 @@ def plan_synthesis(directory: str | Path, rows: int, table: str | None = None, j
         axes, weights = _joint(directory, report)
     else:
         released = read_table(directory, choose_table(report, table, joint_hint=True))
-        axes, weights = released.axes, released.counts
+        axes, weights = released.axes, released.weights
         what = f"{released.path}: column 'count'"
         with np.errstate(over="ignore"):
             total = float(weights.sum())
@@ -484,25 +489,25 @@ def _joint(directory: str | Path, report: dict) -> tuple[list[Axis], np.ndarray]
                 raise DataError(f"column '{axis.column}' has different bins in tables '{first[0]}' and "
                                 f"'{t.name}', so they cannot be fitted together")
         with np.errstate(over="ignore"):
-            total = float(t.counts.sum())
+            total = float(t.weights.sum())
         if not math.isfinite(total):
             raise DataError(f"{t.path}: column 'count': the counts add up to more than a float holds")
     for a, b in itertools.combinations(tables, 2):
         shared = tuple(c for c in a.columns if c in b.columns)
         # Exact comparison: released counts are integers, exact in float64.
-        if a.counts.sum() != b.counts.sum():
+        if a.weights.sum() != b.weights.sum():
             why = "their grand totals differ"
-        elif shared and not np.array_equal(derive_marginal(a.counts, a.columns, shared),
-                                           derive_marginal(b.counts, b.columns, shared)):
+        elif shared and not np.array_equal(derive_marginal(a.weights, a.columns, shared),
+                                           derive_marginal(b.weights, b.columns, shared)):
             why = f"their counts over {', '.join(shared)} differ"
         else:
             continue
         raise DataError(f"tables '{a.name}' and '{b.name}' do not agree ({why}), so IPF has no exact fit: release "
                         "them together, e.g. with `dphist release --marginals`")
-    if tables[0].counts.sum() <= 0:
+    if tables[0].weights.sum() <= 0:
         raise DataError("the released tables: every released count is 0, so there is nothing to sample from")
     sizes = {column: axis.size for column, (_, axis) in axes.items()}
-    names, fit, info = fit_max_entropy([(t.columns, t.counts) for t in tables], sizes)
+    names, fit, info = fit_max_entropy([(t.columns, t.weights) for t in tables], sizes)
     if not info.converged:
         warnings.warn(f"the joint fit did not converge in {info.iterations} sweeps: a fitted marginal cell is off "
                       f"its released count by up to {info.max_deviation:.3g}", RuntimeWarning, stacklevel=4)

@@ -257,6 +257,9 @@ def test_a_raw_release_draws_its_negative_counts_as_zero(releases, tmp_path):
         inside = (records["age"].between(row.age_lower, row.age_upper, inclusive="left") & (records["education"].isna() if pd.isna(row.education) else records["education"] == row.education))
         hits[i] = inside.sum()
     assert hits.sum() == 3000 and hits[table["count"] <= 0].sum() == 0 and hits[table["count"] > 0].sum() > 0
+    released = synth.read_table(releases["raw"], synth.load_report(releases["raw"])["tables"][0])
+    assert (released.counts < 0).any() and (released.weights >= 0).all()  # plot draws the counts as released
+    assert CliRunner().invoke(main, ["plot", str(releases["raw"]), "-o", str(tmp_path / "p.png")]).exit_code == 0
 
 
 def test_all_zero_counts_are_nothing_to_sample_but_still_a_picture(releases, tmp_path):
