@@ -230,7 +230,7 @@ def _read_frame(path: Path, needed: list[str]) -> pd.DataFrame:
             frame = pd.read_json(path, orient="records")
     except DataError:
         raise
-    except (OSError, ValueError, TypeError, RecursionError, pa.ArrowException):
+    except (OSError, ValueError, TypeError, OverflowError, RecursionError, pa.ArrowException):
         raise DataError(f"{path}: cannot be read as a {fmt.upper() if fmt != 'parquet' else 'Parquet'} "
                         "table (damaged, or not the format its name says)") from None
     _require(path, needed, list(frame.columns))
@@ -368,8 +368,11 @@ def _label_columns(column: str, kind: str) -> list[str]:
 
 def _equal(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """Element-wise equality of labels, a missing label (null bin) matching a missing one."""
+    missing_a, missing_b = np.asarray(pd.isna(a), dtype=bool), np.asarray(pd.isna(b), dtype=bool)
+    # Missing labels become None before comparing: pd.NA (Parquet's nulls) has no truth value.
+    a, b = np.where(missing_a, None, a), np.where(missing_b, None, b)
     with np.errstate(invalid="ignore"):
-        return np.asarray((a == b) | (pd.isna(a) & pd.isna(b)), dtype=bool)
+        return (np.asarray(a == b, dtype=bool) & ~missing_a & ~missing_b) | (missing_a & missing_b)
 
 
 def _same(a: np.ndarray, b: np.ndarray) -> bool:
