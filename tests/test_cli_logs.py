@@ -75,6 +75,7 @@ def test_the_report_names_the_data_set_without_its_directories(tmp_path):
     assert str(ROOT) not in text  # no absolute path of the input anywhere in the published report
     named = invoke("release", CENSUS, "-s", SCHEMA, "-c", "sex", "-e", "1", "-o", str(tmp_path / "n"),
                    "--dataset-id", "census-2026")
+    assert named.exit_code == 0, named.output
     assert json.loads((tmp_path / "n" / "report.json").read_text())["ledger"]["dataset"] == "census-2026"
 
 
