@@ -30,14 +30,14 @@ from .draft import draft_schema
 from .evaluate import WARNING, WORKLOADS, evaluate
 from .errors import DataError, DphistError, Terminated, UsageError
 from .io.destination import Destination
-from .io.writers import FORMATS, check_destination, write_frame_atomic, write_text_atomic
+from .io.output_file import atomic_output
+from .io.writers import FORMATS, check_destination, write_text_atomic
 from .job import load_job
 from .accountant import exact_fraction, format_fraction, parse_epsilon
 from .ledger import ROW_UNIT, Ledger, LedgerError, default_ledger_path
 from .private_schema import plan_private_schema, run_private_schema
 from .publish import FileRelease, charged_run, recover
 from .plot import plot_release
-from .synth import synthesize
 
 
 INTERNAL_ERROR = 5
@@ -45,6 +45,8 @@ _LOG = {"json": False}  # set by commands that offer --log-format
 
 
 def _error_line(message: str, code: int) -> None:
+    # One line whatever the message holds (a path may contain a newline).
+    message = message.replace("\r", "\\r").replace("\n", "\\n")
     if _LOG["json"]:
         click.echo(json.dumps({"event": "error", "exit_code": code, "message": message}), err=True)
     else:
@@ -417,7 +419,8 @@ def _private_schema(input, out, epsilon, delta, columns, bins, max_categories, b
 
     def emit(result) -> None:
         if out:
-            write_text_atomic(out, result.text)
+            with atomic_output(out) as fh:
+                fh.write(result.text.encode("utf-8"))
         else:
             click.echo(result.text, nl=False)
         found = [r["column"] for r in result.report["columns"] if "failed" not in r]
