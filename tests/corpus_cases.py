@@ -322,6 +322,35 @@ def csv_category_outside_domain(d):
     return Case(release("data.csv", "--quiet"), (0, 1), ("data.csv", "'sex'"), may_charge=True)
 
 
+_DATE_SCHEMA = "columns:\n  d: {type: date, lower: 2020-01-01, upper: 2021-01-01, unit: month}\n"
+
+
+@case
+def csv_declared_date_iso_timestamps(d):
+    """ISO timestamps with Z and +05:00 in a declared date column: their dates are counted."""
+    good(d, _DATE_SCHEMA, "d\n2020-03-04T10:00:00Z\n2020-05-06T23:30:00+05:00\n2020-07-08T00:00:00-08:00\n")
+    return Case(release("data.csv", "--quiet"), 0, check=wrote_release("d.csv"))
+
+
+@case
+def csv_declared_date_far_off(d):
+    """9999-12-31 and 0001-01-01 sentinels outside the declared range: clamped (or dropped), never a crash."""
+    good(d, _DATE_SCHEMA, "d\n2020-03-04\n9999-12-31\n0001-01-01\n")
+    return Case(release("data.csv", "--quiet"), 0, check=wrote_release("d.csv"))
+
+
+@case
+def csv_declared_date_five_digit_year(d):
+    good(d, _DATE_SCHEMA, "d\n2020-03-04\n10000-01-01\n")
+    return Case(release("data.csv", "--quiet"), (0, 1), ("data.csv", "'d'"), may_charge=True)
+
+
+@case
+def csv_declared_date_impossible_day(d):
+    good(d, _DATE_SCHEMA, f"d,note\n2020-03-04,x\n2020-02-30,{SECRET}\n")
+    return Case(release("data.csv", "--quiet"), 1, ("data.csv", "line 3", "'d'"), may_charge=True)
+
+
 @case
 def csv_wide_with_schema(d):
     """10,000 columns, two of them declared: only those two are read."""
@@ -540,6 +569,23 @@ def parquet_date32_extremes(d):
     write(d, "schema.yaml", "columns:\n  d: {type: date, lower: 2020-01-01, upper: 2021-01-01, unit: month}\n")
     parquet(d, "data.parquet", pa.table({"d": pa.array([-719162, 2932896, 18300], pa.date32())}))
     return Case(release("data.parquet", "--quiet"), (0, 1), ("data.parquet", "'d'"), may_charge=True)
+
+
+@case
+def parquet_timestamp_millis_extremes(d):
+    """Millisecond timestamps near the ends of int64 (years beyond +-100 million): no overflow."""
+    write(d, "schema.yaml", _DATE_SCHEMA)
+    ts = pa.array([2**62, -(2**62), 1_600_000_000_000], pa.timestamp("ms"))
+    parquet(d, "data.parquet", pa.table({"d": ts}))
+    return Case(release("data.parquet", "--quiet"), (0, 1), ("data.parquet", "'d'"), may_charge=True)
+
+
+@case
+def parquet_timestamps_with_zone(d):
+    write(d, "schema.yaml", _DATE_SCHEMA)
+    ts = pa.array([1_600_000_000_000_000, 1_580_000_000_000_000], pa.timestamp("us", tz="+05:00"))
+    parquet(d, "data.parquet", pa.table({"d": ts}))
+    return Case(release("data.parquet", "--quiet"), 0, check=wrote_release("d.csv"))
 
 
 @case
@@ -1525,6 +1571,11 @@ for _name, _args, _code, _kw, _data in [
 ]:
     add(_name, _cmd(_args, _code, *_kw, data=_data))
 
+add("private_far_off_dates", _cmd(["schema", "data.csv", "--private", "--epsilon", "10", "--delta", "1e-6"], (0, 1),
+                                  "data.csv", data="d\n" + _DATES, may_charge=True))
+add("private_iso_timestamps", _cmd(["schema", "data.csv", "--private", "--epsilon", "10", "--delta", "1e-6"], 0,
+                                   data="t\n" + "".join("2024-03-%02dT10:00:00+05:00\n" % (1 + i % 28)
+                                                         for i in range(2000))))
 add("private_epsilon_tiny_exponent", _cmd(["schema", "data.csv", "--private", "--epsilon", "1e-999999999"],
                                           ACCEPT_OR_REFUSE, "epsilon", timeout=20))
 
