@@ -8,6 +8,7 @@ unquoted date such as 2020-13-01, becomes one UsageError naming the file and lin
 from __future__ import annotations
 
 import json
+import stat
 from pathlib import Path
 from typing import Any
 
@@ -35,9 +36,25 @@ def _mapping_without_duplicates(loader: _StrictLoader, node: yaml.MappingNode, d
 _StrictLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _mapping_without_duplicates)
 
 
+def _check_regular(path: Path, what: str) -> None:
+    """Refuse (UsageError) a path that exists but is no regular file, from a stat alone, before opening it:
+    reading a named pipe would block until a writer came; a device could be endless."""
+    try:
+        mode = path.stat().st_mode
+    except OSError:
+        return  # missing or unreadable: reading it says which, below
+    if stat.S_ISDIR(mode):
+        raise UsageError(f"{what} {path} is a directory, not a file")
+    if not stat.S_ISREG(mode):
+        kind = "a named pipe (FIFO)" if stat.S_ISFIFO(mode) else "a device" if stat.S_ISCHR(mode) or \
+            stat.S_ISBLK(mode) else "a socket" if stat.S_ISSOCK(mode) else "not a regular file"
+        raise UsageError(f"{what} {path} is {kind}, not a regular file")
+
+
 def load_document(path: str | Path, what: str) -> Any:
     """Parse ``path`` as JSON (``.json``) or YAML.  ``what`` names the file's role in messages ("schema file")."""
     path = Path(path)
+    _check_regular(path, what)
     try:
         text = path.read_text(encoding="utf-8-sig")
     except FileNotFoundError:

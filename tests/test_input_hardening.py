@@ -9,8 +9,13 @@ the CLI in a subprocess with a timeout.
 
 from __future__ import annotations
 
+import contextlib
 import datetime as _dt
 import json
+import os
+import subprocess
+import sys
+import threading
 from fractions import Fraction
 from pathlib import Path
 
@@ -287,3 +292,111 @@ def test_option_values_that_are_valid_still_work():
     assert get_algorithm("structurefirst", cap="20", buckets=8.0, grid=" 64 ").params["cap"] == 20
     assert get_algorithm("dpcube", alpha="1/3").params["alpha"] == Fraction(1, 3)
     assert get_algorithm("dpcube", alpha=0.25).params["alpha"] == Fraction(1, 4)
+
+
+# ---- 5. the input, schema and job spec must be regular files --------------------------------------------------
+
+
+FIFO_CASES = {
+    "release input": (["release", "pipe.csv", "-e", "1"], 1, "named pipe"),
+    "release schema": (["release", "d.csv", "-e", "1", "-s", "pipe.yaml"], 2, "named pipe"),
+    "release spec": (["release", "--spec", "pipe.yaml"], 2, "named pipe"),
+    "schema draft": (["schema", "pipe.csv"], 1, "named pipe"),
+    "schema private": (["schema", "pipe.csv", "--private", "-e", "1", "--delta", "1e-6"], 1, "named pipe"),
+}
+
+
+@contextlib.contextmanager
+def unblocked(*fifos: Path):
+    """Keeps a test from hanging if the code under test opens one of ``fifos`` for reading: a writer thread
+    per FIFO opens it (blocking until some reader does) and closes it at once, again and again, so every
+    reader sees an empty file instead of waiting forever.  Afterwards non-blocking readers release them."""
+    stop = threading.Event()
+
+    def writer(fifo: Path) -> None:
+        while not stop.is_set():
+            open(fifo, "wb").close()
+
+    writers = [threading.Thread(target=writer, args=(f,), daemon=True) for f in fifos]
+    for w in writers:
+        w.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        for f, w in zip(fifos, writers):
+            while w.is_alive():
+                fd = os.open(f, os.O_RDONLY | os.O_NONBLOCK)
+                w.join(0.1)
+                os.close(fd)
+
+
+@pytest.mark.parametrize("case", list(FIFO_CASES))
+def test_fifo_is_refused_without_opening_it(tmp_path, monkeypatch, case):
+    args, code, word = FIFO_CASES[case]
+    monkeypatch.chdir(tmp_path)
+    os.mkfifo("pipe.csv")
+    os.mkfifo("pipe.yaml")
+    write_csv(tmp_path / "d.csv", "a", ["1"])
+    with unblocked(tmp_path / "pipe.csv", tmp_path / "pipe.yaml"):
+        extra = ["--ledger", "l.sqlite"] if args[0] == "release" or "--private" in args else []
+        result = cli(tmp_path, *args, *extra)
+    assert_refused(result, code, word)
+    assert not (tmp_path / "release").exists()
+    assert charged(tmp_path) == 0
+
+
+def test_fifo_and_device_refused_by_the_real_command(tmp_path):
+    """End to end, in processes of their own (killed after a minute, so a regression cannot hang the suite):
+    a FIFO as input, and /dev/zero (endless) as the schema."""
+    os.mkfifo(tmp_path / "pipe.csv")
+    write_csv(tmp_path / "d.csv", "a", ["1"])
+    for args, code, word in ((["release", "pipe.csv", "-e", "1"], 1, "named pipe"),
+                             (["release", "d.csv", "-e", "1", "-s", "/dev/zero"], 2, "device")):
+        proc = subprocess.run([sys.executable, "-m", "dphist", *args, "--ledger", "l.sqlite"], cwd=tmp_path,
+                              capture_output=True, text=True, timeout=60,
+                              env={k: v for k, v in os.environ.items() if k != "DPHIST_DEBUG"})
+        lines = proc.stderr.strip().splitlines()
+        assert proc.returncode == code and len(lines) == 1 and word in lines[0], proc.stderr
+    assert charged(tmp_path) == 0
+
+
+def test_device_or_glob_of_pipes_as_input_is_refused(tmp_path):
+    os.mkfifo(tmp_path / "pipe.csv")
+    assert_refused(release(tmp_path, "/dev/null", "-e", "1"), 1, "device")
+    assert_refused(release(tmp_path, str(tmp_path / "pipe*.csv"), "-e", "1"), 1, "no files match")
+    assert charged(tmp_path) == 0
+
+
+def test_open_source_refuses_a_fifo_by_its_mode(tmp_path):
+    from dphist.io.sources import open_source
+
+    os.mkfifo(tmp_path / "p.csv")
+    with unblocked(tmp_path / "p.csv"), pytest.raises(DataError, match="named pipe"):
+        open_source(tmp_path / "p.csv")
+
+
+# ---- 10. an existing path is never a glob ---------------------------------------------------------------------
+
+
+def test_existing_path_with_glob_characters_is_taken_literally(tmp_path):
+    literal = write_csv(tmp_path / "data[1].csv", "a", ["1", "2"])
+    write_csv(tmp_path / "data1.csv", "b", ["3"])  # what the pattern data[1].csv would match
+    plan = api.plan_release(literal, 1, {"columns": {"a": {"type": "numeric", "lower": 0, "upper": 4, "bins": 2}}})
+    assert plan.source.files == [literal]
+    result = release(tmp_path, str(literal), "-e", "1", "-s", str(_schema(tmp_path, "a")))
+    assert result.exit_code == 0, result.stderr
+
+
+def test_pattern_is_expanded_when_no_such_file_exists(tmp_path):
+    write_csv(tmp_path / "data1.csv", "a", ["1"])
+    write_csv(tmp_path / "data2.csv", "a", ["2"])
+    plan = api.plan_release(tmp_path / "data[12].csv", 1,
+                            {"columns": {"a": {"type": "numeric", "lower": 0, "upper": 4, "bins": 2}}})
+    assert [p.name for p in plan.source.files] == ["data1.csv", "data2.csv"]
+
+
+def _schema(tmp_path: Path, column: str) -> Path:
+    path = tmp_path / "schema.yaml"
+    path.write_text(f"columns:\n  {column}: {{type: numeric, lower: 0, upper: 4, bins: 2}}\n")
+    return path

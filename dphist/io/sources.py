@@ -13,6 +13,7 @@ import csv
 import glob as _glob
 import os
 import re
+import stat
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -225,16 +226,20 @@ def open_source(source) -> Source:
         return Source("DataFrame", [], "dataframe", source)
     text = os.fspath(source)
     path = Path(text)
-    if any(ch in text for ch in "*?["):
-        files = sorted(Path(p) for p in _glob.glob(text, recursive=True) if Path(p).is_file())
-        if not files:
-            raise DataError(f"no files match {text}")
-    elif path.is_dir():
+    # A path that exists is taken as written, even with glob characters in its name (data[1].csv); only a
+    # path that does not exist is expanded as a pattern.
+    if path.is_dir():
         files = sorted(p for p in path.rglob("*") if p.is_file() and _format_of(p) is not None)
         if not files:
             raise DataError(f"{text}: directory holds no .csv or .parquet files")
     elif path.exists():
+        _check_regular(path)
         files = [path]
+    elif any(ch in text for ch in "*?["):
+        # is_file() (a stat, nothing opened) leaves out named pipes, devices and sockets.
+        files = sorted(Path(p) for p in _glob.glob(text, recursive=True) if Path(p).is_file())
+        if not files:
+            raise DataError(f"no files match {text}")
     else:
         raise DataError(f"input not found: {text}")
     formats = {_format_of(p) or "csv" for p in files}
@@ -277,6 +282,19 @@ def parquet_pieces(source: Source, rows: int) -> list[tuple[str, list[int]]]:
 
 # --------------------------------------------------------------------------------------------------------------
 # helpers
+
+
+def _check_regular(path: Path) -> None:
+    """Refuse (DataError) anything but a regular file, from a stat alone: opening a named pipe would block
+    until a writer came, and a device or socket is no data set."""
+    try:
+        mode = path.stat().st_mode
+    except OSError:
+        raise DataError(f"input not found or not accessible: {path}") from None
+    if not stat.S_ISREG(mode):
+        kind = ("a named pipe (FIFO)" if stat.S_ISFIFO(mode) else "a device" if stat.S_ISCHR(mode) or stat.S_ISBLK(mode)
+                else "a socket" if stat.S_ISSOCK(mode) else "not a regular file")
+        raise DataError(f"{path}: is {kind}; the input must be a regular file, a directory or a glob of files")
 
 
 def _format_of(path: Path) -> str | None:
