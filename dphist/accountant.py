@@ -15,7 +15,7 @@ from typing import Any
 from .algorithms import Measurement
 from .errors import UsageError
 
-__all__ = ["exact_fraction", "parse_epsilon", "parse_share", "split_budget", "format_fraction", "check_spent", "step_report"]
+__all__ = ["exact_fraction", "parse_epsilon", "parse_delta", "parse_share", "split_budget", "format_fraction", "check_spent", "step_report"]
 
 PRIVACY_UNIT = "one record (row)"
 NEIGHBOURING = "add/remove one record"
@@ -53,7 +53,9 @@ def exact_fraction(value: Any, what: str) -> Fraction:
     if not number.is_finite():
         raise UsageError(f"{what} must be a finite number, got '{text}'")
     if number and abs(number.adjusted()) > _MAX_EXPONENT:
-        raise UsageError(f"{what} is out of range, got '{text}'")
+        # Refused from the exponent alone: Fraction('1e-999999999') would build a billion-digit integer.
+        raise UsageError(f"{what} is out of range (a number between 1e-{_MAX_EXPONENT} and 1e{_MAX_EXPONENT} in "
+                         f"size, or 0), got '{text}'")
     return Fraction(number)
 
 
@@ -66,6 +68,14 @@ def parse_epsilon(value: Any, what: str = "epsilon") -> Fraction:
         raise UsageError(f"{what} must be at most {MAX_EPSILON}: beyond that the release gives no meaningful "
                          f"privacy, got {format_fraction(eps)}")
     return eps
+
+
+def parse_delta(value: Any, what: str = "delta") -> Fraction:
+    """The exact delta written as ``value``, in [0, 1); absurd exponents are refused at once (UsageError)."""
+    delta = exact_fraction(value, what)
+    if not 0 <= delta < 1:
+        raise UsageError(f"{what} must be at least 0 and less than 1, got {format_fraction(delta)}")
+    return delta
 
 
 def parse_share(value: Any, table: str) -> Fraction:

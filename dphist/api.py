@@ -19,7 +19,7 @@ import pandas as pd
 
 from . import __version__
 from .accountant import (MIN_EPSILON, NEIGHBOURING, PRIVACY_UNIT, SAMPLER, TEST_SAMPLER, check_spent, exact_fraction,
-                         format_fraction, parse_epsilon, split_budget, step_report)
+                         format_fraction, parse_delta, parse_epsilon, split_budget, step_report)
 from .algorithms import Algorithm, Estimate, applicable_options, get_algorithm
 from .contribution import UnitBound, UnitColumn
 from .discovery import (AUTO, DEFAULT_BINS, DEFAULT_MAX_CATEGORIES, DEFAULT_SHARE, DiscoveryPlan, TextAs, discover,
@@ -628,8 +628,8 @@ def _kinds(src: Source, names: list[str]) -> dict[str, str]:
 
 
 def _parse_delta(value: Any) -> Fraction:
-    delta = exact_fraction(value, "delta")
-    if not 0 <= delta <= Fraction(1, 1000):
+    delta = parse_delta(value, "delta")
+    if delta > Fraction(1, 1000):
         raise UsageError(f"delta must be between 0 and 1e-3 (it bounds the chance of a failure of privacy), "
                          f"got '{value}'")
     return delta

@@ -400,3 +400,53 @@ def _schema(tmp_path: Path, column: str) -> Path:
     path = tmp_path / "schema.yaml"
     path.write_text(f"columns:\n  {column}: {{type: numeric, lower: 0, upper: 4, bins: 2}}\n")
     return path
+
+
+# ---- 6. absurd exponents are refused at once ------------------------------------------------------------------
+
+
+ABSURD = ["1e-999999999", "1e999999999", "-1e-999999999", "1E+999999999", "0.1e-99999", "1e-31", "1e31"]
+
+
+@pytest.mark.parametrize("value", ABSURD)
+def test_budget_set_refuses_absurd_exponents_fast(tmp_path, value):
+    import time
+
+    for option in ("--delta", "--epsilon"):
+        args = ["--epsilon", "1", "--delta", value] if option == "--delta" else ["--epsilon", value]
+        start = time.monotonic()
+        result = cli(tmp_path, "budget", "set", "data.csv", *args, "--ledger", str(tmp_path / "l.sqlite"))
+        assert time.monotonic() - start < 5
+        assert_refused(result, 2, option.lstrip("-"))
+
+
+@pytest.mark.parametrize("value", ABSURD)
+def test_shared_parsers_refuse_absurd_exponents_fast(value):
+    import time
+
+    from dphist.accountant import exact_fraction, parse_delta, parse_epsilon, parse_share
+
+    start = time.monotonic()
+    for parse in (lambda v: parse_epsilon(v), lambda v: parse_delta(v, "delta"), lambda v: parse_share(v, "t"),
+                  lambda v: exact_fraction(v, "x")):
+        with pytest.raises(UsageError):
+            parse(value)
+    assert time.monotonic() - start < 1
+
+
+@pytest.mark.parametrize("option", ["--epsilon", "--delta", "--discovery-share"])
+def test_release_refuses_absurd_exponents_in_planning(tmp_path, option):
+    data = write_csv(tmp_path / "d.csv", "a", ["1", "2"])
+    args = {"--epsilon": ["-e", ABSURD[0]], "--delta": ["-e", "1", "--delta", ABSURD[1]],
+            "--discovery-share": ["-e", "1", "--delta", "1e-6", "--discovery-share", ABSURD[0]]}[option]
+    assert_refused(release(tmp_path, str(data), *args), 2)
+    assert charged(tmp_path) == 0
+
+
+def test_parse_delta_range():
+    from dphist.accountant import parse_delta
+
+    assert parse_delta("1e-6") == Fraction(1, 10**6) and parse_delta(0) == 0
+    for bad in ("1", "-0.1", "nan", "inf", True, "x"):
+        with pytest.raises(UsageError, match="delta"):
+            parse_delta(bad)
