@@ -394,6 +394,7 @@ def _parse_hierarchy(f: _Fields, values: list[str], null_cell: bool):
     if not isinstance(raw, dict) or not raw:
         raise f.error("hierarchy", "must be a mapping of group names to lists of labels (or to nested groups)")
     paths: dict[str, list[str]] = {}
+    declared = set(values)  # membership in O(1): a hierarchy may group 100,000 labels
 
     def walk(node, path):
         if isinstance(node, dict):
@@ -408,7 +409,7 @@ def _parse_hierarchy(f: _Fields, values: list[str], null_cell: bool):
                 if isinstance(label, (dict, list)) or label is None:
                     raise f.error("hierarchy", f"group '{'/'.join(path)}' must list labels")
                 label = normalise_label(label)
-                if label not in values:
+                if label not in declared:
                     raise f.error("hierarchy", f"names '{label}', which is not in 'values'")
                 if label in paths:
                     raise f.error("hierarchy", f"places '{label}' in two groups")
@@ -430,9 +431,9 @@ def _parse_hierarchy(f: _Fields, values: list[str], null_cell: bool):
             keys.append(tuple(p[: level + 1]) if len(p) > level else tuple(p) + ("", v))
         if null_cell:
             keys.append(("", "null"))
-        order = list(dict.fromkeys(keys))
-        levels.append(tuple(order.index(k) for k in keys))
-        names.append(tuple("/".join(x for x in k if x) for k in order))
+        position = {k: i for i, k in enumerate(dict.fromkeys(keys))}  # each group's index, first seen first
+        levels.append(tuple(position[k] for k in keys))
+        names.append(tuple("/".join(x for x in k if x) for k in position))
     return tuple(levels), tuple(names)
 
 
