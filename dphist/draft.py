@@ -14,9 +14,14 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import yaml
 
+from .counting import days_since_epoch
 from .io.sources import open_source
 
-__all__ = ["draft_schema"]
+__all__ = ["draft_schema", "MAX_LABEL"]
+
+#: Text values longer than this are no category labels (a note, a document): the column is not listed.
+MAX_LABEL = 200
+_EPOCH = _dt.date(1970, 1, 1)
 
 _HEADER = """\
 # DRAFT schema written by `dphist schema` from {name}.
@@ -45,8 +50,12 @@ class _Stats:
         if _is_text(self.typ) or pa.types.is_boolean(self.typ) or pa.types.is_dictionary(self.typ):
             if not self.too_many:
                 self.values.update(v for v in pc.unique(arr).to_pylist() if v is not None)
-                self.too_many = len(self.values) > max_categories
+                self.too_many = len(self.values) > max_categories or any(
+                    isinstance(v, str) and len(v) > MAX_LABEL for v in self.values)
             return
+        if _is_date(self.typ):
+            arr = days_since_epoch(arr)  # whole days, exact for any range (as_py() fails past year 9999)
+            arr = arr.cast(pa.int32()) if pa.types.is_date32(arr.type) else arr
         mm = pc.min_max(arr).as_py()
         for v in (mm["min"], mm["max"]):
             if v is None or (isinstance(v, float) and not math.isfinite(v)):
@@ -75,12 +84,13 @@ def _draft_line(name: str, st: _Stats, bins: int, max_categories: int) -> str:
     key = _yaml_key(name)
     nulls = ", nulls: category" if st.nulls else ""
     typ = st.typ.value_type if pa.types.is_dictionary(st.typ) else st.typ
-    if pa.types.is_timestamp(typ) or pa.types.is_date(typ):
+    if _is_date(typ):
         if st.lo is None:
             return f"  {key}: {{type: date, lower: 2000-01-01, upper: 2030-01-01, unit: month}}  # no dates seen\n"
         lo, hi = _as_date(st.lo), _as_date(st.hi)
         lower = _dt.date(lo.year, lo.month, 1)
-        upper = _dt.date(hi.year + (hi.month == 12), hi.month % 12 + 1, 1)
+        upper = _dt.date(hi.year + (hi.month == 12), hi.month % 12 + 1, 1) if hi < _dt.date(9999, 12, 1) \
+            else _dt.date.max  # the calendar's last day: later dates are clamped into the last bin
         return (f"  {key}: {{type: date, lower: {lower}, upper: {upper}, unit: month{nulls}}}"
                 f"  # from data: REVIEW\n")
     if pa.types.is_integer(typ) or pa.types.is_floating(typ) or pa.types.is_decimal(typ):
@@ -90,15 +100,22 @@ def _draft_line(name: str, st: _Stats, bins: int, max_categories: int) -> str:
         return (f"  {key}: {{type: numeric, lower: {lower}, upper: {upper}, bins: {bins}{nulls}}}"
                 f"  # from data (min/max): REVIEW and round\n")
     if st.too_many:
-        return (f"  # {key}: more than {max_categories} distinct values; declare a public list of categories or "
-                f"coarsen the column\n")
+        return (f"  # {key}: more than {max_categories} distinct values, or values longer than {MAX_LABEL} "
+                f"characters; declare a public list of categories or coarsen the column\n")
     values = sorted(str(v).lower() if isinstance(v, bool) else str(v) for v in st.values)
     flow = yaml.safe_dump(values, default_flow_style=True, width=10**9, allow_unicode=True).strip()
     return f"  {key}: {{type: categorical, values: {flow}{nulls}}}  # from data: REVIEW (rare values identify people)\n"
 
 
-def _as_date(value) -> _dt.date:
-    return value.date() if isinstance(value, _dt.datetime) else value
+def _as_date(days: int) -> _dt.date:
+    """The calendar date ``days`` after 1970-01-01, cut to the calendar's range (years 1 to 9999)."""
+    first, last = (_dt.date.min - _EPOCH).days, (_dt.date.max - _EPOCH).days
+    return _EPOCH + _dt.timedelta(days=min(max(int(days), first), last))
+
+
+def _is_date(typ: pa.DataType) -> bool:
+    typ = typ.value_type if pa.types.is_dictionary(typ) else typ
+    return pa.types.is_timestamp(typ) or pa.types.is_date(typ)
 
 
 def _is_text(typ: pa.DataType) -> bool:

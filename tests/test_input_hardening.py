@@ -487,3 +487,79 @@ def test_schema_with_100000_categories_and_a_hierarchy_loads_quickly(tmp_path):
     column = load_schema(tmp_path / "s.yaml")["c"]
     assert time.monotonic() - start < 10  # about 1 s; 65 s before
     assert column.n_cells == n and column.hierarchy[0][-1] == n // 100 - 1
+
+
+# ---- 8. rows longer than a block ------------------------------------------------------------------------------
+
+
+def _long_field_csv(path: Path, field_bytes: int) -> Path:
+    with open(path, "w") as fh:
+        fh.write("a,note\n")
+        fh.writelines(f"{i % 7},short\n" for i in range(1000))
+        fh.write('3,"' + "x" * field_bytes + '"\n')
+        fh.writelines(f'{i % 5},"two\nlines"\n' for i in range(1000))
+    return path
+
+
+A_SCHEMA = {"columns": {"a": {"type": "numeric", "lower": 0, "upper": 10, "bins": 10}}}
+
+
+def test_valid_csv_with_a_field_longer_than_a_block_is_read(tmp_path):
+    from dphist.io.sources import _CSV_BLOCK, open_source
+
+    data = _long_field_csv(tmp_path / "long.csv", 3 * _CSV_BLOCK)
+    schema = parse_schema(A_SCHEMA)
+    (counts,) = count_tables(open_source(data).batches({"a": schema["a"]}), [TableShape("a", (schema["a"],))])
+    expected = np.bincount([i % 7 for i in range(1000)] + [3] + [i % 5 for i in range(1000)], minlength=10)
+    assert counts.tolist() == expected.tolist()
+    (tmp_path / "s.yaml").write_text(json.dumps(A_SCHEMA))
+    result = release(tmp_path, str(data), "-e", "1", "-s", str(tmp_path / "s.yaml"))
+    assert result.exit_code == 0, result.stderr
+
+
+def test_rereading_with_bigger_blocks_gives_every_row_once_in_order(tmp_path, monkeypatch):
+    """Tiny blocks, so that the reader restarts several times at growing block sizes mid-file."""
+    import pandas as pd
+
+    from dphist.io import sources
+
+    monkeypatch.setattr(sources, "_CSV_BLOCK", 256)
+    path = tmp_path / "d.csv"
+    rows = [f'{i},"{"z" * (i * 37 % 900)}"' for i in range(400)]
+    write_csv(path, "a,note", rows)
+    got = [v for batch in sources.open_source(path).batches({"a": parse_schema(A_SCHEMA)["a"]})
+           for v in batch.column("a").to_pylist()]
+    assert got == pd.read_csv(path)["a"].astype(float).tolist()
+
+
+def test_a_row_longer_than_the_largest_block_is_reported_for_what_it_is(tmp_path, monkeypatch):
+    from dphist.io import sources
+
+    monkeypatch.setattr(sources, "_CSV_MAX_BLOCK", sources._CSV_BLOCK)
+    data = _long_field_csv(tmp_path / "long.csv", 3 * sources._CSV_BLOCK)
+    with pytest.raises(DataError, match="a row is longer than 1 MB") as info:
+        list(sources.open_source(data).batches({"a": parse_schema(A_SCHEMA)["a"]}))
+    assert "quote" not in str(info.value)
+
+
+def test_unbalanced_quotes_are_still_called_unbalanced(tmp_path):
+    rows = [f"{i % 7},short" for i in range(5)] + ['3,"never closed'] + [f"{i % 5},fine" for i in range(300_000)]
+    data = write_csv(tmp_path / "u.csv", "a,note", rows)
+    (tmp_path / "s.yaml").write_text(json.dumps(A_SCHEMA))
+    assert_refused(release(tmp_path, str(data), "-e", "1", "-s", str(tmp_path / "s.yaml")), 1,
+                   "unbalanced quotes", "never closed")
+
+
+def test_draft_schema_of_long_fields_and_far_dates(tmp_path):
+    from dphist.draft import draft_schema
+    from dphist.io.sources import _CSV_BLOCK
+
+    text = draft_schema(_long_field_csv(tmp_path / "long.csv", 2 * _CSV_BLOCK))
+    assert "x" * 300 not in text and "note: more than 100 distinct values, or values longer" in text
+    ticks = [0, 2**50, -(2**50), None]
+    pq.write_table(pa.table({"t": pa.array(ticks, pa.timestamp("s")),
+                             "d": pa.array([_dt.date(2020, 5, 1), _dt.date(9999, 12, 31), None, None])}),
+                   tmp_path / "far.parquet")
+    schema = parse_schema(__import__("yaml").safe_load(draft_schema(tmp_path / "far.parquet")))
+    assert schema["t"].lower == _dt.date(1, 1, 1) and schema["t"].upper == _dt.date(9999, 12, 31)
+    assert schema["d"].lower == _dt.date(2020, 5, 1) and schema["d"].upper == _dt.date(9999, 12, 31)

@@ -188,8 +188,8 @@ class Source:
             options = pacsv.ConvertOptions(null_values=[""], strings_can_be_null=True)
             for path in self.files:
                 try:
-                    yield from pacsv.open_csv(path, read_options=pacsv.ReadOptions(block_size=_CSV_BLOCK),
-                                              convert_options=options)
+                    for batch, _ in _csv_blocks(path, options):
+                        yield batch
                 except (pa.ArrowInvalid, UnicodeDecodeError):
                     raise DataError(f"{path}: cannot be read as UTF-8 CSV with consistent column types; "
                                     "write the schema by hand") from None
@@ -412,19 +412,13 @@ def _csv_batches(path: Path, columns: dict[str, Column], progress: Progress | No
         strings_can_be_null=True,
         quoted_strings_can_be_null=False,
     )
-    read = pacsv.ReadOptions(block_size=_CSV_BLOCK, encoding="utf8", use_threads=True)
     size, told = path.stat().st_size, 0
     try:
-        reader = pacsv.open_csv(path, read_options=read, convert_options=convert)
-        while True:
-            try:
-                batch = reader.read_next_batch()
-            except StopIteration:
-                break
+        for batch, block in _csv_blocks(path, convert, "utf8"):
             if progress is not None:
                 # Each batch is parsed from one block of the file, so a block's worth of bytes is done.  (Counting
                 # the bytes exactly would route Arrow's reads through Python and slow them down.)
-                step = min(_CSV_BLOCK, size - told)
+                step = min(block, size - told)
                 progress.add(step)
                 told += step
             yield _csv_converted(batch.select(names), columns)
@@ -434,10 +428,54 @@ def _csv_batches(path: Path, columns: dict[str, Column], progress: Progress | No
         progress.add(size - told)  # compressed files, and the last block's rounding
 
 
+#: The largest block a CSV is read in (Arrow parses a block at a time, and a row must fit in one).
+_CSV_MAX_BLOCK = 1 << 30
+
+
+def _csv_blocks(path: Path, convert: pacsv.ConvertOptions, encoding: str = "utf8"
+                ) -> Iterator[tuple[pa.RecordBatch, int]]:
+    """Arrow's record batches of a CSV file, each with the block size it was read at.
+
+    A row longer than a block (a valid quoted field of 150 MB, say) stops Arrow's reader ("straddling
+    object"): the file is then read again with a block four times bigger (up to the file's size, at most
+    ``_CSV_MAX_BLOCK``), skipping the rows already given, so every row is given exactly once, in order.
+    Other errors, and a row that fits no block, are raised as Arrow raised them.
+    """
+    block, given = _CSV_BLOCK, 0
+    size = path.stat().st_size
+    while True:
+        # Big blocks are parsed on one thread, so that no more than one or two of them are held at a time.
+        read = pacsv.ReadOptions(block_size=block, encoding=encoding, use_threads=block <= _CSV_BLOCK)
+        skip = given
+        try:
+            for batch in pacsv.open_csv(path, read_options=read, convert_options=convert):
+                if skip >= batch.num_rows:
+                    skip -= batch.num_rows
+                    continue
+                if skip:
+                    batch, skip = batch.slice(skip), 0
+                given += batch.num_rows
+                yield batch, block
+            return
+        except pa.ArrowInvalid as exc:
+            if not _straddles(exc) or block >= min(_CSV_MAX_BLOCK, max(size, _CSV_BLOCK)):
+                raise
+            block = min(block * 4, _CSV_MAX_BLOCK, max(size + 1, _CSV_BLOCK))
+
+
+def _straddles(exc: Exception) -> bool:
+    """Whether Arrow stopped at a row longer than its block (its message suggests a bigger block size)."""
+    return "straddl" in str(exc) or "block size" in str(exc)
+
+
 def _diagnose_csv(path: Path, columns: dict[str, Column], exc: Exception) -> str:
     """Find the first bad row with the standard csv module (error path only) and describe it without values."""
     header = _csv_header(path)
     index = {name: header.index(name) for name in columns}
+    limit = csv.field_size_limit()
+    # A valid field may be as long as the longest row Arrow reads: the csv module's own limit (128 KB) would
+    # report such a field as malformed.
+    csv.field_size_limit(max(limit, 2 * _CSV_MAX_BLOCK))
     try:
         with open(path, encoding="utf-8-sig", newline="", errors="strict") as fh:
             reader = csv.reader(fh, strict=True)
@@ -448,7 +486,7 @@ def _diagnose_csv(path: Path, columns: dict[str, Column], exc: Exception) -> str
                     return f"{path}: line {line}: expected {len(header)} fields, found {len(row)}"
                 for name, col in columns.items():
                     cell = row[index[name]]
-                    if cell == "":
+                    if cell == "" or hasattr(col, "from_text"):  # (a column converting its own text never fails)
                         continue
                     if col.kind == "numeric" and not _is_number(cell):
                         return f"{path}: line {line}, column '{name}': value is not a number (declared numeric)"
@@ -456,8 +494,17 @@ def _diagnose_csv(path: Path, columns: dict[str, Column], exc: Exception) -> str
                         return f"{path}: line {line}, column '{name}': value is not a date YYYY-MM-DD (declared date)"
     except UnicodeDecodeError:
         return f"{path}: the file is not valid UTF-8 text (re-encode it as UTF-8)"
-    except csv.Error:
-        return f"{path}: line {reader.line_num}: malformed CSV (unbalanced quotes or stray characters)"
+    except csv.Error as error:
+        if "field larger than field limit" in str(error):
+            return _too_long(path)
+        if "end of data" in str(error) or "EOF" in str(error):
+            return f"{path}: line {reader.line_num}: a quoted field is never closed (unbalanced quotes)"
+        return f"{path}: line {reader.line_num}: malformed CSV (a quote inside an unquoted field, or text after a " \
+               "closing quote)"
+    finally:
+        csv.field_size_limit(limit)
+    if _straddles(exc):
+        return _too_long(path)
     message = str(exc)
     if "UTF8" in message or "UTF-8" in message:
         return f"{path}: the file is not valid UTF-8 text (re-encode it as UTF-8)"
@@ -465,6 +512,11 @@ def _diagnose_csv(path: Path, columns: dict[str, Column], exc: Exception) -> str
     if column and int(column.group(1)) < len(header):
         return f"{path}: column '{header[int(column.group(1))]}': a value cannot be read as declared"
     return f"{path}: malformed CSV that the reader rejects (check quoting and line ends)"
+
+
+def _too_long(path: Path) -> str:
+    return (f"{path}: a row is longer than {_CSV_MAX_BLOCK / (1 << 20):g} MB, the longest row dphist reads; "
+            "shorten its long text fields or leave them out of the file")
 
 
 _PLAIN_NUMBER = re.compile(r"^\s*[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?\s*$")
