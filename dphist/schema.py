@@ -6,7 +6,10 @@ A schema maps column names to one of three kinds of dimension:
   values outside are clamped into the edge bins (``out_of_domain: clamp``, the default) or dropped.
 * ``categorical``: the declared ``values``; anything else is dropped.  Labels are compared as strings after
   Unicode NFC normalisation.
-* ``date``: calendar bins of ``width`` (default 1) ``unit`` s from ``lower`` up to ``upper`` (exclusive).
+* ``date``: calendar bins of ``width`` (default 1) ``unit`` s from ``lower`` up to ``upper`` (exclusive; at the
+  latest 9999-12-31).  Values are dates or timestamps (counted on their calendar day, however far from 1970),
+  or ISO 8601 text: ``YYYY-MM-DD``, optionally with a time and a zone (``2024-03-01T23:30:00-05:00`` counts as
+  2024-03-01, the date as written; see :func:`dphist.counting.days_since_epoch`).
 
 Every kind takes ``nulls: drop`` (default) or ``nulls: category``, which adds one cell for missing values.
 Everything here is public: it must be chosen from general knowledge, never read off the private data.

@@ -563,3 +563,50 @@ def test_draft_schema_of_long_fields_and_far_dates(tmp_path):
     schema = parse_schema(__import__("yaml").safe_load(draft_schema(tmp_path / "far.parquet")))
     assert schema["t"].lower == _dt.date(1, 1, 1) and schema["t"].upper == _dt.date(9999, 12, 31)
     assert schema["d"].lower == _dt.date(2020, 5, 1) and schema["d"].upper == _dt.date(9999, 12, 31)
+
+
+# ---- 9. ISO timestamps with a zone in a declared date column ----------------------------------------------------
+
+
+DAY_SCHEMA = {"columns": {"d": {"type": "date", "lower": "2024-02-28", "upper": "2024-03-04", "unit": "day"}}}
+ZONED = ["2024-03-01T10:00:00Z", "2024-03-01T23:30:00-05:00", "2024-03-01T00:30:00+05:00", "2024-03-01 10:00:00z",
+         "2024-03-02T10:00:00.123456+0530", "2024-03-02T10:00+14:00", "2024-03-02", "2024-03-03T01:02:03", ""]
+
+
+def test_zoned_timestamps_count_as_the_date_written():
+    """Text dates (a Parquet or DataFrame text column) count on the date as written, whatever the zone."""
+    schema = parse_schema(DAY_SCHEMA)
+    for values in (pa.array([v or None for v in ZONED]), pa.array([v or None for v in ZONED]).dictionary_encode()):
+        (counts,) = count_tables([pa.record_batch({"d": values})], [TableShape("d", (schema["d"],))])
+        assert counts.tolist() == [0, 0, 4, 3, 1]  # 02-28, 02-29, 03-01, 03-02, 03-03
+
+
+def test_csv_with_zoned_timestamps_in_a_declared_date_column_is_released(tmp_path):
+    from dphist.io.sources import open_source
+
+    data = write_csv(tmp_path / "d.csv", "d", ZONED)
+    schema = parse_schema(DAY_SCHEMA)
+    (counts,) = count_tables(open_source(data).batches({"d": schema["d"]}), [TableShape("d", (schema["d"],))])
+    assert counts.tolist() == [0, 0, 4, 3, 1]
+    (tmp_path / "s.yaml").write_text(json.dumps(DAY_SCHEMA))
+    result = release(tmp_path, str(data), "-e", "1", "-s", str(tmp_path / "s.yaml"))
+    assert result.exit_code == 0, result.stderr
+
+
+@pytest.mark.parametrize("bad", ["2024-03-01T10:00:00+25:00", "2024-02-30", "yesterday", "2024-03-01Tnoon",
+                                 "2024-03-01T10:00:00 UTC", "01/03/2024", "2024-03-01Z"])
+def test_values_that_are_not_dates_are_still_a_data_error(tmp_path, bad):
+    data = write_csv(tmp_path / "d.csv", "d", ["2024-03-01T10:00:00Z", "2024-03-02", bad])
+    (tmp_path / "s.yaml").write_text(json.dumps(DAY_SCHEMA))
+    line = assert_refused(release(tmp_path, str(data), "-e", "1", "-s", str(tmp_path / "s.yaml")), 1,
+                          "line 4", "column 'd'", "not a date")
+    assert bad not in line
+
+
+def test_discovery_reads_zoned_timestamps_as_dates(tmp_path):
+    data = write_csv(tmp_path / "d.csv", "d", [f"2024-03-{1 + i % 20:02d}T10:00:00+05:00" for i in range(3000)])
+    result = release(tmp_path, str(data), "-e", "1", "--delta", "1e-6", "--seed", "2")
+    assert result.exit_code == 0, result.stderr
+    (column,) = json.loads((tmp_path / "out" / "report.json").read_text())["discovery"]["columns"]
+    assert column["type"]["chosen"] == "date"
+    assert "2023-01-01" <= column["domain"]["lower"] <= "2024-03-01" < "2024-03-20" < column["domain"]["upper"]
