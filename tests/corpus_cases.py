@@ -62,7 +62,8 @@ PROCESS = {"fifo_as_input", "fifo_as_schema", "fifo_in_input_directory", "fifo_s
            "delta_huge_exponent", "budget_set_epsilon_huge_exponent", "budget_set_delta_tiny_exponent",
            "private_epsilon_tiny_exponent",
            # slow ones, run beside the in-process cases to keep the file fast
-           "discover_wide_no_schema", "schema_date_full_range_by_day", "schema_categories_huge_list"}
+           "discover_wide_no_schema", "schema_date_full_range_by_day", "schema_categories_huge_list",
+           "csv_huge_valid_field", "csv_huge_field_in_numeric_column"}
 
 
 def case(fn: Callable[[Path], Case]) -> Callable[[Path], Case]:
@@ -283,13 +284,13 @@ def csv_huge_valid_field(d):
     """A valid 12 MB quoted field (three CSV read blocks) in an unused column: read, not 'unbalanced quotes'."""
     big = "x" * (12 << 20)
     good(d, data=f'age,sex,note\n10,F,"{big}"\n20,M,{SECRET}\n')
-    return Case(release("data.csv", "--quiet"), 0, check=wrote_release("age.csv", "sex.csv"))
+    return Case(release("data.csv", "--quiet"), 0, check=wrote_release("age.csv", "sex.csv"), timeout=30)
 
 
 @case
 def csv_huge_field_in_numeric_column(d):
     good(d, data="age,sex\n10,F\n" + "9" * (6 << 20) + SECRET + ",M\n")
-    return Case(release(), 1, ("data.csv", "'age'"), may_charge=True)
+    return Case(release(), 1, ("data.csv", "'age'"), may_charge=True, timeout=30)
 
 
 @case

@@ -25,9 +25,11 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import stat
 import subprocess
 import sys
+import threading
 import traceback
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -57,9 +59,31 @@ class Outcome:
 # ---- running --------------------------------------------------------------------------------------------------
 
 
+IN_PROCESS_LIMIT = 30  # seconds: an in-process case that runs longer has hung (every case takes well under 5 s)
+
+
+class CaseHung(BaseException):
+    """Raised by the watchdog alarm; a BaseException, so neither the CLI nor CliRunner turns it into an exit code."""
+
+
+def _alarm(signum, frame):
+    raise CaseHung()
+
+
 def run_in_process(args: list[str], cwd: Path, monkeypatch) -> Outcome:
     monkeypatch.chdir(cwd)
-    result = CliRunner().invoke(main, args, prog_name="dphist", env={"DPHIST_DEBUG": None})
+    watchdog = hasattr(signal, "setitimer") and threading.current_thread() is threading.main_thread()
+    if watchdog:
+        previous = signal.signal(signal.SIGALRM, _alarm)
+        signal.setitimer(signal.ITIMER_REAL, IN_PROCESS_LIMIT)
+    try:
+        result = CliRunner().invoke(main, args, prog_name="dphist", env={"DPHIST_DEBUG": None})
+    except CaseHung:
+        return Outcome(-1, "", "", f"no exit within {IN_PROCESS_LIMIT} s in-process (a hang)")
+    finally:
+        if watchdog:
+            signal.setitimer(signal.ITIMER_REAL, 0)
+            signal.signal(signal.SIGALRM, previous)
     crash = ""
     if result.exception is not None and not isinstance(result.exception, SystemExit):
         crash = "".join(traceback.format_exception(*result.exc_info))
