@@ -258,7 +258,7 @@ def test_job_spec_option_values_are_refused_in_planning(tmp_path, value):
     assert charged(tmp_path) == 0 and data.exists()
 
 
-@pytest.mark.parametrize("value", ["inf", "nan", "-1", "1e400", "true", "abc", "2.5", "99999999999999999999",
+@pytest.mark.parametrize("value", ["inf", "nan", "-1", "1e400", "true", "abc", "2.5", "99999999999999999999", "²",
                                    "1e-999999999"])
 def test_command_line_option_values_are_refused_in_planning(tmp_path, value):
     data = write_csv(tmp_path / "d.csv", "age", ["1", "2"])
@@ -303,6 +303,8 @@ FIFO_CASES = {
     "release spec": (["release", "--spec", "pipe.yaml"], 2, "named pipe"),
     "schema draft": (["schema", "pipe.csv"], 1, "named pipe"),
     "schema private": (["schema", "pipe.csv", "--private", "-e", "1", "--delta", "1e-6"], 1, "named pipe"),
+    "schema is a folder": (["release", "d.csv", "-e", "1", "-s", "."], 2, "is a directory"),
+    "spec is a folder": (["release", "--spec", "."], 2, "is a directory"),
 }
 
 
