@@ -220,22 +220,23 @@ class Ledger:
                 raise LedgerError(f"{where}: cannot be created in {parent}")
 
     def _check_table(self, create: bool) -> None:
-        """The entries table exists with dphist's columns (or is created, in a new file)."""
-        found = [row[1] for row in self._db.execute("PRAGMA table_info(entries)")]
-        if not found:
-            names = [r[0] for r in self._db.execute("SELECT name FROM sqlite_master WHERE type='table'")]
-            if names:
-                raise LedgerError(f"ledger {self.path}: an SQLite file that is not a dphist ledger")
-            if not create:
-                return
+        """The entries table exists with dphist's columns (or is created, in a new file).  Another process may be
+        creating it at this moment, so only the entries table itself is judged."""
+        names = {r[0] for r in self._db.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+        if "entries" in names:
+            found = tuple(row[1] for row in self._db.execute("PRAGMA table_info(entries)"))
+            if found != _TABLE:
+                raise LedgerError(f"ledger {self.path}: its entries table does not have dphist's columns")
+            return
+        if names:
+            raise LedgerError(f"ledger {self.path}: an SQLite file that is not a dphist ledger")
+        if create:
             self._db.execute("""CREATE TABLE IF NOT EXISTS entries (
                 seq INTEGER PRIMARY KEY, ts TEXT NOT NULL, dataset TEXT NOT NULL, unit TEXT NOT NULL,
                 kind TEXT NOT NULL, run_id TEXT NOT NULL, run_key TEXT, epsilon TEXT NOT NULL, delta TEXT NOT NULL,
                 detail TEXT NOT NULL, prev_hash TEXT NOT NULL, hash TEXT NOT NULL)""")
             self._db.execute("CREATE INDEX IF NOT EXISTS by_run ON entries (run_id, kind)")
             self._db.execute("CREATE INDEX IF NOT EXISTS by_dataset ON entries (dataset, unit, kind)")
-        elif tuple(found) != _TABLE:
-            raise LedgerError(f"ledger {self.path}: its entries table does not have dphist's columns")
 
     def close(self) -> None:
         self._db.close()

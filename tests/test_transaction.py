@@ -35,7 +35,7 @@ def release_args(out: Path, *extra: str, epsilon: str = "0.5") -> list[str]:
             "-o", str(out), *extra]
 
 
-def run(args: list[str], ledger: Path, fault: str | None = None, timeout: float = 120) -> subprocess.CompletedProcess:
+def run(args: list[str], ledger: Path, fault: str | None = None, timeout: float = 300) -> subprocess.CompletedProcess:
     env = {**os.environ, "DPHIST_LEDGER": str(ledger)}
     env.pop("DPHIST_FAULT_AT", None)
     if fault:
@@ -335,3 +335,16 @@ def test_a_full_ledger_at_commit_exits_1_publishes_nothing_and_stays_charged(tmp
     assert kinds(ledger) == ["RESERVE", "READ", "FAIL"] and spent(ledger) == Fraction(1, 2)
     again = _invoke(release_args(out, "--run-key", "k"), ledger)
     assert again.exit_code == 3 and not out.exists()  # no new noise under the key
+
+
+def test_processes_creating_one_new_ledger_together_all_succeed(tmp_path):
+    """The first runs on a new ledger create its table at the same moment; none may take the half-made file for a
+    foreign one (seen as 1 failure in 120 process starts before the fix)."""
+    code = "import sys; from dphist.ledger import Ledger; Ledger(sys.argv[1]).set_cap('x', 'row', 1)"
+    for round_ in range(6):
+        path = tmp_path / f"new-{round_}.sqlite"
+        with ThreadPoolExecutor(8) as pool:
+            results = list(pool.map(lambda _: subprocess.run([sys.executable, "-c", code, str(path)], cwd=ROOT,
+                                                             capture_output=True, text=True, timeout=300), range(8)))
+        assert [r.returncode for r in results] == [0] * 8, [r.stderr[-300:] for r in results if r.returncode]
+        assert [e["kind"] for e in Ledger(path).history("x")] == ["CAP"] * 8
