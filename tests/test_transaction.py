@@ -295,9 +295,9 @@ def test_a_damaged_ledger_is_one_line_and_nothing_is_read(tmp_path, kind):
     for args, codes in ((release_args(out), (1, 2)), (["budget", "show"], (1, 2)),
                         (["budget", "set", "census", "-e", "1"], (1, 2)), (["budget", "verify"], (1,)),
                         (["budget", "history", "census"], (1, 2))):
-        result = run(args, ledger)
-        assert result.returncode in codes, (args, result.returncode, result.stderr)
-        assert result.stderr.count("\n") == 1 and "Traceback" not in result.stderr, result.stderr
+        result = _invoke(args, ledger)
+        assert result.exit_code in codes, (args, result.exit_code, result.output)
+        assert result.stderr.count("\n") == 1 and "Traceback" not in result.output, result.output
         assert str(ledger) in result.stderr
     assert not out.exists() and leftovers(tmp_path) == []
     if before is not None:
