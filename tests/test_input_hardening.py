@@ -612,3 +612,13 @@ def test_discovery_reads_zoned_timestamps_as_dates(tmp_path):
     (column,) = json.loads((tmp_path / "out" / "report.json").read_text())["discovery"]["columns"]
     assert column["type"]["chosen"] == "date"
     assert "2023-01-01" <= column["domain"]["lower"] <= "2024-03-01" < "2024-03-20" < column["domain"]["upper"]
+
+
+def test_quote_left_open_at_the_end_is_a_data_error_not_lost_rows(tmp_path):
+    """Arrow reads a quote open at the end of the file as one field swallowing every later row."""
+    (tmp_path / "s.yaml").write_text(json.dumps(A_SCHEMA))
+    data = write_csv(tmp_path / "d.csv", "a,note", ["1,fine", '2,"opens', "3,x", "4,y"])
+    assert_refused(release(tmp_path, str(data), "-e", "1", "-s", str(tmp_path / "s.yaml")), 1,
+                   "line 3", "never closed")
+    literal = write_csv(tmp_path / "ok.csv", "a,note", ["1,5'11\"", "2,x"])  # an odd count, but no open field
+    assert release(tmp_path, str(literal), "-e", "1", "-s", str(tmp_path / "s.yaml"), "--overwrite").exit_code == 0

@@ -424,6 +424,10 @@ def _csv_batches(path: Path, columns: dict[str, Column], progress: Progress | No
             yield _csv_converted(batch.select(names), columns)
     except (pa.ArrowInvalid, pa.ArrowTypeError, UnicodeDecodeError, ValueError) as exc:
         raise DataError(_diagnose_csv(path, columns, exc)) from None
+    unclosed = _unclosed_quote(path)
+    if unclosed is not None:
+        raise DataError(f"{path}: line {unclosed}: a quoted field is never closed (unbalanced quotes); the rows "
+                        "after it would be read as part of that field")
     if progress is not None:
         progress.add(size - told)  # compressed files, and the last block's rounding
 
@@ -461,6 +465,40 @@ def _csv_blocks(path: Path, convert: pacsv.ConvertOptions, encoding: str = "utf8
             if not _straddles(exc) or block >= min(_CSV_MAX_BLOCK, max(size, _CSV_BLOCK)):
                 raise
             block = min(block * 4, _CSV_MAX_BLOCK, max(size + 1, _CSV_BLOCK))
+
+
+_COMPRESSED = {".gz", ".bz2", ".zst", ".lz4", ".br", ".xz", ".zip"}
+
+
+def _unclosed_quote(path: Path) -> int | None:
+    """The line where a quoted field opens that never closes, or None.
+
+    Arrow reads a quote left open at the end of the file as a field running to the end, silently taking every
+    row after it.  A valid file has an even number of quote characters (they open and close fields, and are
+    doubled inside them), so the bytes are counted first (about 2 GB a second); only an odd count is looked
+    at with the csv module, which also accepts a literal quote inside an unquoted field (5'11").  Compressed
+    files are not checked."""
+    if path.suffix.lower() in _COMPRESSED:
+        return None
+    quotes = 0
+    with open(path, "rb") as fh:
+        while chunk := fh.read(1 << 24):
+            quotes += chunk.count(b'"')
+    if quotes % 2 == 0:
+        return None
+    limit = csv.field_size_limit()
+    csv.field_size_limit(max(limit, 2 * _CSV_MAX_BLOCK))
+    try:
+        with open(path, encoding="utf-8-sig", newline="", errors="replace") as fh:
+            reader = csv.reader(fh, strict=True)  # strict: a quote open at the end is an error, not a field
+            start = 1
+            for _ in reader:
+                start = reader.line_num + 1
+    except csv.Error as error:
+        return start if "end of data" in str(error) or "EOF" in str(error) else None
+    finally:
+        csv.field_size_limit(limit)
+    return None
 
 
 def _straddles(exc: Exception) -> bool:
