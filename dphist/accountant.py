@@ -8,6 +8,7 @@ disjoint, so a measurement of all of them costs its epsilon once (parallel compo
 from __future__ import annotations
 
 import math
+import re
 from decimal import Decimal, InvalidOperation
 from fractions import Fraction
 from typing import Any
@@ -29,6 +30,7 @@ TEST_SAMPLER = "exact discrete Laplace on a SEEDED PCG64 stream (test mode: NOT 
 MAX_EPSILON = Fraction(1000)
 MIN_EPSILON = Fraction(1, 10**6)
 _MAX_EXPONENT = 30  # decimal exponents beyond this are refused before any exact arithmetic
+_NUMBER_TEXT = re.compile(r"[+-]?([0-9]+\.?[0-9]*|\.[0-9]+)([eE][+-]?[0-9]+)?|[+-]?[0-9]+/[0-9]+")
 
 
 def exact_fraction(value: Any, what: str) -> Fraction:
@@ -44,6 +46,9 @@ def exact_fraction(value: Any, what: str) -> Fraction:
     text = str(value).strip()
     if len(text) > 64:
         raise UsageError(f"{what} must be a number such as 0.5 (got {len(text)} characters)")
+    if not _NUMBER_TEXT.fullmatch(text) and text.lower().lstrip("+-") not in ("inf", "infinity", "nan"):
+        # Decimal() and Fraction() also take '1_0' and non-ASCII digits: not what anyone means by a budget.
+        raise UsageError(f"{what} must be a number such as 0.5, got '{text}'")
     try:
         if "/" in text:
             return Fraction(text)

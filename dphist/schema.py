@@ -289,6 +289,7 @@ def _parse_column(name: str, decl: Any, source: str) -> Column:
     if not isinstance(decl, dict):
         raise UsageError(f"{source}: column '{name}': declaration must be a mapping with a 'type' field")
     kind = decl.get("type")
+    kind = kind if isinstance(kind, str) else None  # (a list or mapping there is not a type, nor hashable)
     fields = _Fields(name, decl, source)
     if kind in _FIELDS:
         # Unknown fields first: a typo such as 'bin' must be named, not reported as a missing 'bins'.

@@ -69,6 +69,14 @@ class Source:
                     raise DataError(f"{path}: header differs from the first file's header ({self.files[0]})")
                 names = header
         elif self.format == "parquet":
+            for path in self.files:  # every file's footer, before any row is read (not only the first file's)
+                try:
+                    names_here = pq.read_schema(path).names
+                except (pa.ArrowInvalid, OSError) as exc:
+                    raise DataError(f"{path}: {_parquet_problem(exc)}") from None
+                dup = _first_duplicate(names_here)
+                if dup is not None:
+                    raise DataError(f"{path}: column name '{dup}' appears more than once in the file")
             names = self._dataset().schema.names
         else:
             names = [str(c) for c in self.frame.columns]
@@ -226,6 +234,12 @@ def open_source(source) -> Source:
         return Source("DataFrame", [], "dataframe", source)
     text = os.fspath(source)
     path = Path(text)
+    try:
+        path.stat()
+    except FileNotFoundError:
+        pass
+    except OSError as exc:  # a name too long, a loop of links, a component that is a file: no input there
+        raise DataError(f"input cannot be opened: {text}: {exc.strerror}") from None
     # A path that exists is taken as written, even with glob characters in its name (data[1].csv); only a
     # path that does not exist is expanded as a pattern.
     if path.is_dir():
