@@ -204,6 +204,7 @@ def main():
 @click.option("--run-key", metavar="KEY", help="Idempotency key, e.g. nightly-2026-11-21: if a release with this "
               "key was committed, report it and exit 0 without drawing new noise.")
 @click.option("--lock-timeout", default=60.0, show_default=True, type=click.FloatRange(0, 86_400), metavar="S",
+              callback=lambda ctx, param, value: _finite(param, value),
               help="Seconds to wait for another run holding the ledger (then exit 4).")
 @click.option("--log-format", type=click.Choice(["text", "json"]), default="text", show_default=True,
               help="json: one JSON object per line on stderr (result or error), for schedulers.")
@@ -257,6 +258,8 @@ def release_command(input, epsilon, schema_path, columns, spec, marginals, margi
     fmt = fmt or "csv"
     if fmt not in FORMATS:
         raise UsageError(f"unknown format '{fmt}' (choose one of {', '.join(FORMATS)})")
+    if out == "":  # e.g. a cron line whose $OUT is unset: never fall back to ./release silently
+        raise UsageError("--out is empty; name the output directory")
     out = out or "release"
     if marginal_strategy is not None and marginals is None:
         raise click.UsageError("--marginal-strategy applies to --marginals only")
@@ -317,6 +320,12 @@ def _report(text: str, record: dict, quiet: bool) -> None:
         click.echo(json.dumps(record), err=True)
     elif not quiet:
         click.echo(text, err=True)
+
+
+def _finite(param, value: float) -> float:
+    if value != value:  # click's FloatRange lets NaN through
+        raise click.BadParameter("must be a number, not nan", param=param)
+    return value
 
 
 def _algorithm_options(branching, budget_split, pairs=()) -> dict:
@@ -468,10 +477,10 @@ def evaluate_command(input, epsilon, schema_path, columns, algorithms, trials, w
     and the RMSE per query of the released (post-processed) table.
     """
     names = [a.strip() for a in algorithms.split(",")] if algorithms else sorted(REGISTRY)
-    click.secho(WARNING, err=True, fg="yellow")
     table, info = evaluate(input, epsilon, schema_path, columns, names, trials=trials, workload=workload,
                            seed=seed, algorithm_options=_algorithm_options(branching, budget_split, options),
                            skip_refused=not algorithms)
+    click.secho(WARNING, err=True, fg="yellow")  # after the checks, so that a failure stays one line
     for name, reason in info["skipped"].items():
         click.echo(f"skipped {name}: {reason}", err=True)
     click.echo(f"table {info['table']} ({info['cells']} cells), epsilon {info['epsilon']}, workload "
@@ -737,8 +746,11 @@ def _reading_ledger(ledger_path) -> Ledger | None:
     """The ledger for the reading commands, or None if there is no ledger file yet.  Opened for writing where it
     can be (so reservations of runs that died before reading are given back first), else read-only."""
     path = Path(ledger_path) if ledger_path else default_ledger_path()
-    if not path.exists() and not path.is_symlink():
-        return None
+    try:
+        if not path.exists() and not path.is_symlink():
+            return None
+    except (OSError, ValueError) as exc:
+        raise LedgerError(f"ledger {path!r}: not a usable path ({getattr(exc, 'strerror', None) or exc})") from None
     writable = os.access(path, os.W_OK) and os.access(path.parent, os.W_OK)
     return Ledger(path, readonly=not writable)
 

@@ -62,6 +62,12 @@ def evaluate(source: Any, epsilon: Any, schema: Any, columns: list[str] | str, a
         raise UsageError("trials must be a positive integer")
     if not algorithms:
         raise UsageError("name at least one algorithm")
+    # What does not depend on the algorithm (input, epsilon, schema, columns) is checked once, up front.
+    plan_release(source, epsilon, schema, columns=columns, algorithm="identity")
+    for key in algorithm_options or {}:
+        if not any(key in applicable_options(a, {key: algorithm_options[key]}) for a in algorithms
+                   if a.strip().lower() in REGISTRY):
+            raise UsageError(f"option '{key}' does not apply to {', '.join(algorithms)}")
     plans, names, skipped = [], [], {}
     for a in algorithms:
         try:

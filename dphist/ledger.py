@@ -179,7 +179,11 @@ class Ledger:
         self.timeout = float(timeout)
         self.readonly = readonly
         self._depth = 0
-        self._check_path()
+        try:
+            self._check_path()
+        except (OSError, ValueError) as exc:  # a name too long, a NUL byte: Path's checks raise
+            raise LedgerError(f"ledger {str(self.path)!r}: not a usable path "
+                              f"({getattr(exc, 'strerror', None) or exc})") from None
         try:
             if readonly:
                 # mode=ro still reads what the write-ahead log holds; where the folder cannot be written (no -shm

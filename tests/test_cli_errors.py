@@ -35,6 +35,7 @@ import dphist.api
 import dphist.io.sources
 import dphist.engines
 from dphist.cli import main
+from dphist.io.destination import MARKER
 
 SECRET = "zzzsecret"  # planted in data; must never appear in any output
 BANNER = "TEST MODE"  # the --seed banner line on stderr
@@ -291,7 +292,8 @@ def _check_full_shape(test_mode: bool):
     def check(d: Path, outcome: Outcome) -> None:
         out = d / "out"
         expected = ["age.csv", "report.json", "sex.csv"] + (["NOT_PRIVATE.txt"] if test_mode else [])
-        assert sorted(p.name for p in out.iterdir()) == sorted(expected)
+        assert sorted(p.name for p in out.iterdir() if p.name != MARKER) == sorted(expected)
+        assert (out / MARKER).is_file()
         age, sex = _read_csv(out / "age.csv"), _read_csv(out / "sex.csv")
         assert list(age[0]) == ["age_lower", "age_upper", *TABLE_COLUMNS]
         assert [(r["age_lower"], r["age_upper"]) for r in age] == [("0", "25"), ("25", "50"), ("50", "75"),
@@ -361,8 +363,17 @@ def duplicate_header(d):
 
 
 def _old_release(d: Path) -> None:
-    write(d, "out/old.txt", "previous release\n")
+    """A release written by an earlier dphist (before release markers): report.json and its tables only."""
+    write(d, "out/report.json", json.dumps({"dphist_version": "0.0.9", "tables": [{"name": "age"}, {"name": "old"}]}))
+    write(d, "out/old.csv", "previous release\n")
     write(d, "out/age.csv", "stale\n")
+
+
+def out_foreign_files_with_overwrite(d):
+    with_schema(d)
+    write(d, "data.csv", GOOD_CSV)
+    write(d, "out/thesis.txt", "not a release\n")
+    return Case(release("data.csv", "--overwrite"), 2, ("out", "does not hold a dphist release"))
 
 
 def out_not_empty(d):
@@ -378,7 +389,7 @@ def out_not_empty_with_overwrite(d):
     _old_release(d)
 
     def check(d: Path, outcome: Outcome) -> None:
-        assert sorted(p.name for p in (d / "out").iterdir()) == ["age.csv", "report.json", "sex.csv"]
+        assert sorted(p.name for p in (d / "out").iterdir()) == [MARKER, "age.csv", "report.json", "sex.csv"]
         assert (d / "out" / "age.csv").read_text().startswith("age_lower,age_upper,count")
         assert not [p.name for p in d.iterdir() if p.name.startswith(".")]  # no staging or backup left
 
@@ -421,7 +432,7 @@ def job_ok(d):
     case = _job_case(d, "tables:\n  - {name: t, columns: [age, sex], share: 2}\n  - {columns: [sex]}\n")
 
     def check(d: Path, outcome: Outcome) -> None:
-        assert sorted(p.name for p in (d / "out").iterdir()) == ["report.json", "sex.csv", "t.csv"]
+        assert sorted(p.name for p in (d / "out").iterdir()) == [MARKER, "report.json", "sex.csv", "t.csv"]
         report = json.loads((d / "out" / "report.json").read_text())
         assert [(t["name"], t["epsilon"]) for t in report["tables"]] == [("t", "2/3"), ("sex", "1/3")]
 
@@ -592,7 +603,7 @@ CASES = [pytest.param(b, id=b.__name__) for b in [
     header_only_csv_seeded, header_only_csv_unseeded,
     non_utf8_category,
     duplicate_header,
-    out_not_empty, out_not_empty_with_overwrite,
+    out_not_empty, out_not_empty_with_overwrite, out_foreign_files_with_overwrite,
     job_spec_missing, job_unknown_field, job_table_without_columns, job_duplicate_table_names, job_share_zero,
     job_unknown_algorithm,
     unknown_algorithm,

@@ -140,6 +140,13 @@ class Destination:
     def check(self) -> "Destination":
         """Fail (UsageError, exit 2) if the release could not be written to ``out``; returns self with ``out``
         made absolute (and a symbolic link resolved)."""
+        try:
+            return self._check()
+        except (OSError, ValueError) as exc:  # a name too long, a NUL byte, a loop of links
+            raise UsageError(f"output path {str(self.out)!r} cannot be used "
+                             f"({getattr(exc, 'strerror', None) or exc})") from None
+
+    def _check(self) -> "Destination":
         given = self.out
         out = Path(os.path.abspath(given))
         if out.is_symlink():
