@@ -622,3 +622,29 @@ def test_quote_left_open_at_the_end_is_a_data_error_not_lost_rows(tmp_path):
                    "line 3", "never closed")
     literal = write_csv(tmp_path / "ok.csv", "a,note", ["1,5'11\"", "2,x"])  # an odd count, but no open field
     assert release(tmp_path, str(literal), "-e", "1", "-s", str(tmp_path / "s.yaml"), "--overwrite").exit_code == 0
+
+
+def test_header_without_line_end_is_an_empty_table(tmp_path):
+    (tmp_path / "s.yaml").write_text(json.dumps(A_SCHEMA))
+    (tmp_path / "d.csv").write_text("a,note")
+    result = release(tmp_path, str(tmp_path / "d.csv"), "-e", "1", "-s", str(tmp_path / "s.yaml"))
+    assert result.exit_code == 0, result.stderr
+
+
+def test_megabytes_of_digits_in_a_number_column_are_diagnosed_in_linear_time(tmp_path):
+    import time
+
+    (tmp_path / "s.yaml").write_text(json.dumps(A_SCHEMA))
+    (tmp_path / "d.csv").write_text("a,note\n1,x\n" + "9" * (6 << 20) + "zzz,y\n")
+    start = time.monotonic()
+    line = assert_refused(release(tmp_path, str(tmp_path / "d.csv"), "-e", "1", "-s", str(tmp_path / "s.yaml")), 1,
+                          "line 3", "column 'a'", "not a number")
+    assert time.monotonic() - start < 20 and "zzz" not in line
+
+
+@pytest.mark.parametrize("value", ["1_0", "1_0_", "١", "0x10", "1e5/2"])
+def test_budgets_are_plain_ascii_numerals(value):
+    from dphist.accountant import exact_fraction
+
+    with pytest.raises(UsageError):
+        exact_fraction(value, "epsilon")
