@@ -240,6 +240,8 @@ def open_source(source) -> Source:
         pass
     except OSError as exc:  # a name too long, a loop of links, a component that is a file: no input there
         raise DataError(f"input cannot be opened: {text}: {exc.strerror}") from None
+    except ValueError:  # a NUL character, which no file name can hold
+        raise DataError(f"input name holds a NUL character: {text!r}") from None
     # A path that exists is taken as written, even with glob characters in its name (data[1].csv); only a
     # path that does not exist is expanded as a pattern.
     if path.is_dir():
