@@ -33,7 +33,7 @@ from .io.destination import Destination
 from .io.output_file import atomic_output
 from .io.writers import FORMATS, check_destination, write_text_atomic
 from .job import load_job
-from .accountant import exact_fraction, format_fraction, parse_epsilon
+from .accountant import format_fraction, parse_delta, parse_epsilon
 from .ledger import ROW_UNIT, Ledger, LedgerError, default_ledger_path
 from .private_schema import plan_private_schema, run_private_schema
 from .publish import FileRelease, charged_run, recover
@@ -661,9 +661,7 @@ _ledger_option = click.option("--ledger", "ledger_path", metavar="PATH",
 def budget_set(dataset, epsilon, delta, reason, privacy_unit, ledger_path):
     """Set (or change) the cap of DATASET; the change is itself a ledger entry."""
     eps = parse_epsilon(epsilon)
-    dlt = exact_fraction(delta, "--delta")
-    if not 0 <= dlt < 1:
-        raise UsageError(f"--delta must be in [0, 1), got '{delta}'")
+    dlt = parse_delta(delta, "--delta")
     ledger = Ledger(ledger_path)
     unit = ROW_UNIT if privacy_unit is None else f"unit:{privacy_unit}"
     ledger.set_cap(dataset, unit, eps, dlt, reason)

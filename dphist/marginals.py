@@ -16,6 +16,7 @@ shapes, ε and the noise distribution).
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any
@@ -124,7 +125,7 @@ def plan_marginals(marginals: list[tuple[str, ...]], sizes: dict[str, int], epsi
     k = len(marginals)
     names = ["_".join(m) for m in marginals]
     separable = check_separable(marginals)
-    biggest = max(int(np.prod([sizes[c] for c in m], dtype=np.float64)) for m in marginals)
+    biggest = max(math.prod(sizes[c] for c in m) for m in marginals)  # exact Python ints
     if separable is None and biggest > SEPARATE_MAX_CELLS:
         separable = f"a marginal has {biggest} cells, more than the {SEPARATE_MAX_CELLS} strategy separate handles"
     if separable is None and algorithm != "identity":

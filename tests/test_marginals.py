@@ -264,7 +264,7 @@ def test_cli_marginals_and_errors(tmp_path):
         ok = runner.invoke(main, [*args, "--marginals", "age,sex;sex,income", "-o", str(out), "-q",
                                   "--marginal-strategy", strategy])
         assert ok.exit_code == 0, ok.output
-        assert sorted(p.name for p in out.iterdir()) == ["age_sex.csv", "report.json", "sex_income.csv"]
+        assert sorted(p.name for p in out.iterdir()) == [".dphist-release.json", "age_sex.csv", "report.json", "sex_income.csv"]
         report = json.loads((out / "report.json").read_text())["marginals"]
         assert ("full_table" in report) == (report["strategy"] == "full")
         assert report["strategy"] == ("separate" if strategy == "auto" else strategy)

@@ -38,7 +38,7 @@ def test_two_way_table_layout_and_post_processing(tmp_path):
     result = run("release", "sample_data/census.csv", *ARGS, "--columns", "age,sex", "--out", str(out),
                  "--algorithm", "identity")
     assert result.exit_code == 0, result.stderr
-    assert sorted(p.name for p in out.iterdir()) == ["age_sex.csv", "report.json"]
+    assert sorted(p.name for p in out.iterdir()) == [".dphist-release.json", "age_sex.csv", "report.json"]
     table = pd.read_csv(out / "age_sex.csv", keep_default_na=False)
     assert list(table.columns) == ["age_lower", "age_upper", "sex", "count", "noisy_count", "ci_lower", "ci_upper"]
     assert len(table) == 16 * 2
@@ -173,7 +173,7 @@ def test_overwrite_replaces_previous_release(tmp_path):
     assert run("release", "sample_data/census.csv", *ARGS, "-c", "sex", "-o", str(out)).exit_code == 0
     result = run("release", "sample_data/census.csv", *ARGS, "-c", "age", "-o", str(out), "--overwrite")
     assert result.exit_code == 0
-    assert sorted(p.name for p in out.iterdir()) == ["age.csv", "report.json"]
+    assert sorted(p.name for p in out.iterdir()) == [".dphist-release.json", "age.csv", "report.json"]
     assert not [p for p in tmp_path.iterdir() if p.name.startswith(".")]  # no staging or backup left
 
 
