@@ -232,7 +232,10 @@ def recover(ledger: Ledger) -> list[str]:
         for run in ledger.open_runs():
             if run.alive:
                 continue
-            lines.append(_recover_run(ledger, run))
+            try:
+                lines.append(_recover_run(ledger, run))
+            except (OSError, DataError) as exc:  # e.g. its folder is on a disk that is gone: try again next time
+                lines.append(f"run {run.run_id[:8]}: not recovered yet ({getattr(exc, 'strerror', None) or exc})")
     return lines
 
 
