@@ -16,7 +16,7 @@ next run (or ``dphist budget recover``) does when a run was killed there:
     published  + PUBLISH                    the release at --out              nothing to do
 
 A run that fails (an error, SIGINT, SIGTERM) removes its staging folder and records ABORT before READ or FAIL
-after it; between staging and PUBLISH, SIGINT and SIGTERM are held back so a release is never half published.
+after it; from COMMIT to PUBLISH, SIGINT and SIGTERM are held back so a release is never half published.
 Recovery only touches runs whose process is known to have ended (same host, pid gone or reused).
 
 The fault suite stops runs at the checkpoints ``reserved``, ``read``, ``computed``, ``staging``, ``staged``,
@@ -43,6 +43,7 @@ from .ledger import ROW_UNIT, Existing, Ledger, LedgerError, LedgerLocked, OpenR
 
 __all__ = ["Charged", "FileRelease", "charged_run", "default_dataset_id", "recover", "sha256_file"]
 
+
 @dataclass
 class Charged:
     """What a charged run produced: ``value`` (what ``work`` returned), or ``existing`` when the run key had
@@ -58,8 +59,8 @@ class Charged:
 
 @dataclass
 class FileRelease:
-    """Where a release's files go: a checked :class:`Destination` and ``write(value, staging) -> file names``,
-    which writes the computed release into the staging folder."""
+    """Where a release's files go: a :class:`Destination` (checked by :func:`charged_run` before the reservation)
+    and ``write(value, staging) -> file names``, which writes the computed release into the staging folder."""
 
     destination: Destination
     write: Callable[[object, Path], list[str]]
