@@ -190,7 +190,10 @@ def discover(plan: DiscoveryPlan, batches, bits: BitSource, rows_per_group: int 
             data = np.concatenate(values[name]) if values[name] else np.zeros(0)
             data = data[keep]
         if kind == "categorical":
-            column, steps, report = _categories(name, data, labels[name].labels(), plan, eps, m, bits)
+            # Candidates only from the rows kept by contribution bounding: a label seen only in dropped rows
+            # would be a candidate that one unit added without being counted, breaking the bound δ rests on.
+            data, candidates = present_labels(data, labels[name].labels())
+            column, steps, report = _categories(name, data, candidates, plan, eps, m, bits)
         else:
             column, steps, report = _numeric(name, kind, data, plan, eps, m, bits)
         if typed is not None:
@@ -201,6 +204,15 @@ def discover(plan: DiscoveryPlan, batches, bits: BitSource, rows_per_group: int 
         measurements += steps
         reports.append(report)
     return columns, measurements, reports
+
+
+def present_labels(codes: np.ndarray, labels: list[str]) -> tuple[np.ndarray, list[str]]:
+    """The labels that occur in ``codes`` (ids into ``labels``; -1 for missing), and ``codes`` renumbered to
+    them.  Partition selection's candidates must be exactly the labels of the counted rows."""
+    present = np.unique(codes[codes >= 0])
+    renumber = np.full(len(labels) + 1, -1, dtype=np.int64)  # the last slot maps -1 to -1
+    renumber[present] = np.arange(present.size)
+    return renumber[codes.astype(np.int64)], [labels[i] for i in present]
 
 
 # --------------------------------------------------------------------------------------------------------------
@@ -489,7 +501,8 @@ def _categories(name: str, codes: np.ndarray, labels: list[str], plan: Discovery
     noisy = counts + discrete_laplace(scale, counts.size, bits)
     record = Measurement(what=f"{name}: partition selection (count per label, kept above {threshold})",
                          mechanism="discrete Laplace", sensitivity=1, scale=scale, epsilon=eps_row,
-                         queries=int(counts.size), noise_sd=discrete_laplace_variance(scale) ** 0.5,
+                         # one noisy count per label present in the data: how many is itself private
+                         queries=None, noise_sd=discrete_laplace_variance(scale) ** 0.5,
                          composition="parallel over disjoint labels", delta=plan.column_delta)
     kept = np.flatnonzero(noisy > threshold)
     if kept.size > plan.max_categories:  # the largest noisy counts; ties by label, never by data order

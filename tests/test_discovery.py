@@ -231,3 +231,36 @@ def test_quantile_bins_hold_similar_counts_and_pay_half_the_column_budget():
 def test_unknown_binning_is_a_usage_error():
     with pytest.raises(UsageError, match="binning must be one of"):
         dphist.release(pd.DataFrame({"x": [1, 2]}), "1", columns=["x"], discovery_binning="median", seed=1)
+
+
+def test_candidates_come_only_from_rows_kept_by_contribution_bounding(monkeypatch):
+    """The issue-20 bug: one unit with 500 distinct labels and K = 1 gave 501 candidates, so the 'at most K new
+    labels per unit' bound that δ rests on failed.  Now the candidates are the labels of the counted rows only."""
+    import pyarrow as pa
+
+    import dphist.discovery as discovery
+    from dphist.contribution import UnitBound
+
+    seen = []
+    real = discovery._categories
+    monkeypatch.setattr(discovery, "_categories",
+                        lambda name, codes, labels, *rest: seen.append((codes, labels)) or real(name, codes, labels,
+                                                                                                  *rest))
+    frame = pd.DataFrame({"person": [f"p{i}" for i in range(2_000)] + ["whale"] * 500,
+                          "kind": ["common"] * 2_000 + [f"only-whale-{i}" for i in range(500)]})
+    batches = pa.Table.from_pandas(frame, preserve_index=False).to_batches()
+    plan = DiscoveryPlan({"kind": "categorical"}, Fraction(1), Fraction(1, 10**6))
+    for seed in range(5):
+        seen.clear()
+        discover(plan, batches, SeededBits(seed), 1, UnitBound("person", 1))
+        (codes, labels), = seen
+        assert len(labels) == 2 and "common" in labels  # common, and the whale's one kept row
+        assert sorted(np.unique(codes)) == [0, 1]  # every candidate has a counted row, and only candidates
+
+
+def test_the_number_of_candidate_labels_is_not_published():
+    """How many distinct labels the data holds is private: the partition-selection step reports none."""
+    frame = pd.DataFrame({"kind": ["common"] * 3_000 + [f"rare-{i}" for i in range(37)]})
+    result = dphist.release(frame, "1", columns="kind", delta="1e-6", seed=0)
+    (step,) = [s for s in result.report["discovery"]["steps"] if "partition selection" in s["what"]]
+    assert step["noisy_values"] is None and "38" not in json.dumps(result.report)

@@ -27,8 +27,9 @@ class Measurement:
     """One noisy measurement of a set of integer queries.
 
     ``sensitivity`` is the L1 sensitivity of the whole query set under add/remove of one record;
-    ``scale`` is the discrete Laplace scale (sensitivity / epsilon); ``queries`` is how many noisy values;
-    ``noise_sd`` the standard deviation of the noise on each of them.
+    ``scale`` is the discrete Laplace scale (sensitivity / epsilon); ``queries`` is how many noisy values (None
+    where that number depends on the data and is not published, as in partition selection); ``noise_sd`` the
+    standard deviation of the noise on each of them.
     """
 
     what: str
@@ -37,7 +38,7 @@ class Measurement:
     scale: Fraction
     epsilon: Fraction
     delta: Fraction = Fraction(0)
-    queries: int = 1
+    queries: int | None = 1
     noise_sd: float | None = None
     composition: str = "parallel over disjoint cells"
 
