@@ -195,14 +195,30 @@ class Ledger:
                 return
             self.path.parent.mkdir(parents=True, exist_ok=True)
             self._db = sqlite3.connect(self.path, timeout=self.timeout, isolation_level=None)
-            self._check_table(create=False)  # before anything is written to a file that may not be ours
-            self._db.execute("PRAGMA journal_mode=WAL")
-            self._db.execute("PRAGMA synchronous=FULL")
-            self._check_table(create=True)
+            self._set_up()
         except sqlite3.Error as exc:
             raise self._error(exc) from None
         except OSError as exc:
             raise LedgerError(f"ledger {self.path}: cannot open ({exc.strerror or exc})") from None
+
+    def _set_up(self) -> None:
+        """Check the file is a dphist ledger (before anything is written to a file that may not be ours), switch
+        it to write-ahead logging and create the table if new.  Processes opening a new file together can get
+        SQLITE_BUSY here without SQLite's busy wait (switching the journal mode), so that is retried until the
+        timeout."""
+        deadline = time.monotonic() + self.timeout
+        while True:
+            try:
+                self._check_table(create=False)
+                self._db.execute("PRAGMA journal_mode=WAL")
+                self._db.execute("PRAGMA synchronous=FULL")
+                self._check_table(create=True)
+                return
+            except sqlite3.OperationalError as exc:
+                busy = "locked" in str(exc) or "busy" in str(exc)
+                if not busy or time.monotonic() >= deadline:
+                    raise
+                time.sleep(0.02)
 
     def _check_path(self) -> None:
         """Refuse, before SQLite touches it, a path that is not (or cannot become) a regular writable file."""
