@@ -37,11 +37,10 @@ from pathlib import Path
 from .accountant import format_fraction
 from .errors import DataError, DphistError, Terminated, UsageError
 from .faults import checkpoint
-from .io.destination import (Destination, is_complete, read_marker, remove_tree, sha256_file, sweep_orphans,
-                             write_marker)
+from .io.destination import Destination, is_complete, read_marker, remove_tree, sweep_orphans, write_marker
 from .ledger import ROW_UNIT, Existing, Ledger, LedgerError, LedgerLocked, OpenRun, Reservation
 
-__all__ = ["Charged", "FileRelease", "charged_run", "default_dataset_id", "recover", "sha256_file"]
+__all__ = ["Charged", "FileRelease", "charged_run", "default_dataset_id", "recover"]
 
 
 @dataclass

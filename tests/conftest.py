@@ -11,6 +11,17 @@ SAMPLE = ROOT / "sample_data"
 SHARED = ROOT.parent / "shared"
 
 
+def write(d: Path, name: str, content: str | bytes) -> str:
+    """Write ``content`` to ``d / name`` (making folders); returns ``name``, as test cases build their files."""
+    path = d / name
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if isinstance(content, bytes):
+        path.write_bytes(content)
+    else:
+        path.write_text(content, encoding="utf-8")
+    return name
+
+
 @pytest.fixture
 def sample_csv() -> Path:
     return SAMPLE / "census.csv"

@@ -26,6 +26,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from conftest import write
+
 SECRET = "zzzsecret"
 BANNER = "TEST MODE"
 
@@ -78,16 +80,6 @@ def add(name: str, fn: Callable[[Path], Case]) -> None:
 
 
 # ---- helpers ------------------------------------------------------------------------------------------------
-
-
-def write(d: Path, name: str, content: str | bytes) -> str:
-    path = d / name
-    path.parent.mkdir(parents=True, exist_ok=True)
-    if isinstance(content, bytes):
-        path.write_bytes(content)
-    else:
-        path.write_text(content, encoding="utf-8")
-    return name
 
 
 def release(data: str = "data.csv", *extra: str, schema: str | None = "schema.yaml", epsilon: str | None = "1",

@@ -37,6 +37,8 @@ import dphist.engines
 from dphist.cli import main
 from dphist.io.destination import MARKER
 
+from conftest import write
+
 SECRET = "zzzsecret"  # planted in data; must never appear in any output
 BANNER = "TEST MODE"  # the --seed banner line on stderr
 
@@ -60,16 +62,6 @@ class Case:
     forbidden: tuple[str, ...] = ()  # must not appear in the error line
     seeded: bool = False  # the test-mode banner is expected before the error line
     check: Callable[[Path, "Outcome"], None] | None = None  # extra checks for a successful run
-
-
-def write(d: Path, name: str, content: str | bytes) -> str:
-    path = d / name
-    path.parent.mkdir(parents=True, exist_ok=True)
-    if isinstance(content, bytes):
-        path.write_bytes(content)
-    else:
-        path.write_text(content, encoding="utf-8")
-    return name
 
 
 def release(data: str, *extra: str, schema: str | None = "schema.yaml", epsilon: str | None = "1",
