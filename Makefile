@@ -3,11 +3,16 @@ PYTHON ?= python3
 VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
+comma  := ,
 
 .PHONY: install demo test test-fast bench bench-quick clean
 
 install: $(STAMP)
 
+# An editable install ends with setuptools' information-only box "Editable installation. ... folders with the same
+# name as your package may take precedence", which recent pip shows even with --quiet.  This Python warning filter
+# (added to any you set) drops that one message, matched by its first words; errors and other warnings still print.
+$(STAMP): export PYTHONWARNINGS := $(if $(PYTHONWARNINGS),$(PYTHONWARNINGS)$(comma))ignore:Editable installation
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
