@@ -47,17 +47,17 @@ def shared_real() -> Path:
 
 @pytest.fixture
 def urandom_calls(monkeypatch) -> list[int]:
-    """Records the sizes of every os.urandom call the noise module makes (the production bit source)."""
-    from dphist import noise
+    """Records the sizes of every os.urandom call the privacy kernel's bit sources make (the production source)."""
+    from dphist.privacy import bits
 
     calls: list[int] = []
-    real = noise.os.urandom
+    real = bits.os.urandom
 
     def spy(n):
         calls.append(n)
         return real(n)
 
-    monkeypatch.setattr(noise.os, "urandom", spy)
+    monkeypatch.setattr(bits.os, "urandom", spy)
     return calls
 
 

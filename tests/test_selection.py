@@ -13,7 +13,8 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from dphist.noise import SeededBits, bernoulli_exp, permute_and_flip, uniform_below
+from dphist.privacy.bits import SeededBits
+from dphist.privacy.samplers import bernoulli_exp, permute_and_flip, uniform_below
 
 
 def permute_and_flip_distribution(scores, epsilon, sensitivity):
@@ -51,7 +52,7 @@ def test_bernoulli_exp_rate(x):
     hits = sum(bernoulli_exp(x, bits) for _ in range(n)) if n <= 100_000 else None
     p = math.exp(-float(x))
     if hits is None:  # rare event: vectorised check through the same expansion
-        from dphist.noise import _exp_neg, bernoulli
+        from dphist.privacy.samplers import _exp_neg, bernoulli
         hits = int(bernoulli(_exp_neg(x), n, bits).sum())
     assert abs(hits - n * p) <= 5 * math.sqrt(n * p * (1 - p)) + 1e-9
 

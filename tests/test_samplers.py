@@ -12,10 +12,11 @@ from fractions import Fraction
 
 import numpy as np
 import pytest
-from dphist import noise
 from dphist.audit.sampler import chi2_pvalue
-from dphist.noise import (SeededBits, SystemBits, bernoulli, discrete_laplace, discrete_laplace_halfwidth,
-                          discrete_laplace_pmf, discrete_laplace_variance, geometric)
+from dphist.privacy import samplers
+from dphist.privacy.bits import BitSource, SeededBits, SystemBits
+from dphist.privacy.samplers import (bernoulli, discrete_laplace, discrete_laplace_halfwidth, discrete_laplace_pmf,
+                                     discrete_laplace_variance, geometric)
 
 P_THRESHOLD = 1e-6
 
@@ -101,7 +102,7 @@ def exp_neg_bounds(x: Fraction, terms: int = 80) -> tuple[Fraction, Fraction]:
 
 def test_expansion_digits_match_an_independent_computation():
     x = Fraction(1, 10)  # overflow probability exp(-2^J/scale) with 2^J/scale = 1/10 for scale 10, j = 0
-    expansion = noise._tail_probability(Fraction(10), 0)
+    expansion = samplers._tail_probability(Fraction(10), 0)
     lo, hi = exp_neg_bounds(x)
     bits = 32 * 4
     assert math.floor(lo * 2**bits) == math.floor(hi * 2**bits)
@@ -112,7 +113,7 @@ def test_expansion_digits_match_an_independent_computation():
     assert got == expected
 
 
-class ScriptedBits(noise.BitSource):
+class ScriptedBits(BitSource):
     """Returns the given words in order (for exercising the tie path)."""
 
     def __init__(self, words):
@@ -125,7 +126,7 @@ class ScriptedBits(noise.BitSource):
 
 
 def test_ties_are_resolved_by_further_words():
-    p = noise._bit_probability(Fraction(10), 0)
+    p = samplers._bit_probability(Fraction(10), 0)
     w0, w1, w2 = p.word(0), p.word(1), p.word(2)
     assert bernoulli(p, 1, ScriptedBits([w0 - 1])).tolist() == [True]
     assert bernoulli(p, 1, ScriptedBits([w0 + 1])).tolist() == [False]
