@@ -14,9 +14,15 @@ from scipy import sparse
 
 from dphist import workloads
 from dphist.algorithms import get_algorithm
-from dphist.algorithms.hierarchical import best_branching, level_budgets
-from dphist.noise import SeededBits, discrete_laplace_variance
+from dphist.algorithms.hierarchical import best_branching, level_weights
+from dphist.privacy import PrivacyBudget, SeededBits, discrete_laplace_variance
 from dphist.trees import product_tree, range_tree
+
+
+def run(algo, counts, epsilon, bits):
+    """One run of ``algo`` on a fresh budget of ``epsilon``: the estimate and the budget (its measurements)."""
+    budget = PrivacyBudget(epsilon, bits=bits)
+    return algo.run(counts, budget), budget
 
 
 def strategy_of(tree, measured, variances):
@@ -54,13 +60,13 @@ def test_monte_carlo_error_matches_trace_oracle(name, shape, options):
     errors = []
     bits = SeededBits(42)
     for _ in range(1500):
-        est = algo.run(x, eps, bits)
+        est, budget = run(algo, x, eps, bits)
         errors.append(workloads.squared_error(W, x, est.values))
     # The oracle from the algorithm's own public plan: levels measured and their exact noise variances.
     tree = product_tree(shape, est.structure["branching"])
     assert tree.sizes == tuple(est.structure["nodes_per_level"])
-    measured = [int(m.what.split()[2]) for m in est.measurements]
-    variances = [discrete_laplace_variance(m.scale) for m in est.measurements]
+    measured = [int(m.what.split()[2]) for m in budget.measurements]
+    variances = [discrete_laplace_variance(m.scale) for m in budget.measurements]
     A, v = strategy_of(tree, measured, variances)
     oracle = workloads.expected_squared_error(W, A, v)
     errors = np.array(errors)
@@ -78,11 +84,11 @@ def test_monte_carlo_check_can_fail():
     x = np.zeros(16, dtype=np.int64)
     W = workloads.all_ranges(16)
     bits = SeededBits(43)
-    errors = np.array([workloads.squared_error(W, x, algo.run(x, eps, bits).values) for _ in range(1500)])
-    est = algo.run(x, eps, bits)
+    errors = np.array([workloads.squared_error(W, x, run(algo, x, eps, bits)[0].values) for _ in range(1500)])
+    _, budget = run(algo, x, eps, bits)
     tree = range_tree(16, 2)
-    measured = [int(m.what.split()[2]) for m in est.measurements]
-    A, v = strategy_of(tree, measured, [0.81 * discrete_laplace_variance(m.scale) for m in est.measurements])
+    measured = [int(m.what.split()[2]) for m in budget.measurements]
+    A, v = strategy_of(tree, measured, [0.81 * discrete_laplace_variance(m.scale) for m in budget.measurements])
     wrong = workloads.expected_squared_error(W, A, v)
     se = errors.std(ddof=1) / np.sqrt(errors.size)
     assert abs(errors.mean() - wrong) > 5 * se
@@ -94,12 +100,12 @@ def test_structure_is_public(name, shape):
     # Same shape, very different data: identical tree, levels, scales and budgets.
     algo = get_algorithm(name)
     eps = Fraction(3, 10)
-    a = algo.run(np.zeros(shape, dtype=np.int64), eps, SeededBits(1))
-    b = algo.run(np.random.default_rng(2).integers(0, 10**6, shape), eps, SeededBits(2))
+    a, spent_a = run(algo, np.zeros(shape, dtype=np.int64), eps, SeededBits(1))
+    b, spent_b = run(algo, np.random.default_rng(2).integers(0, 10**6, shape), eps, SeededBits(2))
     assert a.structure == b.structure
-    assert [(m.what, m.scale, m.epsilon, m.sensitivity, m.queries) for m in a.measurements] == \
-           [(m.what, m.scale, m.epsilon, m.sensitivity, m.queries) for m in b.measurements]
-    assert sum(m.epsilon for m in a.measurements) == eps  # the parts add up exactly
+    assert [(m.what, m.scale, m.epsilon, m.sensitivity, m.queries) for m in spent_a.measurements] == \
+           [(m.what, m.scale, m.epsilon, m.sensitivity, m.queries) for m in spent_b.measurements]
+    assert sum(m.epsilon for m in spent_a.measurements) == eps  # the parts add up exactly
 
 
 @pytest.mark.parametrize("shape, b", [((37,), 3), ((16, 16), 2), ((5, 7), 4), ((3, 4, 5), 2)])
@@ -121,10 +127,18 @@ def test_branching_choice():
 
 def test_level_budgets_exact_and_geometric_order():
     eps = Fraction(1, 3)
-    parts = level_budgets(eps, [1, 2, 3, 4], 4, "geometric", 2)
-    assert sum(parts) == eps and parts == sorted(parts)  # leaves (level 4) get the most
-    assert parts[-1] / parts[-2] == pytest.approx(2 ** (1 / 3), rel=1e-5)
-    assert level_budgets(eps, [1, 2, 3], 3, "uniform", 1) == [Fraction(1, 9)] * 3
+    weights = level_weights([1, 2, 3, 4], 4, "geometric", 2)
+    assert weights == sorted(weights)  # leaves (level 4) get the most
+    assert weights[-1] / weights[-2] == pytest.approx(2 ** (1 / 3), rel=1e-5)
+    assert level_weights([1, 2, 3], 3, "uniform", 1) == [Fraction(1)] * 3
+    # The budget splits in proportion to the weights, exactly: what each level spends, as a quadtree runs it.
+    _, budget = run(get_algorithm("quadtree"), np.zeros((16, 16), dtype=np.int64), eps, SeededBits(0))
+    parts = [m.epsilon for m in budget.measurements]
+    assert [int(m.what.split()[2]) for m in budget.measurements] == [1, 2, 3, 4]
+    assert sum(parts) == eps and parts == sorted(parts)
+    assert all(p * weights[0] == parts[0] * w for p, w in zip(parts, weights))
+    _, uniform = run(get_algorithm("h"), np.zeros(8, dtype=np.int64), eps, SeededBits(0))
+    assert [m.epsilon for m in uniform.measurements] == [Fraction(1, 9)] * 3
 
 
 def test_release_through_the_pipeline_is_consistent():

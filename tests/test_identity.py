@@ -15,9 +15,9 @@ import pandas as pd
 import pytest
 
 import dphist
-from dphist import noise
 from dphist.algorithms import get_algorithm
-from dphist.noise import SeededBits, discrete_laplace_variance
+from dphist.privacy import PrivacyBudget, SeededBits, discrete_laplace_variance
+from dphist.privacy.samplers import discrete_laplace
 
 CELLS = 20_000
 
@@ -61,20 +61,21 @@ def test_released_noise_variance_within_ten_percent(epsilon):
 def test_variance_check_can_fail_on_a_misscaled_mechanism():
     # Noise at scale x0.9 or x1.1 of the correct one must fall outside the band used above.
     for factor in (0.9, 1.1):
-        wrong = noise.discrete_laplace(Fraction(10) * Fraction(str(factor)), CELLS, SeededBits(3))
+        wrong = discrete_laplace(Fraction(10) * Fraction(str(factor)), CELLS, SeededBits(3))
         assert not within_ten_percent(wrong.astype(float), 0.1)
 
 
 def test_identity_noise_is_independent_across_cells_and_unbiased():
     counts = np.zeros((100, 200), dtype=np.int64)
-    est = get_algorithm("identity").run(counts, Fraction(1, 2), SeededBits(8))
+    budget = PrivacyBudget(Fraction(1, 2), bits=SeededBits(8))
+    est = get_algorithm("identity").run(counts, budget)
     z = est.values.ravel()
     var = exact_variance(0.5)
     assert abs(z.mean()) < 5 * math.sqrt(var / z.size)
     r = np.corrcoef(z[:-1], z[1:])[0, 1]
     assert abs(r) < 5 / math.sqrt(z.size)
     assert est.values.shape == counts.shape
-    assert sum(m.epsilon for m in est.measurements) == Fraction(1, 2)
+    assert sum(m.epsilon for m in budget.measurements) == budget.spent == Fraction(1, 2)
 
 
 def test_every_cell_gets_noise_including_empty_ones():

@@ -12,7 +12,21 @@ from hypothesis import strategies as st
 
 from dphist.algorithms import get_algorithm
 from dphist.algorithms.privelet import HaarAxis
-from dphist.noise import Replicated, SeededBits, discrete_laplace_variance
+from dphist.audit.replication import ReplicatedBudget
+from dphist.privacy import PrivacyBudget, SeededBits, discrete_laplace_variance
+
+
+def run(algo, counts, epsilon, bits, columns=None):
+    """One run of ``algo`` on a fresh budget: the estimate and its one measurement (Privelet measures once)."""
+    budget = PrivacyBudget(epsilon, bits=bits)
+    estimate = algo.run(counts, budget, columns=columns)
+    record, = budget.measurements
+    return estimate, record
+
+
+def runs(algo, counts, epsilon, bits, reps, columns=None):
+    """``reps`` independent runs at once (a replicated budget): values with a leading axis of runs."""
+    return algo.run(counts, ReplicatedBudget(epsilon, bits, reps, []), columns=columns)
 
 
 def haar_matrix(n: int) -> np.ndarray:
@@ -86,9 +100,9 @@ def test_monte_carlo_range_variance_matches_closed_form():
     eps = Fraction(1)
     algo = get_algorithm("privelet", small_axis=0)
     x = np.random.default_rng(0).integers(0, 20, 16)
-    est = algo.run(x, eps, SeededBits(5))  # one run to read the plan
-    assert est.measurements[0].sensitivity == 5 and est.measurements[0].scale == 5
-    batch = algo.run(x, eps, Replicated(SeededBits(6), 200_000)).values
+    _, record = run(algo, x, eps, SeededBits(5))  # one run to read the plan
+    assert record.sensitivity == 5 and record.scale == 5
+    batch = runs(algo, x, eps, SeededBits(6), 200_000).values
     errors = batch[:, 3:11].sum(axis=1) - x[3:11].sum()
     expected = range_variance(16, 3, 11, discrete_laplace_variance(5))
     se = expected * np.sqrt(2 / errors.size) * 2  # sd of a sample variance, with room for Laplace kurtosis
@@ -99,20 +113,20 @@ def test_monte_carlo_range_variance_matches_closed_form():
 
 def test_reported_cell_variances_are_exact():
     algo = get_algorithm("privelet", small_axis=0)
-    est = algo.run(np.zeros((13, 6), dtype=np.int64), Fraction(1, 2), SeededBits(1))
+    est, record = run(algo, np.zeros((13, 6), dtype=np.int64), Fraction(1, 2), SeededBits(1))
     axes = algo.axes_for((13, 6))
     Hinv = [np.linalg.inv(haar_matrix(a.n).astype(float)) for a in axes]
     dense = np.outer((Hinv[0] ** 2).sum(axis=1), (Hinv[1] ** 2).sum(axis=1))
-    sigma2 = discrete_laplace_variance(est.measurements[0].scale)
+    sigma2 = discrete_laplace_variance(record.scale)
     assert np.allclose(est.variance, sigma2 * dense)
 
 
 def test_small_axes_are_left_untransformed_and_structure_is_public():
     algo = get_algorithm("privelet")
-    a = algo.run(np.zeros((2, 64), dtype=np.int64), Fraction(1), SeededBits(1))
-    b = algo.run(np.full((2, 64), 1000, dtype=np.int64), Fraction(1), SeededBits(2))
+    a, record = run(algo, np.zeros((2, 64), dtype=np.int64), Fraction(1), SeededBits(1))
+    b, _ = run(algo, np.full((2, 64), 1000, dtype=np.int64), Fraction(1), SeededBits(2))
     assert a.structure == b.structure == {"transforms": ["identity", "haar"], "sensitivity_factors": [1, 7]}
-    assert a.measurements[0].sensitivity == 7 and a.measurements[0].epsilon == 1
+    assert record.sensitivity == 7 and record.epsilon == 1
 
 
 # ---- the nominal wavelet -----------------------------------------------------------------------------------------
@@ -156,9 +170,9 @@ def test_nominal_release_monte_carlo_variance_is_within_the_reported_bound():
     column = states()
     algo = get_algorithm("privelet")
     x = np.random.default_rng(2).integers(0, 30, column.n_cells)
-    batch = algo.run(x, Fraction(1), Replicated(SeededBits(3), 100_000), columns=(column,))
-    est = algo.run(x, Fraction(1), SeededBits(4), columns=(column,))
-    assert est.structure["transforms"] == ["nominal"] and est.measurements[0].sensitivity == 4
+    batch = runs(algo, x, Fraction(1), SeededBits(3), 100_000, columns=(column,))
+    est, record = run(algo, x, Fraction(1), SeededBits(4), columns=(column,))
+    assert est.structure["transforms"] == ["nominal"] and record.sensitivity == 4
     empirical = batch.values.var(axis=0)
     # The report uses continuous-Laplace variances, an upper bound; the discrete noise is a little smaller.
     assert np.all(empirical < est.variance * 1.03) and np.all(empirical > est.variance * 0.85)
