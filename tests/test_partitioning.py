@@ -14,7 +14,16 @@ import dphist
 from dphist.algorithms import get_algorithm
 from dphist.algorithms.partitioning import _kd_partition, _median_cut, v_optimal_costs
 from dphist.errors import UsageError
-from dphist.noise import Replicated, SeededBits, discrete_laplace_variance
+from dphist.privacy import PrivacyBudget, SeededBits
+
+
+def traced_run(algo, counts, epsilon, seed):
+    """One run on a fresh budget that keeps a trace: the estimate, the budget (its measurements) and the noisy
+    answers of each measurement in the order drawn."""
+    trace: list = []
+    budget = PrivacyBudget(epsilon, bits=SeededBits(seed), trace=trace)
+    estimate = algo.run(counts, budget)
+    return estimate, budget, [d.values for d in trace]
 
 
 def sse(v):
@@ -60,8 +69,8 @@ def test_v_optimal_dp_matches_the_textbook_recurrence_across_blocks():
 
 def test_noisefirst_releases_bucket_means_and_keeps_the_noisy_total():
     x = np.concatenate([np.zeros(300, dtype=np.int64), np.full(200, 40), np.zeros(500, dtype=np.int64)])
-    est = get_algorithm("noisefirst").run(x, Fraction(1, 2), SeededBits(1))
-    assert est.values.sum() == pytest.approx(est.noisy[0].sum())  # bucket means keep bucket sums
+    est, _, (noisy,) = traced_run(get_algorithm("noisefirst"), x, Fraction(1, 2), 1)
+    assert est.values.sum() == pytest.approx(noisy.sum())  # bucket means keep bucket sums
     # Far fewer buckets than cells (the DP on noisy data is optimistic, so more than the 3 true ones).
     assert 2 <= est.choices["buckets"] < 150
     assert len(np.unique(np.round(est.values, 9))) <= est.choices["buckets"]
@@ -70,8 +79,8 @@ def test_noisefirst_releases_bucket_means_and_keeps_the_noisy_total():
 
 def test_noisefirst_picks_the_noisy_cells_when_data_is_rough():
     x = np.random.default_rng(2).integers(0, 10_000, 200)
-    est = get_algorithm("noisefirst").run(x, Fraction(10), SeededBits(3))
-    assert est.choices["buckets"] == 200 and np.array_equal(est.values, est.noisy[0])
+    est, _, (noisy,) = traced_run(get_algorithm("noisefirst"), x, Fraction(10), 3)
+    assert est.choices["buckets"] == 200 and np.array_equal(est.values, noisy)
 
 
 def test_noisefirst_is_one_column_only_and_says_so_before_reading_data():
@@ -122,32 +131,35 @@ def test_kd_tree_partition_without_noise_ends_in_uniform_leaves():
 def test_dpcube_combination_weights_and_totals():
     x = np.concatenate([np.full(32, 20), np.zeros(32, dtype=np.int64)])
     algo = get_algorithm("dpcube", alpha="1/2", release="uniform", block=1)
-    est = algo.run(x, Fraction(1), Replicated(SeededBits(4), 1))  # one run, with its partition exposed
-    s1 = discrete_laplace_variance(est.measurements[0].scale)
-    s2 = discrete_laplace_variance(est.measurements[1].scale)
-    assert est.measurements[0].epsilon + est.measurements[1].epsilon == 1
-    assert est.measurements[0].scale == est.measurements[1].scale == 2  # α = 1/2
+    est, budget, (cells, totals) = traced_run(algo, x, Fraction(1), 4)
+    first, second = budget.measurements
+    s1, s2 = first.noise_variance, second.noise_variance
+    assert first.epsilon + second.epsilon == 1 == budget.spent
+    assert first.scale == second.scale == 2  # α = 1/2
+    # The partition the run used: its noisy cells' partition (one noisy total per part, in the parts' order).
+    leaves = algo.partition(cells, s1, s2)
+    assert len(leaves) == est.choices["partitions"] == totals.size
     # Uniform release: every partition holds the combined estimate w·y + (1-w)·S̃, spread evenly.
-    cells, view, values = est.noisy[0][0], est.noisy[1][0], est.values[0]
-    for lo, hi in est.choices["structure"][0][1]:
+    values = est.values
+    for (lo, hi), total in zip(leaves, totals):
         part = slice(lo[0], hi[0])
         m = hi[0] - lo[0]
         w = m * s1 / (m * s1 + s2)
-        combined = w * view[part][0] * m + (1 - w) * cells[part].sum()
+        combined = w * total + (1 - w) * cells[part].sum()
         assert np.allclose(values[part], combined / m)
     assert values.sum() == pytest.approx(sum(
-        (m * s1 / (m * s1 + s2)) * view[lo[0]] * m + (1 - m * s1 / (m * s1 + s2)) * cells[lo[0]:hi[0]].sum()
-        for (lo, hi) in est.choices["structure"][0][1] for m in [hi[0] - lo[0]]))
+        (m * s1 / (m * s1 + s2)) * total + (1 - m * s1 / (m * s1 + s2)) * cells[lo[0]:hi[0]].sum()
+        for (lo, hi), total in zip(leaves, totals) for m in [hi[0] - lo[0]]))
 
 
 @pytest.mark.parametrize("name", ["dpcube", "kdtree"])
 def test_dpcube_choices_come_from_noisy_values_and_plan_is_public(name):
     algo = get_algorithm(name)
-    a = algo.run(np.zeros(64, dtype=np.int64), Fraction(1, 2), SeededBits(5))
-    b = algo.run(np.random.default_rng(6).integers(0, 1000, 64), Fraction(1, 2), SeededBits(5))
+    a, spent_a, _ = traced_run(algo, np.zeros(64, dtype=np.int64), Fraction(1, 2), 5)
+    b, spent_b, _ = traced_run(algo, np.random.default_rng(6).integers(0, 1000, 64), Fraction(1, 2), 5)
     assert a.structure == b.structure
-    assert [(m.what, m.scale, m.epsilon) for m in a.measurements] == [(m.what, m.scale, m.epsilon)
-                                                                     for m in b.measurements]
+    assert [(m.what, m.scale, m.epsilon) for m in spent_a.measurements] == [(m.what, m.scale, m.epsilon)
+                                                                           for m in spent_b.measurements]
     # Same phase-1 noise, different data: the partition follows the noisy cells, not a fixed plan.
     assert a.choices != b.choices
 
@@ -168,20 +180,23 @@ def test_dpcube_release_through_the_pipeline(name):
 
 def test_the_three_releases_agree_on_every_partition_total_and_gls_keeps_the_cell_deviations():
     x = np.concatenate([np.full(40, 30), np.random.default_rng(3).integers(0, 200, 24)])
-    runs = {r: get_algorithm("dpcube", release=r, block=1).run(x, Fraction(1, 2), Replicated(SeededBits(6), 1))
+    runs = {r: traced_run(get_algorithm("dpcube", release=r, block=1), x, Fraction(1, 2), 6)
             for r in ("uniform", "gls", "shrink")}
-    parts = runs["gls"].choices["structure"][0][1]
-    assert all(est.choices["structure"][0][1] == parts for est in runs.values())  # same noise, same partition
-    cells = runs["gls"].noisy[0][0]
+    est, budget, (cells, _) = runs["gls"]
+    first, second = budget.measurements
+    parts = get_algorithm("dpcube", block=1).partition(cells, first.noise_variance, second.noise_variance)
+    for _, _, (other_cells, totals) in runs.values():  # same noise, same partition
+        assert np.array_equal(other_cells, cells) and totals.size == len(parts)
+    values = {r: run[0].values for r, run in runs.items()}
     for lo, hi in parts:
         part = slice(lo[0], hi[0])
-        totals = {r: est.values[0][part].sum() for r, est in runs.items()}
+        totals = {r: v[part].sum() for r, v in values.items()}
         assert totals["gls"] == pytest.approx(totals["uniform"]) == pytest.approx(totals["shrink"])
         # GLS moves every cell of a partition by the same amount; uniform flattens it; shrink lies between.
-        assert np.ptp(runs["gls"].values[0][part] - cells[part]) < 1e-9
-        assert np.ptp(runs["uniform"].values[0][part]) < 1e-9
-        dev_gls = runs["gls"].values[0][part] - runs["uniform"].values[0][part]
-        dev_shrink = runs["shrink"].values[0][part] - runs["uniform"].values[0][part]
+        assert np.ptp(values["gls"][part] - cells[part]) < 1e-9
+        assert np.ptp(values["uniform"][part]) < 1e-9
+        dev_gls = values["gls"][part] - values["uniform"][part]
+        dev_shrink = values["shrink"][part] - values["uniform"][part]
         assert np.all(np.abs(dev_shrink) <= np.abs(dev_gls) + 1e-9)
 
 
@@ -203,6 +218,22 @@ def test_partition_is_a_function_of_the_noisy_blocks_alone(name):
     noisy = np.random.default_rng(9).integers(-20, 60, (12, 10))
     truth = np.random.default_rng(10).integers(0, 40, (12, 10))
     s1, s2 = 8.0, 50.0
-    # The true counts are passed along (the mutants read them); the real partition ignores them entirely.
-    assert algo.partition(noisy, truth, s1, s2) == algo.partition(noisy, np.zeros_like(truth), s1, s2)
-    assert algo.partition(noisy, truth, s1, s2) != algo.partition(truth, truth, s1, s2)
+    # The partition takes the noisy blocks and the two public noise variances, nothing else; it depends on them.
+    assert algo.partition(noisy, s1, s2) == algo.partition(noisy.copy(), s1, s2)
+    assert algo.partition(noisy, s1, s2) != algo.partition(truth, s1, s2)
+
+    # And a run hands it exactly its phase-1 noisy blocks and the variances of its two measurements.
+    seen = []
+
+    class Spy(type(algo)):
+        def partition(self, cells, sigma1, sigma2):
+            seen.append((np.array(cells), sigma1, sigma2))
+            return super().partition(cells, sigma1, sigma2)
+
+    counts = np.random.default_rng(11).integers(0, 40, (12, 10))
+    est, budget, answers = traced_run(Spy(block=1), counts, Fraction(1, 2), 12)
+    (cells, sigma1, sigma2), = seen
+    first, second = budget.measurements
+    assert np.array_equal(cells, answers[0]) and not np.array_equal(cells, counts)
+    assert (sigma1, sigma2) == (first.noise_variance, second.noise_variance)
+    assert answers[1].size == len(algo.partition(cells, sigma1, sigma2)) == est.choices["partitions"]
