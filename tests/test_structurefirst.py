@@ -19,7 +19,17 @@ import dphist
 from dphist.algorithms import get_algorithm
 from dphist.algorithms import structurefirst as sf
 from dphist.errors import UsageError
-from dphist.noise import Replicated, SeededBits, discrete_laplace_variance
+from dphist.privacy import PrivacyBudget, SeededBits, discrete_laplace_variance
+from dphist.privacy import budget as kernel
+
+
+def traced_run(algo, counts, epsilon, bits):
+    """One run on a fresh budget that keeps a trace: the estimate, the budget (its measurements) and the noisy
+    answers of each Laplace measurement in the order drawn."""
+    trace: list = []
+    budget = PrivacyBudget(epsilon, bits=bits, trace=trace)
+    estimate = algo.run(counts, budget)
+    return estimate, budget, [d.values for d in trace if d.values is not None]
 
 
 def sse(v) -> Fraction:
@@ -39,15 +49,16 @@ def exact_scores(clipped, k, right, j):
 
 
 def recorded_scores(monkeypatch, counts, **options):
-    """Run StructureFirst and record every permute-and-flip call (scores, ε per draw, sensitivity)."""
+    """Run StructureFirst and record every permute-and-flip draw the privacy kernel makes for it (scores, ε per
+    draw, sensitivity), at the sampler itself."""
     calls = []
-    real = sf.permute_and_flip
+    real = kernel.permute_and_flip
 
     def spy(scores, epsilon, sensitivity, bits):
         calls.append(([Fraction(s) for s in scores], Fraction(epsilon), Fraction(sensitivity)))
         return real(scores, epsilon, sensitivity, bits)
-    monkeypatch.setattr(sf, "permute_and_flip", spy)
-    est = get_algorithm("structurefirst", **options).run(counts, Fraction(1), SeededBits(5))
+    monkeypatch.setattr(kernel, "permute_and_flip", spy)
+    est = get_algorithm("structurefirst", **options).run(counts, PrivacyBudget(1, bits=SeededBits(5)))
     return est, calls
 
 
@@ -106,9 +117,11 @@ def test_boundary_frequencies_match_the_exact_exponential_mechanism_distribution
     counts = np.array([0, 1, 6, 6, 2], dtype=np.int64)
     F, eps = 6, Fraction(4)
     algo = get_algorithm("structurefirst", cap=F, buckets=2, structure_share="1/2")
-    draws = 20_000
-    est = algo.run(counts, eps, Replicated(SeededBits(9), draws))
-    chosen = np.array([b[1] for b in est.choices["structure"]])  # cut index = cell index here
+    # One whole run per draw (a selection cannot be replicated; 10,000 runs, about 5 s): each run's one boundary,
+    # a cut index = a cell index.  At 10,000 draws the distribution at twice the budget gets p < 1e-300.
+    draws, bits = 10_000, SeededBits(9)
+    chosen = np.array([algo.run(counts, PrivacyBudget(eps, bits=bits)).choices["boundaries"][0]
+                       for _ in range(draws)])
     observed = np.bincount(chosen, minlength=5)[1:]
     scores = [-s for s in exact_scores(np.minimum(counts, F), 2, 5, 1)]
     sensitivity = 2 * F + 1 + 2 * sf.score_rounding_bound(5, F, 2)
@@ -122,7 +135,7 @@ def test_boundary_frequencies_match_the_exact_exponential_mechanism_distribution
 def test_large_budget_recovers_the_true_steps():
     counts = np.repeat(np.array([0, 8, 2, 8]), 25)
     est = get_algorithm("structurefirst", cap=10, buckets=4, structure_share="1/2").run(
-        counts, Fraction(500), SeededBits(2))
+        counts, PrivacyBudget(500, bits=SeededBits(2)))
     assert est.choices["boundaries"] == [25, 50, 75]
     assert np.allclose(est.values, counts, atol=0.2)
 
@@ -130,41 +143,46 @@ def test_large_budget_recovers_the_true_steps():
 def test_budget_parts_add_up_and_bucket_totals_carry_their_noise():
     counts = np.random.default_rng(1).integers(0, 30, 64)
     eps = Fraction(3, 10)
-    est = get_algorithm("structurefirst", cap=30, buckets=8).run(counts, eps, SeededBits(3))
-    select, totals = est.measurements
+    est, budget, (noisy_totals,) = traced_run(get_algorithm("structurefirst", cap=30, buckets=8), counts, eps,
+                                              SeededBits(3))
+    select, totals = budget.measurements
     assert select.epsilon + totals.epsilon == eps and select.queries == 7 and totals.queries == 8
     assert totals.sensitivity == 1 and totals.scale == 1 / totals.epsilon
     edges = [0] + est.choices["boundaries"] + [64]
     sizes = np.diff(edges)
     # Values are the noisy bucket totals spread evenly: constant per bucket, summing to the noisy totals.
-    assert np.allclose(np.add.reduceat(est.values, edges[:-1]), est.noisy[1])
+    assert np.allclose(np.add.reduceat(est.values, edges[:-1]), noisy_totals)
     assert all(np.ptp(est.values[a:b]) < 1e-9 for a, b in zip(edges, edges[1:]))
     assert np.all(sizes > 0)
 
 
 def test_bucket_total_noise_has_the_stated_variance():
-    # 4000 repetitions × 8 buckets of noise on the totals: variance within ±10 % (≈ 9 sd) of 2a/(1 − a)².
+    # 4000 runs × 8 buckets of noise on the totals: variance within ±10 % (≈ 8 sd) of 2a/(1 − a)².
     counts = np.zeros(64, dtype=np.int64)
     algo = get_algorithm("structurefirst", cap=5, buckets=8, structure_share="1/2")
-    est = algo.run(counts, Fraction(1, 2), Replicated(SeededBits(4), 4000))
-    noise = est.noisy[1]
-    ratio = noise.var() / discrete_laplace_variance(est.measurements[1].scale)
+    bits, noise = SeededBits(4), []
+    for _ in range(4000):
+        _, budget, (noisy_totals,) = traced_run(algo, counts, Fraction(1, 2), bits)
+        noise.append(noisy_totals)
+    noise = np.concatenate(noise)
+    ratio = noise.var() / discrete_laplace_variance(budget.measurements[1].scale)
     assert 0.9 < ratio < 1.1
 
 
 def test_one_bucket_spends_everything_on_the_total():
-    est = get_algorithm("structurefirst", cap=5, buckets=1).run(np.arange(10), Fraction(1), SeededBits(1))
-    assert [m.epsilon for m in est.measurements] == [Fraction(1)]
+    est, budget, _ = traced_run(get_algorithm("structurefirst", cap=5, buckets=1), np.arange(10), Fraction(1),
+                                SeededBits(1))
+    assert [m.epsilon for m in budget.measurements] == [Fraction(1)]
     assert est.choices == {"buckets": 1, "boundaries": []}
 
 
 def test_public_plan_does_not_depend_on_the_counts():
     algo = get_algorithm("structurefirst", cap=50, buckets=16)
-    a = algo.run(np.zeros(300, dtype=np.int64), Fraction(1, 10), SeededBits(1))
-    b = algo.run(np.random.default_rng(0).integers(0, 1000, 300), Fraction(1, 10), SeededBits(1))
+    a, spent_a, _ = traced_run(algo, np.zeros(300, dtype=np.int64), Fraction(1, 10), SeededBits(1))
+    b, spent_b, _ = traced_run(algo, np.random.default_rng(0).integers(0, 1000, 300), Fraction(1, 10), SeededBits(1))
     assert a.structure == b.structure
-    assert [(m.what, m.sensitivity, m.scale, m.epsilon, m.queries) for m in a.measurements] == \
-        [(m.what, m.sensitivity, m.scale, m.epsilon, m.queries) for m in b.measurements]
+    assert [(m.what, m.sensitivity, m.scale, m.epsilon, m.queries) for m in spent_a.measurements] == \
+        [(m.what, m.sensitivity, m.scale, m.epsilon, m.queries) for m in spent_b.measurements]
 
 
 def test_guarded_split_never_picks_a_negative_proxy():
