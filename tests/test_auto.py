@@ -13,7 +13,7 @@ from dphist import release
 from dphist.algorithms import REGISTRY, get_algorithm
 from dphist.algorithms.auto import Auto, nearest_rule
 from dphist.algorithms.auto_rules import RULES
-from dphist.noise import Replicated, SeededBits, discrete_laplace_variance
+from dphist.privacy import PrivacyBudget, SeededBits, discrete_laplace_variance
 from dphist.schema import parse_schema
 
 
@@ -41,9 +41,10 @@ def test_nearest_rule_clips_and_picks_the_nearest_size():
 def test_budget_parts_add_up_and_the_total_gets_its_share():
     counts = np.random.default_rng(0).poisson(30, 512)
     for eps in (Fraction(1, 10), Fraction(1), Fraction(3, 7)):
-        estimate = Auto().run(counts, eps, SeededBits(1))
-        steps = estimate.measurements
-        assert sum(m.epsilon for m in steps) == eps
+        budget = PrivacyBudget(eps, bits=SeededBits(1))
+        Auto().run(counts, budget)
+        steps = budget.measurements
+        assert sum(m.epsilon for m in steps) == eps == budget.spent
         assert steps[0].epsilon == eps / 20 and steps[0].scale == 20 / eps and steps[0].sensitivity == 1
         # DPCube and the k-d tree take their block size from auto's total instead of measuring another.
         assert sum("table's total" in m.what or "grand total" in m.what for m in steps) == 1
@@ -52,10 +53,16 @@ def test_budget_parts_add_up_and_the_total_gets_its_share():
 def test_noise_on_the_total_has_the_stated_variance():
     """20,000 runs of the total measurement: sample variance within ±8 % of the exact discrete Laplace variance
     at scale 1/(ε/20).  The sample variance's relative sd is about sqrt((kurtosis - 1)/n) ≈ 1.7 % (kurtosis 6),
-    so 8 % is about 4.7 sd: false-alarm rate below 1e-5 (fixed seed)."""
+    so 8 % is about 4.7 sd: false-alarm rate below 1e-5 (fixed seed).  Auto is data-adaptive, so each run is a
+    whole run on its own budget (about 7 s in all); its trace holds the noisy total, the first value drawn."""
     eps = Fraction(1, 2)
-    estimate = Auto().run(np.array([3, 1, 4, 1, 5, 9, 2, 6]), eps, Replicated(SeededBits(7), 20_000))
-    totals = estimate.noisy[0].ravel() - 31
+    bits, totals = SeededBits(7), []
+    for _ in range(20_000):
+        trace: list = []
+        Auto().run(np.array([3, 1, 4, 1, 5, 9, 2, 6]), PrivacyBudget(eps, bits=bits, trace=trace))
+        assert trace[0].what.startswith("the table's total")
+        totals.append(trace[0].values)
+    totals = np.array(totals) - 31
     expected = discrete_laplace_variance(Fraction(20) / eps)
     assert abs(totals.var() / expected - 1) < 0.08
     assert abs(totals.mean()) < 5 * (expected / totals.size) ** 0.5
@@ -69,7 +76,7 @@ def test_choice_reads_the_data_only_through_the_noisy_total():
         a = rng.poisson(40, 1024)
         b = rng.multinomial(int(a.sum()), np.full(1024, 1 / 1024))
         b[0] += 0  # same total by construction
-        chosen = [Auto().run(x, eps, SeededBits(11)).choices["algorithm_choice"] for x in (a, b)]
+        chosen = [Auto().run(x, PrivacyBudget(eps, bits=SeededBits(11))).choices["algorithm_choice"] for x in (a, b)]
         assert chosen[0]["chosen"] == chosen[1]["chosen"] and chosen[0]["noisy_total"] == chosen[1]["noisy_total"]
 
 
