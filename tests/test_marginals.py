@@ -19,7 +19,7 @@ from dphist.algorithms import get_algorithm
 from dphist.consistency import (check_separable, consistent_marginals, expected_errors, full_table_errors,
                                 nonnegative_integer_marginals, shared_subsets)
 from dphist.marginals import derive_marginal, parse_marginals, plan_marginals, union_of
-from dphist.noise import SeededBits
+from dphist.privacy import PrivacyBudget, SeededBits
 
 from conftest import ROOT
 
@@ -144,13 +144,13 @@ def test_expected_errors_match_monte_carlo():
 
     def separate(rep):
         bits = SeededBits(1000 + rep)
-        estimates = [identity.run(t, epsilon / 4, bits) for t in truth]
+        estimates = [identity.run(t, PrivacyBudget(epsilon / 4, bits=bits)) for t in truth]
         consistent = consistent_marginals([e.values for e in estimates], marginals,
                                           [float(e.variance.flat[0]) for e in estimates])
         return [((y - t) ** 2).sum() for y, t in zip(consistent, truth)]
 
     def whole(rep):
-        noisy = identity.run(full, epsilon, SeededBits(5000 + rep)).values
+        noisy = identity.run(full, PrivacyBudget(epsilon, bits=SeededBits(5000 + rep))).values
         return [((derive_marginal(noisy, axes, m) - t) ** 2).sum() for m, t in zip(marginals, truth)]
     for strategy, run in (("separate", separate), ("full", whole)):
         mean, se = _monte_carlo(run, 600)

@@ -18,7 +18,7 @@ from dphist.cli import main
 from dphist.contribution import UnitBound, bounded_rows
 from dphist.counting import TableShape, count_tables
 from dphist.errors import DataError, UsageError
-from dphist.noise import SeededBits, discrete_laplace_variance
+from dphist.privacy import SeededBits, discrete_laplace_variance
 from dphist.schema import parse_schema
 
 from conftest import ROOT
@@ -117,6 +117,12 @@ def test_noise_grows_with_rows_per_unit_and_group_size():
         assert np.var(np.concatenate(errors)) == pytest.approx(expected, rel=0.12)
         report = result.report
         assert report["epsilon_spent"] == "1" and Fraction(report["tables"][0]["epsilon_per_row"]) == Fraction(1, k * c)
+        # Each step states its cost for the protected group (the steps add up to the table's epsilon) and the
+        # sensitivity in rows of that group, K·c·Δ; the scale is that sensitivity over the step's epsilon.
+        steps = report["tables"][0]["steps"]
+        assert sum(Fraction(s["epsilon"]) for s in steps) == Fraction(report["tables"][0]["epsilon"]) == 1
+        step, = steps
+        assert step["sensitivity"] == k * c and Fraction(step["scale"]) == k * c / Fraction(step["epsilon"])
         assert report["contribution_bounding"]["max_rows_per_unit"] == k
         assert ("group_privacy" in report) == (c > 1)
 
@@ -166,7 +172,9 @@ def test_errors_before_reading(tmp_path):
     assert ok.exit_code == 0, ok.output
     report = json.loads((tmp_path / "ok" / "report.json").read_text())
     assert report["privacy_unit"] == "one state (all its rows)"
-    assert report["tables"][0]["steps"][0]["scale"] == "20"
+    step = report["tables"][0]["steps"][0]
+    # 20 rows per unit: the step costs the whole table's epsilon for a unit, at sensitivity 20 (not 1/20 per row).
+    assert step["scale"] == "20" and step["sensitivity"] == 20 and step["epsilon"] == report["tables"][0]["epsilon"]
 
 
 def test_marginal_expected_errors_account_for_the_unit_bound():

@@ -11,7 +11,7 @@ from click.testing import CliRunner
 
 import dphist
 from dphist.cli import main
-from dphist.noise import discrete_laplace_halfwidth
+from dphist.privacy import discrete_laplace_halfwidth
 
 from conftest import ROOT
 
