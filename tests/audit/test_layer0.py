@@ -2,8 +2,9 @@
 and public structure (privacy-engineering.md §2.3).
 
 Sensitivity is checked without looking inside an algorithm: the same seeded noise stream is used on a table
-and on its neighbour, so for these noise-then-infer algorithms the difference of the noisy answers is exactly
-the difference of the true answers, whose L1 norm must not exceed the stated sensitivity.
+and on its neighbour, each run on its own budget with a trace, so for these noise-then-infer algorithms the
+difference of the noisy answers is exactly the difference of the true answers, whose L1 norm (weighted by each
+value's relative noise scale) must not exceed the stated sensitivity.
 """
 
 from __future__ import annotations
@@ -15,11 +16,43 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from dphist.algorithms import REGISTRY, get_algorithm
+from dphist.algorithms import REGISTRY, Estimate, get_algorithm
+from dphist.algorithms.identity import Identity
+from dphist.audit.mutants import MUTANTS
 from dphist.errors import UsageError
-from dphist.noise import Replicated, SeededBits
+from dphist.privacy import PrivacyBudget, SeededBits
+from dphist.privacy.measurement import LAPLACE, SELECTION
 
 SHAPES = [(1,), (7,), (33,), (3, 5), (8, 8), (2, 3, 4)]
+
+
+def traced(algo, table, epsilon, seed):
+    """One run on a budget with a trace; also every partition the algorithm chose, where it has a public
+    ``partition`` step (DPCube, the k-d tree: their partition is not in the trace)."""
+    trace: list = []
+    budget = PrivacyBudget(epsilon, bits=SeededBits(seed), trace=trace)
+    partitions = []
+    if hasattr(algo, "partition"):
+        chooser = type(algo).partition
+
+        def recording(cells, sigma1, sigma2):
+            partitions.append(chooser(algo, cells, sigma1, sigma2))
+            return partitions[-1]
+        algo.partition = recording
+    try:
+        estimate = algo.run(table, budget)
+    finally:
+        algo.__dict__.pop("partition", None)
+    return estimate, budget, trace, partitions
+
+
+def decisions(estimate) -> dict:
+    """What a run chose from noisy values (auto's choice by the algorithm chosen: its noisy total is a measured
+    value, compared with the others below)."""
+    choices = dict(estimate.choices)
+    if "algorithm_choice" in choices:
+        choices["algorithm_choice"] = choices["algorithm_choice"]["chosen"]
+    return choices
 
 
 @pytest.mark.parametrize("name", sorted(REGISTRY))
@@ -40,26 +73,62 @@ def test_budget_sensitivity_and_structure(name, shape, data, eps):
         neighbour.flat[cell] -= 1  # remove one record
     else:
         neighbour.flat[cell] += 1  # add one record
-    seed = data.draw(st.integers(0, 2**32 - 1))
-    # Data-adaptive algorithms expose their chosen structure in the (one-repetition) audit view.
-    bits = (lambda: Replicated(SeededBits(seed), 1)) if algo.data_adaptive else (lambda: SeededBits(seed))
-    a = algo.run(table, eps, bits())
-    b = algo.run(neighbour, eps, bits())
+    check_layer0(algo, table, neighbour, eps, data.draw(st.integers(0, 2**32 - 1)))
 
-    # Exact budget: the measurements spend exactly (at most) epsilon.
-    assert sum((m.epsilon for m in a.measurements), Fraction(0)) == eps
+
+def check_layer0(algo, table, neighbour, eps, seed) -> None:
+    """The layer-0 checks on one pair of neighbouring tables, both run on the same seeded noise stream."""
+    a, spent_a, trace_a, parts_a = traced(algo, table, eps, seed)
+    b, spent_b, trace_b, parts_b = traced(algo, neighbour, eps, seed)
+
+    # Exact budget: the measurements spend exactly epsilon.
+    assert spent_a.spent == sum((m.epsilon for m in spent_a.measurements), Fraction(0)) == eps
+    assert spent_b.spent == eps
     # Public structure: the plan does not depend on the counts (data-adaptive algorithms may choose partitions
     # from noisy values, and so the number of values their later measurements have).
     assert a.structure == b.structure
     plan = (lambda m: (m.what, m.sensitivity, m.scale, m.epsilon)) if algo.data_adaptive else \
         (lambda m: (m.what, m.sensitivity, m.scale, m.epsilon, m.queries))
-    assert [plan(m) for m in a.measurements] == [plan(m) for m in b.measurements]
-    if a.choices != b.choices:
+    assert [plan(m) for m in spent_a.measurements] == [plan(m) for m in spent_b.measurements]
+    # Each measurement's scale is its sensitivity over its epsilon (twice that for a selection's weights).
+    for m in spent_a.measurements:
+        assert m.mechanism in (LAPLACE, SELECTION)
+        assert m.scale == (1 if m.mechanism == LAPLACE else 2) * Fraction(m.sensitivity) / m.epsilon
+    # The trace holds one set of noisy values per Laplace measurement and one choice per paid selection draw.
+    laplace = [m for m in spent_a.measurements if m.mechanism == LAPLACE]
+    values_a = [d for d in trace_a if d.values is not None]
+    assert len(values_a) == len(laplace)
+    assert sum(d.choice is not None for d in trace_a) == sum(m.queries for m in spent_a.measurements
+                                                             if m.mechanism == SELECTION)
+    if (decisions(a) != decisions(b) or parts_a != parts_b
+            or [d.choice for d in trace_a] != [d.choice for d in trace_b]):
         return  # different noisy choices: the answers are not comparable value by value
-    # Each measurement's scale is its sensitivity over its epsilon.
-    for m in a.measurements:
-        assert m.scale == Fraction(m.sensitivity) / m.epsilon
-    # Stated sensitivity holds for this neighbour.
-    assert len(a.noisy) == len(a.measurements)
-    for m, ya, yb in zip(a.measurements, a.noisy, b.noisy):
-        assert int(np.abs(np.asarray(ya) - np.asarray(yb)).sum()) <= m.sensitivity
+    # Stated sensitivity holds for this neighbour: Σ |Δy_i| / (relative scale of y_i) <= Δ.
+    values_b = [d for d in trace_b if d.values is not None]
+    for m, ya, yb in zip(laplace, values_a, values_b):
+        assert ya.values.shape == yb.values.shape
+        relative = np.broadcast_to(ya.scales, ya.values.shape) / float(m.scale)
+        assert float(np.sum(np.abs(ya.values - yb.values) / relative)) <= m.sensitivity + 1e-9
+
+
+class UnderstatedIdentity(Identity):
+    """Identity that states sensitivity 1/2 for its cells: scale and record agree, the stated Δ is false."""
+
+    name = "understated-identity"
+
+    def run(self, counts, budget, columns=None):
+        noisy, _ = budget.laplace(counts, Fraction(1, 2), budget.epsilon, "every cell")
+        return Estimate(values=noisy.astype(np.float64))
+
+
+@pytest.mark.parametrize("cls", [m for m in MUTANTS if m.name in {
+    "mutant-identity-half-scale", "mutant-identity-scale-0.8", "mutant-tree-height-forgotten",
+    "mutant-tree-overspent-10pct", "mutant-privelet-total-forgotten"}] + [UnderstatedIdentity])
+def test_layer0_can_fail(cls):
+    """Layer 0 rejects a noise scale smaller than the stated sensitivity allows (the scale mutants) and a
+    stated sensitivity smaller than a neighbour's real change."""
+    table = np.arange(40, dtype=np.int64)
+    neighbour = table.copy()
+    neighbour[5] += 1
+    with pytest.raises(AssertionError):
+        check_layer0(cls(), table, neighbour, Fraction(1), 3)
