@@ -18,8 +18,6 @@ import numpy as np
 import pandas as pd
 
 from . import __version__
-from .accountant import (MIN_EPSILON, NEIGHBOURING, PRIVACY_UNIT, SAMPLER, TEST_SAMPLER, check_spent, exact_fraction,
-                         format_fraction, parse_delta, parse_epsilon, split_budget, step_report)
 from .algorithms import Algorithm, Estimate, applicable_options, get_algorithm
 from .contribution import UnitBound, UnitColumn
 from .discovery import (AUTO, DEFAULT_BINS, DEFAULT_MAX_CATEGORIES, DEFAULT_SHARE, DiscoveryPlan, TextAs, discover,
@@ -35,7 +33,8 @@ from .io.writers import stage_release, write_release
 from .job import TableRequest, check_table_names, parse_tables, table_name_for
 from .consistency import consistent_marginals, expected_errors, nonnegative_integer_marginals
 from .marginals import MarginalPlan, derive_marginal, labelled_frame, parse_marginals, plan_marginals, union_of
-from .noise import BitSource, SeededBits, SystemBits
+from .privacy import (MIN_EPSILON, BitSource, PrivacyBudget, SeededBits, SystemBits, exact_fraction, format_fraction,
+                      parse_delta, parse_epsilon, split_shares)
 from .progress import Progress
 from .schema import MAX_CELLS, MAX_DIMENSIONS, Schema, load_schema, parse_schema
 
@@ -50,6 +49,10 @@ MARGINALS_ALGORITHM = "identity"
 POST_PROCESSING = ("top-down over a public tree of blocks (the algorithm's tree, or 4 splits per column): the "
                    "estimated total clamped at 0 and rounded; each block's parts projected onto the non-negative "
                    "values with the block's fixed sum (Euclidean) and rounded to it by largest remainders")
+PRIVACY_UNIT = "one record (row)"
+NEIGHBOURING = "add/remove one record"
+SAMPLER = "exact discrete Laplace (binary-expansion sampler) on OS CSPRNG bits (os.urandom)"
+TEST_SAMPLER = "exact discrete Laplace on a SEEDED PCG64 stream (test mode: NOT private)"
 NOT_PRIVATE = "TEST MODE: noise was drawn from a seeded generator; this release is NOT differentially private"
 
 
@@ -246,7 +249,7 @@ def plan_release(
     shapes = [_table_shape(schema, t, int(max_cells)) for t in requests]
     for algo, shape in zip(algorithms, shapes):
         algo.check_shape(shape.shape)
-    budgets = split_budget(table_epsilon, [Fraction(t.share) for t in requests], [t.name for t in requests])
+    budgets = split_shares(table_epsilon, [Fraction(t.share) for t in requests])
     if seed is not None and (isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0):
         raise UsageError("seed must be a non-negative integer")
     check_engine(engine, master, src, unit, discovery is not None)
@@ -259,6 +262,9 @@ def plan_release(
                        unit, int(group_size), marginal_plan, engine, master, int(max_cells))
     factor = plan.rows_per_protected_group
     for request, budget in zip(requests, budgets):
+        if budget < MIN_EPSILON:
+            raise UsageError(f"table '{request.name}' would get epsilon {format_fraction(budget)}, below the minimum "
+                             f"{format_fraction(MIN_EPSILON)}: raise epsilon or its share, or release fewer tables")
         if budget / factor < MIN_EPSILON:
             raise UsageError(f"table '{request.name}': epsilon {format_fraction(budget)} spread over {factor} rows "
                              f"per protected group is below the minimum {format_fraction(MIN_EPSILON)} per row")
@@ -267,13 +273,6 @@ def plan_release(
                          f"{format_fraction(discovery.column_epsilon / factor)} per row, below the minimum "
                          f"{format_fraction(MIN_EPSILON)}: raise epsilon or the discovery share, or declare columns")
     return plan
-
-
-def _delta_spent(plan: ReleasePlan) -> Fraction:
-    d = plan.discovery
-    if d is None:
-        return Fraction(0)
-    return d.column_delta * sum(k in ("categorical", AUTO) for k in d.kinds.values())
 
 
 def _unit_report(plan: ReleasePlan) -> dict:
@@ -290,9 +289,9 @@ def _unit_report(plan: ReleasePlan) -> dict:
         out["group_privacy"] = {"group_size": c, "rule": f"the guarantee holds for any group of {c} "
                                 f"{'units' if unit else 'records'} together"}
     if factor > 1:
-        out["group_privacy_scaling"] = (f"every step's epsilon is per row; the protected group adds at most "
-                                        f"{factor} rows, so each step costs {factor} x its epsilon for the group "
-                                        "(group privacy)")
+        out["group_privacy_scaling"] = (f"the protected group adds or removes at most {factor} rows, so every "
+                                        f"step's sensitivity counts {factor} rows per record it would count "
+                                        "(group privacy); each step's epsilon is its cost for the group")
     return out
 
 
@@ -411,27 +410,34 @@ def run_plan(plan: ReleasePlan, progress: bool = False) -> Release:
     src, seed, raw, total_epsilon = plan.source, plan.seed, plan.raw, plan.epsilon
     bits: BitSource = SystemBits() if seed is None else SeededBits(int(seed))
     factor = plan.rows_per_protected_group
-    spent, shapes, discovery_report = Fraction(0), plan.shapes, None
-    tables = list(zip(plan.requests, plan.algorithms, plan.budgets))
+    # The release's one budget: every noisy step below draws from it (or from a part of it).
+    root = PrivacyBudget(total_epsilon, plan.delta, bits=bits, factor=factor)
+    discovery_part = [plan.discovery.epsilon] if plan.discovery is not None else []
+    parts = root.split(discovery_part + list(plan.budgets), delta_shares=[1] * len(discovery_part) + [0] * len(
+        plan.budgets))
+    shapes, discovery_report, skipped = plan.shapes, None, Fraction(0)
+    tables = list(zip(plan.requests, plan.algorithms, parts[len(discovery_part):]))
     unit_reader = {} if plan.unit is None else {plan.unit.column: UnitColumn(plan.unit.column)}
     if plan.discovery is not None:
-        tables, shapes, discovery_report, discovery_spent = _discover_domains(plan, tables, bits, unit_reader)
-        spent += discovery_spent
+        usable, shapes, discovery_report = _discover_domains(plan, parts[0], unit_reader)
+        # A skipped table's budget was charged in the ledger before discovery ran: it is counted as spent.
+        skipped = sum((part.epsilon for i, (_, _, part) in enumerate(tables) if i not in usable), Fraction(0))
+        tables = [tables[i] for i in usable]
     needed = {c.name: c for shape in shapes for c in shape.columns}
     needed.update(_chosen_readers(discovery_report, needed))
     needed.update({k: v for k, v in unit_reader.items() if k not in needed})
-    # The only step that reads rows (apart from discovery).
+    # The only step that reads rows (apart from discovery).  Contribution bounding's row choice is randomness,
+    # not noise: it reads the release's bit source.
     bar = Progress(*src.progress_total()) if progress and src.files else None
     try:
-        counts = count_with(plan.engine, plan.master, src, needed, shapes, plan.unit, bits, bar)
+        counts = count_with(plan.engine, plan.master, src, needed, shapes, plan.unit, root.bits, bar)
     finally:
         if bar is not None:
             bar.close()
 
     table_reports, estimates = [], []
     for (request, algo, budget), shape, table_counts in zip(tables, shapes, counts):
-        estimate = algo.run(table_counts, budget / factor, bits, columns=shape.columns)
-        spent += factor * check_spent(estimate.measurements, budget / factor, request.name)
+        estimate = algo.run(table_counts, budget, columns=shape.columns)
         estimates.append(estimate)
         choice = estimate.choices.pop("algorithm_choice", None)
         table_reports.append({
@@ -439,19 +445,18 @@ def run_plan(plan: ReleasePlan, progress: bool = False) -> Release:
             "columns": list(request.columns),
             "algorithm": choice["chosen"] if choice else algo.name,
             **({"algorithm_choice": {"by": algo.name, **choice}} if choice else {}),
-            "epsilon": format_fraction(budget),
-            **({"epsilon_per_row": format_fraction(budget / factor)} if factor > 1 else {}),
+            "epsilon": format_fraction(budget.epsilon),
+            **({"epsilon_per_row": format_fraction(budget.epsilon / factor)} if factor > 1 else {}),
             "delta": "0",
             "cells": shape.n_cells,
             "shape": list(shape.shape),
             "domain": {c.name: c.describe() for c in shape.columns},
             "structure": estimate.structure,
             **({"chosen_from_noisy_values": estimate.choices} if estimate.choices else {}),
-            "steps": [step_report(m) for m in estimate.measurements],
+            "steps": [m.report() for m in budget.measurements],
             "expected_cell_sd": _rms_sd(estimate.variance),
             "post_processing": "none (--raw)" if raw else POST_PROCESSING,
         })
-    assert spent <= total_epsilon
     marginal_report = None
     if plan.marginal_plan is not None and plan.marginal_plan.strategy == "separate":
         frames, marginal_report = _consistent_marginals(plan, estimates, table_reports)
@@ -467,9 +472,9 @@ def run_plan(plan: ReleasePlan, progress: bool = False) -> Release:
         "definition": "pure epsilon-differential privacy" if plan.delta == 0 else "(epsilon, delta)-differential "
                       "privacy (delta only in discovering categories)",
         "epsilon_requested": format_fraction(total_epsilon),
-        "epsilon_spent": format_fraction(spent),
+        "epsilon_spent": format_fraction(root.spent + skipped),
         "delta_requested": format_fraction(plan.delta),
-        "delta_spent": format_fraction(_delta_spent(plan)),
+        "delta_spent": format_fraction(root.spent_delta),
         **({"discovery": discovery_report} if discovery_report is not None else {}),
         "composition": "sequential over tables (epsilons add); parallel over the disjoint cells of a table",
         "noise": TEST_SAMPLER if seed is not None else SAMPLER,
@@ -493,36 +498,36 @@ def run_plan(plan: ReleasePlan, progress: bool = False) -> Release:
 # --------------------------------------------------------------------------------------------------------------
 
 
-def _discover_domains(plan: ReleasePlan, tables: list, bits: BitSource, unit_reader: dict):
-    """Read the undeclared columns once and fix their domains from noisy counts (their own steps).  Returns the
-    tables that can be released, their final shapes, the report's ``discovery`` block and the ε spent (per
-    protected group)."""
-    src, factor, shapes = plan.source, plan.rows_per_protected_group, plan.shapes
-    found, steps, columns = discover(plan.discovery, src.batches({**plan.discovery.readers(), **unit_reader}),
-                                     bits, factor, plan.unit)
+def _discover_domains(plan: ReleasePlan, budget: PrivacyBudget, unit_reader: dict):
+    """Read the undeclared columns once and fix their domains from noisy counts, paid from ``budget``.  Returns
+    the indices of the tables that can be released, their final shapes and the report's ``discovery`` block."""
+    src, shapes = plan.source, plan.shapes
+    found, columns = discover(plan.discovery, src.batches({**plan.discovery.readers(), **unit_reader}), budget,
+                              plan.unit)
     failed = {c["column"]: c["failed"] for c in columns if "failed" in c}
     usable = [i for i, shape in enumerate(shapes) if not any(c.name in failed for c in shape.columns)]
     if not usable:
         raise DataError(f"{src.name}: no table can be released: "
                         + "; ".join(f"column '{k}': {v}" for k, v in failed.items()))
-    skipped = [{"name": plan.requests[i].name, "reason": "; ".join(
-        f"column '{c.name}': {failed[c.name]}" for c in shapes[i].columns if c.name in failed)}
-        for i in range(len(shapes)) if i not in usable]
-    tables = [tables[i] for i in usable]
+    skipped = [{"name": plan.requests[i].name, "epsilon": format_fraction(plan.budgets[i]),
+                "reason": "; ".join(f"column '{c.name}': {failed[c.name]}" for c in shapes[i].columns
+                                    if c.name in failed)
+                + "; its epsilon was charged before discovery and is counted in epsilon_spent"}
+               for i in range(len(shapes)) if i not in usable]
     shapes = [TableShape(shapes[i].name, tuple(found.get(c.name, c) for c in shapes[i].columns)) for i in usable]
-    for (_, algo, _), shape in zip(tables, shapes):
-        algo.check_shape(shape.shape)
+    for i, shape in zip(usable, shapes):
+        plan.algorithms[i].check_shape(shape.shape)
         if shape.n_cells > plan.max_cells:
             raise DataError(f"table '{shape.name}': its discovered domain has {shape.n_cells:,} cells, more than "
                             f"the limit of {plan.max_cells:,} (--max-cells); declare coarser bins in a schema")
     report = {
         "epsilon": format_fraction(plan.discovery.epsilon), "delta": format_fraction(plan.delta),
-        "columns": columns, "steps": [step_report(m) for m in steps],
+        "columns": columns, "steps": [m.report() for m in budget.measurements],
         **({"skipped_tables": skipped} if skipped else {}),
         "note": "domains of undeclared columns were chosen from noisy counts (algorithms.md §9); values "
                 "outside a discovered range are counted in its first or last bin, and categories held by few "
                 "records are left out by design (not published as 'other')"}
-    return tables, shapes, report, factor * sum((m.epsilon for m in steps), Fraction(0))
+    return usable, shapes, report
 
 
 def _chosen_readers(discovery_report: dict | None, needed: dict) -> dict[str, TextAs]:

@@ -22,7 +22,7 @@ from . import workloads
 from .algorithms import get_algorithm
 from .errors import DataError
 from .inference import nonnegative_integer_table
-from .noise import SeededBits
+from .privacy import PrivacyBudget, SeededBits
 
 __all__ = ["load_histogram", "workload_for", "run_benchmark", "summarize"]
 
@@ -71,7 +71,7 @@ def run_benchmark(datasets: dict[str, np.ndarray], algorithms: list[str], scales
                             # The same noise stream for every algorithm in a cell (common random numbers).
                             bits = SeededBits(_seed(seed, d_index, scale, s, e_index, r))
                             start = time.perf_counter()
-                            est = algo.run(sample, eps, bits)
+                            est = algo.run(sample, PrivacyBudget(eps, bits=bits))
                             released = est.integers() if est.integers else nonnegative_integer_table(est.values,
                                                                                                      est.total)
                             seconds = time.perf_counter() - start

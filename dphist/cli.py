@@ -33,7 +33,7 @@ from .io.destination import Destination
 from .io.output_file import atomic_output
 from .io.writers import FORMATS, check_destination, write_text_atomic
 from .job import load_job
-from .accountant import format_fraction, parse_delta, parse_epsilon
+from .privacy import format_fraction, parse_delta, parse_epsilon
 from .ledger import ROW_UNIT, Ledger, LedgerError, default_ledger_path
 from .private_schema import plan_private_schema, run_private_schema
 from .publish import FileRelease, charged_run, recover
@@ -511,7 +511,7 @@ def audit_command(algorithm, quick, seed, no_mutants):
     """
     from .audit import audit, default_cases
     from .audit.sampler import check_sampler
-    from .noise import SystemBits
+    from .privacy import SystemBits
 
     draws = 300_000 if quick else 2_000_000
     click.echo(f"{'sampler (OS CSPRNG)':<30} {'draws':>10} {'p exact':>9} {'p x0.9':>9} {'p x1.1':>9}  verdict")
@@ -557,7 +557,7 @@ def bench_command(files, algorithms, scales, epsilons, samples, runs, jsonl):
     is scored on range queries (prefix queries in 1-D, 2000 random boxes in 2-D) by the scaled average L1
     error. Uses the histograms' true counts: the output is NOT private; do not publish it.
     """
-    from .accountant import parse_epsilon
+    from .privacy import parse_epsilon
     from .benchmark import load_histogram, run_benchmark, summarize
 
     for e in epsilons:

@@ -16,7 +16,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from .noise import BitSource
+from .privacy import BitSource
 
 __all__ = ["UnitColumn", "UnitBound", "UnitIds", "bounded_rows", "row_priorities", "smallest_per_unit"]
 

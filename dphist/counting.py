@@ -26,7 +26,7 @@ import pyarrow.compute as pc
 
 from .contribution import UnitBound, UnitIds, row_priorities, smallest_per_unit
 from .errors import DataError
-from .noise import BitSource
+from .privacy import BitSource
 from .schema import CategoricalColumn, Column, DateColumn, NumericColumn, normalise_label
 
 __all__ = ["TableShape", "Axis", "count_tables", "axis_index", "as_text", "inner_cells", "days_since_epoch"]

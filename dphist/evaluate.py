@@ -15,12 +15,12 @@ import pandas as pd
 
 from . import workloads
 from .algorithms import REGISTRY, applicable_options
-from .accountant import format_fraction
 from .api import plan_release
 from .counting import count_tables
 from .errors import UsageError
 from .inference import nonnegative_integer_table
-from .noise import SeededBits, SystemBits
+from .privacy import PrivacyBudget, SeededBits, SystemBits, format_fraction
+from .schema import Schema, load_schema, parse_schema
 
 __all__ = ["evaluate", "WORKLOADS", "WARNING"]
 
@@ -46,6 +46,26 @@ def _workload(name: str | None, shape: tuple[int, ...]) -> workloads.Workload:
     }[name]()
 
 
+def _declared_schema(schema: Any, columns: list[str] | str | None) -> Schema:
+    """The parsed schema, once every named column is declared in it.
+
+    A release finds an undeclared column's domain privately from the data (discovery); evaluate has nothing to
+    imitate that with, and would score the placeholder domain planned before discovery.  So it refuses the
+    column, naming it, before reading any row.
+    """
+    if schema is not None and not isinstance(schema, Schema):
+        schema = parse_schema(schema) if isinstance(schema, dict) else load_schema(schema)
+    # Names as the planner reads them (a list's items as strings); an empty name is the planner's to refuse.
+    names = [c.strip() for c in columns.split(",")] if isinstance(columns, str) else [str(c) for c in columns or ()]
+    for name in names:
+        if name and (schema is None or name not in schema.columns):
+            raise UsageError(f"column '{name}' is not declared in the schema: evaluate needs the public domain of "
+                             "every column it compares algorithms on (add it to the schema)")
+    if schema is None:
+        raise UsageError("evaluate needs a schema that declares the table's columns")
+    return schema
+
+
 def evaluate(source: Any, epsilon: Any, schema: Any, columns: list[str] | str, algorithms: list[str],
              trials: int = 10, workload: str | None = None, seed: int | None = None,
              algorithm_options: dict | None = None, skip_refused: bool = False) -> tuple[pd.DataFrame, dict]:
@@ -55,6 +75,9 @@ def evaluate(source: Any, epsilon: Any, schema: Any, columns: list[str] | str, a
     ‖Wx − Wx̂‖₁ / (|W| N) and of the RMSE per query, for the released table, and seconds per run) and a dict
     describing the run.  Not private: see the module documentation.  With ``skip_refused``, algorithms that
     refuse this table or lack a required option are left out and listed in ``info["skipped"]`` with the reason.
+
+    Every column must be declared in ``schema`` (else UsageError, before any row is read).  Each algorithm runs
+    as a release runs it: on a privacy budget of the table's ε, with the table's column declarations.
     """
     if workload is not None and workload not in WORKLOADS:
         raise UsageError(f"unknown workload '{workload}' (choose one of {', '.join(WORKLOADS)})")
@@ -62,6 +85,7 @@ def evaluate(source: Any, epsilon: Any, schema: Any, columns: list[str] | str, a
         raise UsageError("trials must be a positive integer")
     if not algorithms:
         raise UsageError("name at least one algorithm")
+    schema = _declared_schema(schema, columns)
     # What does not depend on the algorithm (input, epsilon, schema, columns) is checked once, up front.
     plan_release(source, epsilon, schema, columns=columns, algorithm="identity")
     for key in algorithm_options or {}:
@@ -88,11 +112,14 @@ def evaluate(source: Any, epsilon: Any, schema: Any, columns: list[str] | str, a
     bits = SystemBits() if seed is None else SeededBits(seed)
     rows = []
     for name, p in zip(algorithms, plans):
-        algo = p.algorithms[0]
+        algo, table = p.algorithms[0], p.shapes[0]
         scaled, rmse, seconds = [], [], []
         for _ in range(trials):
+            # The call a release makes: the table's budget and its column declarations (auto treats categorical
+            # columns as unordered; privelet uses a declared hierarchy).  A fresh budget for each trial.
+            budget = PrivacyBudget(p.budgets[0], bits=bits, factor=p.rows_per_protected_group)
             start = time.perf_counter()
-            est = algo.run(counts, p.budgets[0], bits)
+            est = algo.run(counts, budget, columns=table.columns)
             final = est.integers() if est.integers is not None else nonnegative_integer_table(est.values, est.total)
             seconds.append(time.perf_counter() - start)
             scaled.append(workloads.scaled_average_l1(W, counts, final))

@@ -17,7 +17,7 @@ from .trees import Tree, product_tree
 __all__ = [
     "project_to_simplex", "round_preserving_sum", "nonnegative_integer_table",
     "TreeFit", "tree_least_squares", "grouped_simplex_projection", "grouped_rounding",
-    "tree_nonnegative_integers", "least_squares",
+    "tree_nonnegative_integers", "least_squares", "sum_by_parent",
 ]
 
 
@@ -124,7 +124,7 @@ def tree_least_squares(tree: Tree, noisy: list[np.ndarray | None], noise_varianc
     z[-1], V[-1] = np.where(np.isinf(var[-1]), 0.0, y[-1]), var[-1].copy()
     for l in range(L - 2, -1, -1):
         parent = tree.parents[l + 1]
-        S[l] = _sum_by_parent(z[l + 1], parent, tree.sizes[l])
+        S[l] = sum_by_parent(z[l + 1], parent, tree.sizes[l])
         VS[l] = np.bincount(parent, weights=V[l + 1], minlength=tree.sizes[l])
         own, below = var[l], VS[l]
         with np.errstate(invalid="ignore", divide="ignore"):
@@ -143,7 +143,7 @@ def tree_least_squares(tree: Tree, noisy: list[np.ndarray | None], noise_varianc
     return TreeFit(values, variances)
 
 
-def _sum_by_parent(values: np.ndarray, parent: np.ndarray, size: int) -> np.ndarray:
+def sum_by_parent(values: np.ndarray, parent: np.ndarray, size: int) -> np.ndarray:
     """Add up the last axis of ``values`` into ``size`` parents (leading axes are independent repetitions)."""
     if values.ndim == 1:
         return np.bincount(parent, weights=values, minlength=size)

@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .accountant import parse_share
+from .privacy import parse_share
 from .errors import UsageError
 from .marginals import parse_marginals
 from .yamlfile import load_document

@@ -37,7 +37,7 @@ from dataclasses import dataclass
 from fractions import Fraction
 from pathlib import Path
 
-from .accountant import format_fraction
+from .privacy import format_fraction
 from .errors import DphistError
 
 __all__ = ["Ledger", "Reservation", "Existing", "OpenRun", "BudgetExhausted", "LedgerLocked", "LedgerError",

@@ -26,7 +26,7 @@ import pandas as pd
 
 from .consistency import check_separable, expected_errors, full_table_errors, shared_subsets
 from .errors import UsageError
-from .noise import discrete_laplace_variance
+from .privacy import discrete_laplace_variance
 
 __all__ = ["parse_marginals", "union_of", "derive_marginal", "labelled_frame", "STRATEGIES", "MarginalPlan",
            "plan_marginals", "SEPARATE_MAX_CELLS"]

@@ -34,7 +34,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .accountant import format_fraction
+from .privacy import format_fraction
 from .errors import DataError, DphistError, Terminated, UsageError
 from .faults import checkpoint
 from .io.destination import Destination, is_complete, read_marker, remove_tree, sweep_orphans, write_marker

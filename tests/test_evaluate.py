@@ -8,6 +8,7 @@ import pytest
 from click.testing import CliRunner
 
 from dphist.cli import main
+from dphist.algorithms import REGISTRY
 from dphist.errors import UsageError
 from dphist.evaluate import evaluate
 
@@ -77,3 +78,101 @@ def test_bench_command_rejects_bad_histograms(tmp_path):
     (tmp_path / "bad.csv").write_text("1,-2\n3,4\n")
     result = CliRunner().invoke(main, ["bench", str(tmp_path / "bad.csv")])
     assert result.exit_code == 1 and "non-negative" in result.stderr
+
+
+# ---- issue 20: evaluate scores what a release runs -------------------------------------------------------------
+
+
+def _no_counting(monkeypatch):
+    """Reading rows from here on fails the test: a refusal must come before any data is read."""
+    def refuse(*args, **kwargs):
+        raise AssertionError("evaluate read the data before refusing")
+    monkeypatch.setattr("dphist.evaluate.count_tables", refuse)
+
+
+def test_undeclared_column_is_refused_before_reading(monkeypatch):
+    # 'hours_per_week' is in the input but not in this schema.  A release would discover its domain privately;
+    # evaluate used to score the placeholder domain planned for discovery instead.
+    _no_counting(monkeypatch)
+    schema = {"columns": {"age": {"type": "numeric", "lower": 15, "upper": 95, "width": 5}}}
+    source = ROOT / "sample_data" / "census.parquet"
+    for columns in ("hours_per_week", "age,hours_per_week", ["age", "hours_per_week"]):
+        with pytest.raises(UsageError, match="column 'hours_per_week' is not declared in the schema"):
+            evaluate(source, "1", schema, columns, ["identity"], trials=1, seed=0)
+    with pytest.raises(UsageError, match="column 'age' is not declared"):
+        evaluate(source, "1", None, "age", ["identity"], trials=1, seed=0)
+    with pytest.raises(UsageError, match="needs a schema"):  # else every input column would be discovered
+        evaluate(source, "1", None, None, ["identity"], trials=1, seed=0)
+
+
+def test_cli_refuses_undeclared_column_in_one_line(tmp_path):
+    (tmp_path / "schema.yaml").write_text("columns:\n  age: {type: numeric, lower: 15, upper: 95, width: 5}\n")
+    # Parquet stores income's type, so the old evaluate planned its discovery and scored the placeholder.
+    result = CliRunner().invoke(main, ["evaluate", str(ROOT / "sample_data" / "census.parquet"), "-s",
+                                       str(tmp_path / "schema.yaml"), "-c", "age,income", "-e", "1", "-k", "1"])
+    assert result.exit_code == 2, result.output
+    assert result.stderr.splitlines() == [result.stderr.strip()]  # one line, and no NOT PRIVATE banner before it
+    assert "'income'" in result.stderr and "not declared" in result.stderr
+    assert result.stdout == ""
+
+
+def _spy(monkeypatch, name: str) -> list:
+    """Record each run's ``columns`` argument and the estimate it returned, for algorithm ``name``."""
+    cls = REGISTRY[name]
+    runs, original = [], cls.run
+
+    def run(self, counts, *args, **kwargs):
+        estimate = original(self, counts, *args, **kwargs)
+        runs.append((kwargs.get("columns"), estimate))
+        return estimate
+    monkeypatch.setattr(cls, "run", run)
+    return runs
+
+
+REGIONS = {"type": "categorical", "values": ["CA", "OR", "WA", "NY", "NJ", "TX"],
+           "hierarchy": {"West": ["CA", "OR", "WA"], "East": ["NY", "NJ"], "South": ["TX"]}}
+
+
+def _regions_frame() -> pd.DataFrame:
+    rng = np.random.default_rng(0)
+    return pd.DataFrame({"region": rng.choice(REGIONS["values"], 5000),
+                         "age": rng.integers(15, 95, 5000)})
+
+
+def test_privelet_uses_the_declared_hierarchy_as_a_release_does(monkeypatch):
+    # With the column's declaration privelet runs the nominal wavelet over the hierarchy; without it (what
+    # evaluate used to do) Haar over the label order, an algorithm no release runs on this table.
+    import dphist
+
+    frame, schema = _regions_frame(), {"columns": {"region": REGIONS}}
+    runs = _spy(monkeypatch, "privelet")
+    evaluate(frame, "1", schema, "region", ["privelet"], trials=2, seed=0)
+    assert len(runs) == 2
+    for columns, estimate in runs:
+        assert estimate.structure["transforms"] == ["nominal"]
+        assert [c.name for c in columns] == ["region"] and columns[0].hierarchy
+    released = dphist.release(frame, "1", schema, columns="region", algorithm="privelet", seed=0)
+    assert released.report["tables"][0]["structure"] == runs[0][1].structure
+
+
+def test_auto_sees_categorical_columns_as_a_release_does(monkeypatch):
+    # auto treats a categorical column (no hierarchy) as unordered: a table of categorical columns only gets
+    # identity, and a categorical x numeric table is looked up per slice.  Without the columns (the old
+    # evaluate) auto took every axis as ordered and looked up the rules for the whole table.
+    import dphist
+
+    frame = _regions_frame()
+    schema = {"columns": {"region": {"type": "categorical", "values": REGIONS["values"]},
+                          "age": {"type": "numeric", "lower": 15, "upper": 95, "width": 5}}}
+    for columns in ("region", "region,age"):
+        runs = _spy(monkeypatch, "auto")
+        evaluate(frame, "1", schema, columns, ["auto"], trials=1, seed=0)
+        ((given, estimate),) = runs
+        choice = estimate.choices["algorithm_choice"]
+        if columns == "region":
+            assert choice["chosen"] == "identity" and "every column is categorical" in choice["reason"]
+        else:
+            assert "per slice of the 6 categories" in choice["reason"]
+        released = dphist.release(frame, "1", schema, columns=columns, seed=0).report["tables"][0]
+        assert choice["chosen"] == released["algorithm"] and choice["reason"] == released["algorithm_choice"]["reason"]
+        assert [c.name for c in given] == columns.split(",")

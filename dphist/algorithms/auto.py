@@ -13,7 +13,8 @@ The choice reads the data only through N̂, so it is post-processing of an ε₀
 
 Outside the grid: range queries run along ordered columns only, so a categorical column (without a hierarchy)
 splits the table into slices and the rule is looked up for one slice (the ordered columns, N̂/slices records);
-a table of categorical columns only gets identity, the unbiased estimate of each cell.  Tables of three or more
+a table of categorical columns only gets identity, the unbiased estimate of each cell, on all of ε (no total
+is measured: the choice would not read it).  Tables of three or more
 ordered columns use the two-column rules; a choice that cannot take the table's shape falls back to hb.
 """
 
@@ -25,10 +26,12 @@ from fractions import Fraction
 import numpy as np
 
 from ..errors import UsageError
-from ..noise import BitSource, Replicated
+from ..privacy import PrivacyBudget, format_fraction
 from . import options as option
 from .auto_rules import RULES
-from .base import Algorithm, Estimate, measure
+from .base import Algorithm, Estimate
+from .catalog import REGISTRY, get_algorithm
+from .partitioning import DPCube
 
 __all__ = ["Auto", "nearest_rule"]
 
@@ -56,23 +59,23 @@ def _unordered(column) -> bool:
     return getattr(column, "kind", None) == "categorical" and not getattr(column, "hierarchy", None)
 
 
+def _unordered_axes(columns) -> list[int]:
+    return [k for k, c in enumerate(columns or ()) if _unordered(c)]
+
+
 class Auto(Algorithm):
     name = "auto"
     summary = "chooses an algorithm per table from its shape, ε and a noisy total (rules learned on DPBench)"
     options = {"total_share": (Fraction(1, 20), option.fraction_between_0_and_1)}
     option_help = {"total_share": "share of the table's ε spent on the noisy total that the choice reads"}
     data_adaptive = True
-    #: Audits of tables at a rule boundary set this: every run reports only the total and the choice.
-    audit_choice_only = False
 
     def choose(self, shape: tuple[int, ...], epsilon: Fraction, noisy_total: float, columns=None) -> dict:
-        """The choice for a table of ``shape`` to be released at ``epsilon`` (after the total's share), as a
-        report entry: ``chosen`` and ``reason``.  Reads only public facts and the noisy total."""
-        from . import get_algorithm
-
+        """The choice for a table of ``shape`` to be released at ``epsilon`` per record (after the total's share),
+        as a report entry: ``chosen`` and ``reason``.  Reads only public facts and the noisy total."""
         # Range queries run along ordered columns only: a categorical column splits the table into slices, each
         # an ordered table with its share of the records, so the rule is looked up for one slice.
-        unordered = [k for k, c in enumerate(columns or ()) if _unordered(c)]
+        unordered = _unordered_axes(columns)
         ordered = [n for k, n in enumerate(shape) if k not in unordered]
         if not ordered:
             return {"chosen": "identity", "reason": "every column is categorical: cells have no order, so range "
@@ -90,15 +93,8 @@ class Auto(Algorithm):
             name = FALLBACK
         return {"chosen": name, "reason": reason}
 
-    def total_for_choice(self, noisy_total: float, counts: np.ndarray) -> float:
-        """The total the choice reads: the noisy one, never ``counts`` (the audit's mutant overrides this)."""
-        return noisy_total
-
     def instance(self, name: str, shape: tuple[int, ...], epsilon: Fraction, noisy_total: float) -> Algorithm:
         """The chosen algorithm, set up to reuse N̂ where it would otherwise measure a total of its own."""
-        from . import REGISTRY, get_algorithm
-        from .partitioning import DPCube
-
         if issubclass(REGISTRY[name], DPCube):
             # The block DPCube would choose itself from this total (the longest axis's value: shorter axes are
             # cut to their length in either mode).
@@ -106,36 +102,28 @@ class Auto(Algorithm):
             return get_algorithm(name, block=block)
         return get_algorithm(name)
 
-    def run(self, counts: np.ndarray, epsilon: Fraction, bits: BitSource, columns=None) -> Estimate:
-        from ..accountant import format_fraction  # the accountant imports the algorithms
-
-        epsilon = Fraction(epsilon)
-        eps0 = epsilon * self.params["total_share"]
-        eps1 = epsilon - eps0
-        reps = bits.reps if isinstance(bits, Replicated) else None
-        total = np.asarray(counts.sum(), dtype=np.int64)
-        noisy, record = measure(total, 1, eps0, bits, "the table's total (read by the choice of algorithm)",
-                                composition="one query")
-        totals = np.atleast_1d(noisy)
-        choices = [self.choose(counts.shape, eps1, self.total_for_choice(float(t), counts), columns) for t in totals]
-        names = {c["chosen"] for c in choices}
-        if reps and (len(names) > 1 or self.audit_choice_only):
-            # Audits: runs that chose differently measure different queries, which cannot be lined up; the
-            # audit then sees the total and the choice (each chosen algorithm is audited on its own).
-            return Estimate(values=np.zeros((reps,) + counts.shape), measurements=[record],
-                            noisy=[totals.reshape(reps, 1)], choices={"structure": [c["chosen"] for c in choices]})
-        name = choices[0]["chosen"]
-        # Under an audit every run chose the same, so one block size (from the first run's total) serves all.
-        inner = self.instance(name, counts.shape, eps1, float(totals[0]))
-        estimate = inner.run(counts, eps1, bits, columns=columns)
-        estimate.measurements = [record] + estimate.measurements
-        if reps:
-            estimate.noisy = [totals.reshape(reps, 1)] + list(estimate.noisy)
-            keys = estimate.choices.get("structure") or [None] * reps
-            estimate.choices = {"structure": [(name, k) for k in keys]}
+    def run(self, counts: np.ndarray, budget: PrivacyBudget, columns=None) -> Estimate:
+        if len(_unordered_axes(columns)) == counts.ndim:
+            # Every column categorical: the choice is identity whatever the total, so no total is measured.
+            choice = self.choose(counts.shape, budget.epsilon, 0.0, columns)
+            estimate = get_algorithm(choice["chosen"]).run(counts, budget, columns)
+            estimate.choices = {"algorithm_choice": choice, **estimate.choices}
+            estimate.structure = {"algorithm": choice["chosen"], **estimate.structure}
             return estimate
-        estimate.noisy = [noisy] + list(estimate.noisy)
-        estimate.choices = {"algorithm_choice": {**choices[0], "noisy_total": int(noisy),
-                                                 "epsilon_for_total": format_fraction(eps0)}, **estimate.choices}
+        # measure: the table's total, with a share of ε
+        share = self.params["total_share"]
+        for_total, rest = budget.split([share, 1 - share])
+        noisy_total, _ = for_total.laplace(np.asarray(counts.sum()), 1, for_total.epsilon,
+                                           "the table's total (read by the choice of algorithm)",
+                                           composition="one query")
+        # select: the algorithm, from public facts and the noisy total (post-processing)
+        per_record = 1 / rest.scale(1, rest.epsilon)
+        choice = self.choose(counts.shape, per_record, float(noisy_total), columns)
+        name = choice["chosen"]
+        # run it on the rest of the budget
+        estimate = self.instance(name, counts.shape, per_record, float(noisy_total)).run(counts, rest, columns)
+        estimate.choices = {"algorithm_choice": {**choice, "noisy_total": int(noisy_total),
+                                                 "epsilon_for_total": format_fraction(for_total.epsilon)},
+                            **estimate.choices}
         estimate.structure = {"algorithm": name, **estimate.structure}
         return estimate

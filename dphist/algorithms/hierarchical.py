@@ -19,12 +19,12 @@ from fractions import Fraction
 import numpy as np
 
 from ..inference import tree_least_squares, tree_nonnegative_integers
-from ..noise import BitSource, discrete_laplace_variance
+from ..privacy import PrivacyBudget
 from ..trees import Tree, height_for, product_tree
 from . import options as option
-from .base import Algorithm, Estimate, measure
+from .base import Algorithm, Estimate
 
-__all__ = ["H", "Hb", "QuadTree", "best_branching", "level_budgets"]
+__all__ = ["H", "Hb", "QuadTree", "best_branching", "level_weights"]
 
 def best_branching(shape: tuple[int, ...]) -> int:
     """The branching factor per axis that minimises the closed-form error of Qardaji, Yang and Li (PVLDB 2013).
@@ -51,8 +51,8 @@ def best_branching(shape: tuple[int, ...]) -> int:
     return best[1]
 
 
-def level_budgets(epsilon: Fraction, measured: list[int], leaf_level: int, split: str, d: int) -> list[Fraction]:
-    """Exact per-level budgets over the ``measured`` levels, adding up to ``epsilon``.
+def level_weights(measured: list[int], leaf_level: int, split: str, d: int) -> list[Fraction]:
+    """Relative budget shares of the ``measured`` levels (the budget splits in proportion to them).
 
     uniform: equal shares.  geometric: a level i steps above the leaves gets weight 2^(-(d-1) i / 3), which
     minimises the variance of a d-dimensional range query (Cormode et al. 2012; in 1-D, where that is uniform,
@@ -63,10 +63,7 @@ def level_budgets(epsilon: Fraction, measured: list[int], leaf_level: int, split
     else:
         exponent = max(d - 1, 1) / 3
         weights = [Fraction(2 ** (-exponent * (leaf_level - l))).limit_denominator(10**6) for l in measured]
-    whole = sum(weights, Fraction(0))
-    parts = [epsilon * w / whole for w in weights]
-    assert sum(parts, Fraction(0)) == epsilon
-    return parts
+    return weights
 
 
 class _TreeMethod(Algorithm):
@@ -86,35 +83,34 @@ class _TreeMethod(Algorithm):
             b = best_branching(shape)
         return product_tree(shape, b), b
 
-    def run(self, counts: np.ndarray, epsilon: Fraction, bits: BitSource, columns=None) -> Estimate:
+    def run(self, counts: np.ndarray, budget: PrivacyBudget, columns=None) -> Estimate:
+        # select: the public tree and the levels to measure
         shape = counts.shape
         tree, b = self.tree_for(shape)
         keep_root = self.params["root"] == "keep" or tree.levels == 1
         measured = list(range(0 if keep_root else 1, tree.levels))
         split = self.params["budget_split"] or self.default_split
-        budgets = level_budgets(epsilon, measured, tree.levels - 1, split, len(shape))
+        level_budgets = budget.split(level_weights(measured, tree.levels - 1, split, len(shape)))
 
+        # measure: each level's node sums (a level partitions the cells: Δ = 1)
         sums = tree.level_sums(counts)
         noisy: list[np.ndarray | None] = [None] * tree.levels
         variances: list[float] = [math.inf] * tree.levels
-        records = []
-        for level, eps in zip(measured, budgets):
-            noisy[level], record = measure(
-                sums[level], 1, eps, bits, f"tree level {level} ({tree.sizes[level]} nodes)",
+        for level, part in zip(measured, level_budgets):
+            noisy[level], record = part.laplace(
+                sums[level], 1, part.epsilon, f"tree level {level} ({tree.sizes[level]} nodes)",
                 composition="parallel over the level's disjoint nodes; levels add up sequentially")
-            variances[level] = discrete_laplace_variance(record.scale)
-            records.append(record)
+            variances[level] = record.noise_variance
 
+        # infer: tree least squares, then top-down non-negative integers
         fit = tree_least_squares(tree, noisy, variances)
         leaves = fit.values[-1]
         return Estimate(
             values=leaves.reshape(leaves.shape[:-1] + shape),
-            measurements=records,
             variance=fit.variances[-1].reshape(shape),
             total=fit.values[0][..., 0] if leaves.ndim > 1 else float(fit.values[0][0]),
             integers=lambda: tree_nonnegative_integers(tree, fit),
             structure={"branching": b, "root_measured": keep_root, "budget_split": split, **tree.describe()},
-            noisy=[noisy[level] for level in measured],
         )
 
 

@@ -20,15 +20,14 @@ those noisy counts, so it is post-processing and costs nothing more.
 
 from __future__ import annotations
 
-from dataclasses import replace
 from fractions import Fraction
 
 import numpy as np
 
 from ..errors import UsageError
-from ..noise import BitSource, Replicated, discrete_laplace_variance
+from ..privacy import PrivacyBudget, discrete_laplace_variance
 from . import options as option
-from .base import Algorithm, Estimate, measure
+from .base import Algorithm, Estimate
 
 __all__ = ["NoiseFirst", "DPCube", "KDTree", "v_optimal_costs"]
 
@@ -96,13 +95,12 @@ class NoiseFirst(Algorithm):
         if len(shape) != 1:
             raise UsageError("algorithm 'noisefirst' works on one-column tables")
 
-    def run(self, counts: np.ndarray, epsilon: Fraction, bits: BitSource, columns=None) -> Estimate:
+    def run(self, counts: np.ndarray, budget: PrivacyBudget, columns=None) -> Estimate:
         self.check_shape(counts.shape)
-        noisy, record = measure(counts, 1, epsilon, bits, "every cell")
-        if isinstance(bits, Replicated):
-            # Audits read only the measurement; everything below is post-processing of it.
-            return Estimate(values=noisy.astype(np.float64), measurements=[record], noisy=[noisy])
-        sigma2 = discrete_laplace_variance(record.scale)
+        # measure: every cell, with all of ε
+        noisy, record = budget.laplace(counts, 1, budget.epsilon, "every cell")
+        # infer: the bucketing is post-processing of the noisy cells
+        sigma2 = record.noise_variance
         n = counts.shape[0]
         # Public candidate boundaries: at most `grid` equal steps over the domain.
         cuts = np.unique(np.round(np.linspace(0, n, min(n, self.params["grid"]) + 1)).astype(np.int64))
@@ -117,7 +115,7 @@ class NoiseFirst(Algorithm):
             edges = cuts[_bucket_edges(back, best + 1, cuts.size - 1)]
             sizes = np.diff(edges)
             values, chosen = np.repeat(np.add.reduceat(row, edges[:-1]) / sizes, sizes), best + 1
-        return Estimate(values=values, measurements=[record], noisy=[noisy],
+        return Estimate(values=values,
                         structure={"candidate_boundaries": int(cuts.size), "max_buckets": self.params["max_buckets"]},
                         choices={"buckets": chosen})
 
@@ -282,7 +280,8 @@ class DPCube(Algorithm):
     BLOCK_RULE = {1: (16.0, 2.4, 0.6), 2: (4.0, 0.15, 0.9)}
 
     def auto_block(self, noisy_total: float, shape: tuple[int, ...], epsilon: Fraction) -> tuple[int, ...]:
-        """Phase-1 block size per axis from the noisy total N̂ (public once measured): with r = max(N̂, 1)·ε/n,
+        """Phase-1 block size per axis from the noisy total N̂ (public once measured) and the table's ε per
+        record (ε divided by the protected unit's rows): with r = max(N̂, 1)·ε/n,
         the expected count per cell in units of the noise scale, blocks of c = scale·(reference/r)^power cells
         (``BLOCK_RULE``), c^(1/d) per axis, 1 when the signal is strong."""
         cells = int(np.prod(shape))
@@ -291,88 +290,47 @@ class DPCube(Algorithm):
         c = scale * (reference / r) ** power
         return tuple(int(min(max(round(c ** (1 / len(shape))), 1), length)) for length in shape)
 
-    def run(self, counts: np.ndarray, epsilon: Fraction, bits: BitSource, columns=None) -> Estimate:
-        reps = bits.reps if isinstance(bits, Replicated) else None
-        source = bits.bits if reps else bits
-        R = reps or 1
-        measurements, views = [], []
-        rest = epsilon
+    def run(self, counts: np.ndarray, budget: PrivacyBudget, columns=None) -> Estimate:
+        # select: the phase-1 blocks, from a noisy total when the block size is automatic
+        rest = budget
         if self.params["block"] == "auto":
-            eps0 = epsilon * self.params["total_share"]
-            rest = epsilon - eps0
-            totals, record = measure(np.full(R, counts.sum()), 1, eps0, source,
-                                     "the grand total (to choose the phase-1 block size)")
-            measurements.append(replace(record, queries=1, composition="one query"))
-            views.append(totals.reshape(-1, 1))
-            blocks = [self.auto_block(t, counts.shape, epsilon) for t in totals]
+            share = self.params["total_share"]
+            for_total, rest = budget.split([share, 1 - share])
+            noisy_total, _ = for_total.laplace(np.asarray(counts.sum()), 1, for_total.epsilon,
+                                               "the grand total (to choose the phase-1 block size)",
+                                               composition="one query")
+            block = self.auto_block(float(noisy_total), counts.shape, 1 / budget.scale(1, budget.epsilon))
         else:
-            blocks = [tuple(min(self.params["block"], n) for n in counts.shape)] * R
-        eps1 = rest * self.params["alpha"]
-        eps2 = rest - eps1
-        # Runs that share a block size are measured together (audits repeat a run many times).
-        values = np.empty((R,) + counts.shape)
-        first_view, second_view = np.empty_like(values), np.empty_like(values)
-        partitions, queries = [None] * R, []
-        for block in sorted(set(blocks)):
-            runs = [r for r in range(R) if blocks[r] == block]
-            out = self.phases(counts, block, len(runs), eps1, eps2, source)
-            values[runs], first_view[runs], second_view[runs] = out[0], out[1], out[2]
-            for r, leaves in zip(runs, out[3]):
-                partitions[r] = leaves
-            records = out[4]
-            queries += [(records[0].queries, len(leaves)) for leaves in out[3]]
-        measurements += [replace(records[0], queries=int(round(np.mean([q[0] for q in queries])))),
-                         replace(records[1], queries=int(round(np.mean([q[1] for q in queries]))))]
-        views += [first_view, second_view]
-        structure = {"alpha": str(self.params["alpha"]), "release": self.params["release"],
-                     "max_depth": self.params["max_depth"], "block": self.params["block"]}
-        if reps:
-            return Estimate(values=values, measurements=measurements, noisy=views, structure=structure,
-                            choices={"structure": list(zip(blocks, partitions))})
-        return Estimate(values=values[0], measurements=measurements, noisy=[v[0] for v in views],
-                        structure=structure, choices={"partitions": len(partitions[0]), "block": list(blocks[0])})
-
-    def phases(self, counts, block, runs, eps1, eps2, bits):
-        """``runs`` independent runs of: phase 1 on blocks of ``block`` cells, the partition of the noisy blocks,
-        phase 2 on the partition totals, and the combination.  Returns, each with a leading axis of runs: the
-        estimates, the audit views of both phases, the partitions; then the two measurement records.
-
-        Audit views (per cell, so that runs line up whatever they chose): phase 1 puts each noisy block count
-        in the block's first cell; phase 2 spreads each noisy partition total evenly over its cells.  Either
-        view changes (in L1) exactly as much as the noisy values it shows."""
+            block = tuple(min(self.params["block"], n) for n in counts.shape)
+        alpha = self.params["alpha"]
+        first, second = rest.split([alpha, 1 - alpha])
         edges = [_edges(n, b) for n, b in zip(counts.shape, block)]
         coarse = _coarsen(counts, edges)
-        cells, first = measure(coarse, 1, eps1, Replicated(bits, runs), "phase 1: every block of cells (blocks "
-                               "of a size chosen beforehand)")
-        sigma1 = discrete_laplace_variance(Fraction(1) / eps1)
-        sigma2 = discrete_laplace_variance(Fraction(1) / eps2)
-        # The partition of each run, from its noisy blocks only (post-processing of phase 1).
-        partitions = [tuple(self.partition(run, coarse, sigma1, sigma2)) for run in cells]
-        labels = []
-        for leaves in partitions:
-            label = np.zeros(coarse.shape, dtype=np.int64)
-            for i, (lo, hi) in enumerate(leaves):
-                label[tuple(slice(a, b) for a, b in zip(lo, hi))] = i
-            labels.append(label.ravel())
-        # Phase 2: every partition's total; partitions are disjoint, so one record moves one total by 1.
-        lengths = [len(p) for p in partitions]
-        totals = np.concatenate([np.bincount(f, weights=coarse.ravel(), minlength=k) for f, k in zip(labels, lengths)])
-        noisy_all, second = measure(totals.round().astype(np.int64), 1, eps2, bits,
-                                    "phase 2: the total of every partition (chosen from phase 1)")
-        offsets = np.cumsum([0] + lengths)
-        block_cells = _coarsen(np.ones(counts.shape), edges).ravel()
-        values, first_view, second_view = [], [], []
-        for r, (run, flat, k) in enumerate(zip(cells, labels, lengths)):
-            noisy_totals = noisy_all[offsets[r]:offsets[r + 1]]
-            value = self.combine(run.ravel().astype(np.float64), flat, k, noisy_totals, sigma1, sigma2)
-            values.append(_spread(value.reshape(coarse.shape), edges))
-            corner = np.zeros(counts.shape)
-            corner[tuple(np.ix_(*[e[:-1] for e in edges]))] = run
-            first_view.append(corner)
-            cells_per_part = np.bincount(flat, weights=block_cells, minlength=k)
-            second_view.append(_spread(((noisy_totals / cells_per_part)[flat] * block_cells).reshape(coarse.shape),
-                                       edges))
-        return np.stack(values), np.stack(first_view), np.stack(second_view), partitions, (first, second)
+
+        # measure: phase 1, every block of cells
+        cells, record = first.laplace(coarse, 1, first.epsilon,
+                                      "phase 1: every block of cells (blocks of a size chosen beforehand)")
+        sigma1 = record.noise_variance
+        sigma2 = discrete_laplace_variance(second.scale(1, second.epsilon))
+
+        # select: the k-d partition of the noisy blocks (post-processing of phase 1)
+        leaves = self.partition(cells, sigma1, sigma2)
+        label = np.zeros(coarse.shape, dtype=np.int64)
+        for i, (lo, hi) in enumerate(leaves):
+            label[tuple(slice(a, b) for a, b in zip(lo, hi))] = i
+        flat = label.ravel()
+
+        # measure: phase 2, every partition's total (partitions are disjoint: one record moves one total by 1)
+        totals = np.bincount(flat, weights=coarse.ravel(), minlength=len(leaves)).round().astype(np.int64)
+        noisy_totals, _ = second.laplace(totals, 1, second.epsilon,
+                                         "phase 2: the total of every partition (chosen from phase 1)")
+
+        # infer: combine the two estimates of each partition, then spread blocks over their cells
+        value = self.combine(cells.ravel().astype(np.float64), flat, len(leaves), noisy_totals, sigma1, sigma2)
+        structure = {"alpha": str(alpha), "release": self.params["release"],
+                     "max_depth": self.params["max_depth"], "block": self.params["block"]}
+        return Estimate(values=_spread(value.reshape(coarse.shape), edges), structure=structure,
+                        choices={"partitions": len(leaves), "block": list(block)})
 
     def combine(self, run: np.ndarray, flat: np.ndarray, k: int, noisy_totals: np.ndarray, sigma1: float,
                 sigma2: float) -> np.ndarray:
@@ -397,8 +355,8 @@ class DPCube(Algorithm):
 
     split_rule = "best"
 
-    def partition(self, cells: np.ndarray, counts: np.ndarray, sigma1: float, sigma2: float):
-        """The k-d partition, from the phase-1 noisy cells only (``counts`` is not used: see the mutant)."""
+    def partition(self, cells: np.ndarray, sigma1: float, sigma2: float):
+        """The k-d partition of the phase-1 noisy blocks ``cells``, as a list of boxes (lo, hi)."""
         return _kd_partition(cells, sigma1, sigma2, self.params["max_depth"], self.split_rule)
 
 

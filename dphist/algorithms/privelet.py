@@ -19,15 +19,14 @@ per-axis vectors, whose L1 norm is the product of the per-axis norms: ρ = Π_k 
 
 from __future__ import annotations
 
-from fractions import Fraction
 
 import numpy as np
 
-from ..inference import _sum_by_parent
-from ..noise import BitSource, discrete_laplace_variance
+from ..inference import sum_by_parent
+from ..privacy import PrivacyBudget
 from ..trees import LabelTree, height_for, range_boundaries
 from . import options as option
-from .base import Algorithm, Estimate, measure_weighted
+from .base import Algorithm, Estimate
 
 __all__ = ["HaarAxis", "NominalAxis", "Privelet"]
 
@@ -129,7 +128,7 @@ class NominalAxis:
         """Node sums per level along the last axis (leading axes carried along)."""
         sums = [x]
         for l in range(self._tree.levels - 1, 0, -1):
-            sums.insert(0, _sum_by_parent(sums[0], self._tree.parents[l], self._tree.sizes[l - 1]))
+            sums.insert(0, sum_by_parent(sums[0], self._tree.parents[l], self._tree.sizes[l - 1]))
         return sums
 
     def forward(self, x: np.ndarray, axis: int) -> np.ndarray:
@@ -147,17 +146,15 @@ class NominalAxis:
         totals = c[..., :1]
         position = 1
         for l, (kept, parents, fan_out) in enumerate(self._groups, start=1):
-            size = self._tree.sizes[l]
             parent_all = self._tree.parents[l]
             fan_all = self._tree.child_counts[l - 1][parent_all]
             coef = c[..., position:position + kept.size] / fan_out
             position += kept.size
-            group_mean = _sum_by_parent(coef, parents, self._tree.sizes[l - 1]) / self._tree.child_counts[l - 1]
+            group_mean = sum_by_parent(coef, parents, self._tree.sizes[l - 1]) / self._tree.child_counts[l - 1]
             coef = coef - group_mean[..., parents]
             nxt = totals[..., parent_all] / fan_all
             nxt[..., kept] += coef
             totals = nxt
-            assert totals.shape[-1] == size
         return np.moveaxis(totals, -1, axis)
 
     def variance_factors(self) -> np.ndarray:
@@ -211,43 +208,44 @@ class Privelet(Algorithm):
                 axes.append(HaarAxis(n) if n > limit else _IdentityAxis(n))
         return axes
 
-    def run(self, counts: np.ndarray, epsilon: Fraction, bits: BitSource, columns=None) -> Estimate:
+    def run(self, counts: np.ndarray, budget: PrivacyBudget, columns=None) -> Estimate:
+        # select: the wavelet coefficients, axis after axis, and each one's relative noise scale
         axes = self.axes_for(counts.shape, columns)
         coefficients = counts
         for k, axis in enumerate(axes):
             coefficients = axis.forward(coefficients, k)
-        # Relative noise scale of every coefficient: the product of its axes' factors (1 for Haar/identity).
-        relative = np.ones(coefficients.shape)
-        for k, axis in enumerate(axes):
-            shape = [1] * counts.ndim
-            shape[k] = coefficients.shape[k]
-            relative = relative * axis.relative_scales.reshape(shape)
+        relative = _outer([a.relative_scales for a in axes])
         sensitivity = int(np.prod([a.sensitivity for a in axes]))
-        noisy, record = measure_weighted(coefficients, relative, sensitivity, epsilon, bits,
-                                         "wavelet coefficients (weighted by their scale factors)",
-                                         composition="one measurement of all coefficients; its weighted L1 "
-                                                     "sensitivity is the product of the per-column factors")
+
+        # measure: every coefficient at once, with its weighted scale
+        noisy, record = budget.laplace_weighted(coefficients, relative, sensitivity, budget.epsilon,
+                                                "wavelet coefficients (weighted by their scale factors)",
+                                                composition="one measurement of all coefficients; its weighted L1 "
+                                                            "sensitivity is the product of the per-column factors")
+
+        # infer: the inverse transform (any leading axes of the noisy answers are carried along)
         values = noisy
-        lead = noisy.ndim - counts.ndim  # repetitions (audits) come first
+        lead = noisy.ndim - counts.ndim
         for k, axis in enumerate(axes):
             values = axis.inverse(values, lead + k)
-        factors = np.ones(counts.shape)
-        for k, axis in enumerate(axes):
-            shape = [1] * counts.ndim
-            shape[k] = counts.shape[k]
-            factors = factors * axis.variance_factors().reshape(shape)
+        factors = _outer([a.variance_factors() for a in axes])
         uniform = bool(np.all(relative == 1))
         # Exact for uniform scales; otherwise the continuous-Laplace variance 2b², an upper bound.
-        unit = discrete_laplace_variance(record.scale) if uniform else 2 * float(record.scale) ** 2
+        unit = record.noise_variance if uniform else 2 * float(record.scale) ** 2
         return Estimate(
             values=values,
-            measurements=[record],
             variance=unit * factors,
             structure={"transforms": [_kind(a) for a in axes],
                        "sensitivity_factors": [a.sensitivity for a in axes]},
-            # In units of the base scale, so every value's noise has the measurement's scale (audits).
-            noisy=[noisy / relative],
         )
+
+
+def _outer(vectors: list[np.ndarray]) -> np.ndarray:
+    """The d-way table whose entry (i, j, ...) is vectors[0][i] · vectors[1][j] · ..."""
+    out = np.ones(())
+    for v in vectors:
+        out = np.multiply.outer(out, np.asarray(v, dtype=np.float64))
+    return out
 
 
 def _kind(axis) -> str:

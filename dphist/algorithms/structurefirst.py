@@ -24,9 +24,9 @@ from fractions import Fraction
 import numpy as np
 
 from ..errors import UsageError
-from ..noise import BitSource, Replicated, permute_and_flip
+from ..privacy import PrivacyBudget
 from . import options as option
-from .base import Algorithm, Estimate, Measurement, measure
+from .base import Algorithm, Estimate
 from .partitioning import v_optimal_costs
 
 __all__ = ["StructureFirst", "score_rounding_bound", "guarded_structure_share"]
@@ -103,57 +103,43 @@ class StructureFirst(Algorithm):
                              f"{MAX_CAP_TIMES_CELLS:,} (here {cap:,} × {shape[0]:,})")
 
     def plan(self, cells: int, epsilon: Fraction) -> tuple[np.ndarray, int, Fraction]:
-        """The public plan: candidate cuts (at most ``grid`` equal steps), the number of buckets k and ε₁."""
+        """The public plan: candidate cuts (at most ``grid`` equal steps), the number of buckets k and the share
+        ε₁/ε of the boundaries (0 when k = 1)."""
         cuts = np.unique(np.round(np.linspace(0, cells, min(cells, self.params["grid"]) + 1)).astype(np.int64))
         k = min(self.params["buckets"], cuts.size - 1)
         share = self.params["structure_share"]
         if share == "auto":
             share = guarded_structure_share(k, self.params["cap"], cells, epsilon, fallback=Fraction(1, 2))
-        return cuts, k, (share * epsilon if k > 1 else Fraction(0))
+        return cuts, k, (share if k > 1 else Fraction(0))
 
-    def run(self, counts: np.ndarray, epsilon: Fraction, bits: BitSource, columns=None) -> Estimate:
+    def run(self, counts: np.ndarray, budget: PrivacyBudget, columns=None) -> Estimate:
         self.check_shape(counts.shape)
         n, F = counts.shape[0], self.params["cap"]
-        cuts, k, eps1 = self.plan(n, epsilon)
-        eps2 = epsilon - eps1
-        reps = bits.reps if isinstance(bits, Replicated) else None
-        source = bits.bits if reps else bits
+        cuts, k, share = self.plan(n, 1 / budget.scale(1, budget.epsilon))  # the proxy reads ε per record
 
-        # The bucket totals' noise is drawn first: k independent draws whatever the boundaries, so the number of
-        # random words the boundary draws use (which depends on the scores) never shifts it.
-        noise, record = measure(np.zeros(k, dtype=np.int64), 1, eps2, Replicated(source, reps or 1),
-                                f"the total of each of the {k} buckets")
-
-        # Select: k − 1 boundaries by the exponential mechanism (none when k = 1: the plan is public).
-        measurements = []
-        scores = self.scores(counts, cuts, k)
-        sensitivity = 2 * F + 1 + 2 * score_rounding_bound(n, F, k)  # 2F + 1, plus the float64 rounding
-        runs = [self.boundaries(scores, cuts.size - 1, k, eps1, sensitivity, source) for _ in range(reps or 1)]
+        # select: k − 1 boundaries by the exponential mechanism (none when k = 1: the plan is public)
         if k > 1:
-            measurements.append(Measurement(
-                what=f"bucket boundaries: {k - 1} permute-and-flip draws of ε₁/{k - 1} each, on counts clipped to "
-                     f"[0, {F}]",
-                mechanism="permute-and-flip (exponential mechanism)", sensitivity=2 * F + 1,
-                scale=Fraction(2 * F + 1) / eps1, epsilon=eps1, queries=k - 1,
-                composition=f"sequential over the {k - 1} draws"))
+            for_structure, for_totals = budget.split([share, 1 - share])
+            draws = for_structure.selection(
+                k - 1, for_structure.epsilon, 2 * F + 1 + 2 * score_rounding_bound(n, F, k),
+                f"bucket boundaries: {k - 1} permute-and-flip draws, on counts clipped to [0, {F}] (score "
+                f"sensitivity 2F + 1 plus the float64 rounding bound)")
+            chosen = self.boundaries(self.scores(counts, cuts, k), cuts.size - 1, k, draws.choose)
+        else:
+            for_totals, chosen = budget, [0, cuts.size - 1]
+        edges = cuts[np.array(chosen)]
 
-        # Measure: every bucket's total (buckets are disjoint, so one record moves one total by 1).
-        edges = [cuts[np.array(b)] for b in runs]
-        noisy = np.stack([np.add.reduceat(counts, e[:-1]) for e in edges]) + noise  # (runs, k)
-        measurements.append(record)
+        # measure: every bucket's total (buckets are disjoint, so one record moves one total by 1)
+        noisy, _ = for_totals.laplace(np.add.reduceat(counts, edges[:-1]), 1, for_totals.epsilon,
+                                      f"the total of each of the {k} buckets")
 
-        # Infer: spread each bucket's noisy total evenly over its cells.
-        values = np.stack([np.repeat(t / np.diff(e), np.diff(e)) for t, e in zip(noisy, edges)]).astype(np.float64)
-        structure = {"cap": F, "buckets": k, "candidate_boundaries": int(cuts.size), "structure_epsilon": str(eps1)}
-        if reps:
-            empty = np.zeros((reps, 0))
-            return Estimate(values=values, measurements=measurements, structure=structure,
-                            noisy=([empty] if k > 1 else []) + [noisy],
-                            choices={"structure": [tuple(b) for b in runs]})
-        boundaries = [int(c) for c in edges[0][1:-1]]
-        return Estimate(values=values[0], measurements=measurements, structure=structure,
-                        noisy=([np.zeros(0)] if k > 1 else []) + [noisy[0]],
-                        choices={"buckets": k, "boundaries": boundaries})
+        # infer: spread each bucket's noisy total evenly over its cells
+        sizes = np.diff(edges)
+        values = np.repeat(noisy / sizes, sizes).astype(np.float64)
+        structure = {"cap": F, "buckets": k, "candidate_boundaries": int(cuts.size),
+                     "structure_epsilon": str(share * budget.epsilon)}
+        return Estimate(values=values, structure=structure,
+                        choices={"buckets": k, "boundaries": [int(c) for c in edges[1:-1]]})
 
     def scores(self, counts: np.ndarray, cuts: np.ndarray, k: int):
         """score(j, b, r) = T[j][b] + SSE([b, r)) on the clipped counts, as a function (None when k = 1)."""
@@ -165,18 +151,12 @@ class StructureFirst(Algorithm):
         Q = np.concatenate([[0.0], np.cumsum(clipped * clipped)])[cuts]
         return lambda j, b, r: cost[j - 1, b] + _sse(P, Q, cuts, b, r)
 
-    def boundaries(self, scores, g: int, k: int, eps1: Fraction, sensitivity: Fraction, bits: BitSource) -> list[int]:
-        """Indices into the g + 1 candidate cuts of the k + 1 bucket edges, the inner ones drawn right to left by
-        the exponential mechanism with ε₁/(k − 1) each and score sensitivity ``sensitivity``."""
-        if k == 1:
-            return [0, g]
+    def boundaries(self, scores, g: int, k: int, choose) -> list[int]:
+        """Indices into the g + 1 candidate cuts of the k + 1 bucket edges, the inner ones drawn right to left:
+        ``choose(quality)`` returns the index of one candidate (higher quality likelier)."""
         right = [g]
         for j in range(k - 1, 0, -1):
             candidates = np.arange(j, right[-1])  # bucket j + 1 is [b, r); j buckets must fit left of b
-            chosen = self.select(-scores(j, candidates, right[-1]), eps1 / (k - 1), sensitivity, bits)
+            chosen = choose((-scores(j, candidates, right[-1])).tolist())
             right.append(int(candidates[chosen]))
         return [0] + right[::-1]
-
-    def select(self, quality: np.ndarray, epsilon: Fraction, sensitivity: Fraction, bits: BitSource) -> int:
-        """One exponential-mechanism draw (higher quality is better): exact permute-and-flip."""
-        return permute_and_flip(quality.tolist(), epsilon, sensitivity, bits)

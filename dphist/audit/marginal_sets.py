@@ -2,8 +2,7 @@
 
 Strategy "full" is one algorithm run on the table over all the marginals' columns (audited as that algorithm);
 its marginals are post-processing.  Strategy "separate" is the new mechanism: k identity measurements of
-marginals of the same records, with ε split by :func:`~dphist.accountant.split_budget` exactly as a release
-plans it.  One record changes one cell of every marginal, so the k measurements compose to ε; a split that
+marginals of the same records, with the budget split in equal shares exactly as a release plans it.  One record changes one cell of every marginal, so the k measurements compose to ε; a split that
 forgot the composition would spend kε.  The least-squares reconciliation and rounding that follow read only
 these measurements, so they cannot add privacy loss and are not part of the audited output.
 """
@@ -14,11 +13,10 @@ from fractions import Fraction
 
 import numpy as np
 
-from ..accountant import split_budget
 from ..algorithms.base import Algorithm, Estimate
 from ..algorithms.identity import Identity
 from ..marginals import derive_marginal
-from ..noise import BitSource
+from ..privacy import PrivacyBudget
 
 __all__ = ["SeparateMarginals", "OverspentMarginals", "MARGINALS"]
 
@@ -27,27 +25,26 @@ MARGINALS = ((0, 1), (1, 2), (0, 2))
 
 
 class SeparateMarginals(Algorithm):
-    """Each marginal in :data:`MARGINALS` of the table measured by identity with an equal share of ε."""
+    """Each marginal in :data:`MARGINALS` of the table measured by identity with an equal share of the budget."""
 
     name = "marginals-separate"
     summary = "a marginal set under strategy separate: identity on each marginal at ε/k"
 
-    def budgets(self, epsilon: Fraction, k: int) -> list[Fraction]:
-        return split_budget(Fraction(epsilon), [Fraction(1)] * k)
-
-    def run(self, counts: np.ndarray, epsilon: Fraction, bits: BitSource, columns=None) -> Estimate:
+    def run(self, counts: np.ndarray, budget: PrivacyBudget, columns=None) -> Estimate:
         axes = tuple(range(counts.ndim))
-        identity = Identity()
-        estimates = [identity.run(derive_marginal(counts, axes, m), budget, bits)
-                     for m, budget in zip(MARGINALS, self.budgets(epsilon, len(MARGINALS)))]
-        return Estimate(values=np.zeros(counts.shape), measurements=[r for e in estimates for r in e.measurements],
-                        noisy=[n for e in estimates for n in e.noisy])
+        for m, part in zip(MARGINALS, budget.split([1] * len(MARGINALS))):
+            self.measure(derive_marginal(counts, axes, m), part)
+        return Estimate(values=np.zeros(counts.shape))
+
+    def measure(self, marginal: np.ndarray, part: PrivacyBudget) -> None:
+        Identity().run(marginal, part)
 
 
 class OverspentMarginals(SeparateMarginals):
-    """Mutant: every marginal measured with the whole ε, as if the marginals were of different records."""
+    """Mutant: every marginal measured with the whole ε, as if the marginals were of different records (its
+    sensitivity is claimed as 1/k, so each part's ε/k buys the noise of ε)."""
 
     name = "mutant-marginals-no-composition"
 
-    def budgets(self, epsilon: Fraction, k: int) -> list[Fraction]:
-        return [Fraction(epsilon)] * k
+    def measure(self, marginal: np.ndarray, part: PrivacyBudget) -> None:
+        part.laplace(marginal, Fraction(1, len(MARGINALS)), part.epsilon, "every cell (composition forgotten)")

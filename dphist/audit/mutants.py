@@ -1,7 +1,9 @@
 """Deliberately broken algorithms.  Each claims the ε it is given but spends more; the audit must catch them all.
 
 They mirror real bugs in DP code (privacy-engineering.md §3): a noise scale off by a factor, a tree whose
-height was forgotten in its sensitivity, a budget split that overspends.
+height was forgotten in its sensitivity, a budget split that overspends, a decision read off the true data.
+The privacy kernel checks that budgets add up, so a mutant lies where the kernel cannot see: in the sensitivity
+it states, or in what its decisions read.  Each overrides only public methods of the algorithm it breaks.
 """
 
 from __future__ import annotations
@@ -16,9 +18,26 @@ from ..algorithms.identity import Identity
 from ..algorithms.partitioning import DPCube, KDTree
 from ..algorithms.privelet import Privelet
 from ..algorithms.structurefirst import StructureFirst
-from ..noise import BitSource
+from ..privacy import PrivacyBudget
 
 __all__ = ["MUTANTS"]
+
+
+class _UnderstatedSensitivity(PrivacyBudget):
+    """A budget that divides every stated sensitivity by ``shrink`` before the kernel sees it (the bug)."""
+
+    shrink = Fraction(1)
+
+    def scale(self, sensitivity, epsilon) -> Fraction:
+        return super().scale(Fraction(sensitivity) / self.shrink, epsilon)
+
+
+def _understating(budget: PrivacyBudget, shrink: Fraction) -> PrivacyBudget:
+    """``budget`` itself, turned into one that understates every sensitivity ``shrink``-fold (it keeps its
+    bits, trace and repetitions; its children inherit the bug)."""
+    budget.__class__ = type(f"Understating{type(budget).__name__}", (_UnderstatedSensitivity, type(budget)),
+                            {"shrink": shrink})
+    return budget
 
 
 class HalfScaleIdentity(Identity):
@@ -26,8 +45,8 @@ class HalfScaleIdentity(Identity):
 
     name = "mutant-identity-half-scale"
 
-    def run(self, counts: np.ndarray, epsilon: Fraction, bits: BitSource, columns=None):
-        return super().run(counts, epsilon * 2, bits, columns)
+    def run(self, counts: np.ndarray, budget: PrivacyBudget, columns=None):
+        return super().run(counts, _understating(budget, Fraction(2)), columns)
 
 
 class ShrunkScaleIdentity(Identity):
@@ -35,8 +54,8 @@ class ShrunkScaleIdentity(Identity):
 
     name = "mutant-identity-scale-0.8"
 
-    def run(self, counts: np.ndarray, epsilon: Fraction, bits: BitSource, columns=None):
-        return super().run(counts, epsilon * Fraction(5, 4), bits, columns)
+    def run(self, counts: np.ndarray, budget: PrivacyBudget, columns=None):
+        return super().run(counts, _understating(budget, Fraction(5, 4)), columns)
 
 
 class HeightForgottenTree(H):
@@ -44,9 +63,9 @@ class HeightForgottenTree(H):
 
     name = "mutant-tree-height-forgotten"
 
-    def run(self, counts: np.ndarray, epsilon: Fraction, bits: BitSource, columns=None):
+    def run(self, counts: np.ndarray, budget: PrivacyBudget, columns=None):
         levels = self.tree_for(counts.shape)[0].levels - 1  # measured levels (root dropped)
-        return super().run(counts, epsilon * levels, bits, columns)
+        return super().run(counts, _understating(budget, Fraction(levels)), columns)
 
 
 class OverspentTree(H):
@@ -54,8 +73,8 @@ class OverspentTree(H):
 
     name = "mutant-tree-overspent-10pct"
 
-    def run(self, counts: np.ndarray, epsilon: Fraction, bits: BitSource, columns=None):
-        return super().run(counts, epsilon * Fraction(11, 10), bits, columns)
+    def run(self, counts: np.ndarray, budget: PrivacyBudget, columns=None):
+        return super().run(counts, _understating(budget, Fraction(11, 10)), columns)
 
 
 class TotalForgottenPrivelet(Privelet):
@@ -63,10 +82,10 @@ class TotalForgottenPrivelet(Privelet):
 
     name = "mutant-privelet-total-forgotten"
 
-    def run(self, counts: np.ndarray, epsilon: Fraction, bits: BitSource, columns=None):
+    def run(self, counts: np.ndarray, budget: PrivacyBudget, columns=None):
         rho = int(np.prod([a.sensitivity for a in self.axes_for(counts.shape)]))
         forgotten = int(np.prod([max(a.sensitivity - 1, 1) for a in self.axes_for(counts.shape)]))
-        return super().run(counts, epsilon * Fraction(rho, forgotten), bits, columns)
+        return super().run(counts, _understating(budget, Fraction(rho, forgotten)), columns)
 
 
 class UnweightedNominalPrivelet(Privelet):
@@ -88,8 +107,12 @@ class TrueCountDPCube(DPCube):
     name = "mutant-dpcube-partition-on-true-counts"
     flip_pair = "dpcube"
 
-    def partition(self, cells, counts, sigma1, sigma2):
-        return super().partition(counts, counts, sigma1, sigma2)
+    def run(self, counts: np.ndarray, budget: PrivacyBudget, columns=None):
+        self.true_counts = counts  # tiny audit options measure every cell, so the blocks are the cells
+        return super().run(counts, budget, columns)
+
+    def partition(self, cells, sigma1, sigma2):
+        return super().partition(self.true_counts, sigma1, sigma2)
 
 
 class TrueCountKDTree(KDTree):
@@ -98,8 +121,12 @@ class TrueCountKDTree(KDTree):
     name = "mutant-kdtree-partition-on-true-counts"
     flip_pair = "kdtree"
 
-    def partition(self, cells, counts, sigma1, sigma2):
-        return super().partition(counts, counts, sigma1, sigma2)
+    def run(self, counts: np.ndarray, budget: PrivacyBudget, columns=None):
+        self.true_counts = counts
+        return super().run(counts, budget, columns)
+
+    def partition(self, cells, sigma1, sigma2):
+        return super().partition(self.true_counts, sigma1, sigma2)
 
 
 class ArgmaxStructureFirst(StructureFirst):
@@ -108,8 +135,11 @@ class ArgmaxStructureFirst(StructureFirst):
     name = "mutant-structurefirst-argmax"
     flip_pair = "structurefirst"
 
-    def select(self, quality, epsilon, sensitivity, bits):
-        return int(np.argmax(quality))
+    def boundaries(self, scores, g, k, choose):
+        def best(quality):
+            choose(quality)  # still pays for and draws the selection, then ignores it
+            return int(np.argmax(quality))
+        return super().boundaries(scores, g, k, best)
 
 
 class TrueTotalAuto(Auto):
@@ -119,8 +149,12 @@ class TrueTotalAuto(Auto):
     name = "mutant-auto-choice-on-true-total"
     flip_pair = "auto"
 
-    def total_for_choice(self, noisy_total: float, counts: np.ndarray) -> float:
-        return float(counts.sum())
+    def run(self, counts: np.ndarray, budget: PrivacyBudget, columns=None):
+        self.true_total = float(counts.sum())
+        return super().run(counts, budget, columns)
+
+    def choose(self, shape, epsilon, noisy_total, columns=None) -> dict:
+        return super().choose(shape, epsilon, self.true_total, columns)
 
 
 MUTANTS = [HalfScaleIdentity, ShrunkScaleIdentity, HeightForgottenTree, OverspentTree, TotalForgottenPrivelet,

@@ -2,8 +2,9 @@
 
 For each case, an algorithm, a claimed ε and a pair of neighbouring tables D, D′ (one record added or removed):
 
-1. run the algorithm many times on each table (vectorised: :class:`~dphist.noise.Replicated`) and reduce each
-   run's noisy measurements to one number, the log-likelihood-ratio statistic under the algorithm's own stated
+1. run the algorithm many times on each table (vectorised by a :class:`~.replication.ReplicatedBudget` where the
+   algorithm is not data-adaptive, else once per run) and read each run's noisy answers from its budget's
+   trace (the algorithm has no audit code); reduce each run's noisy answers to one number, the log-likelihood-ratio statistic under the algorithm's own stated
    scales, T = Σ_i (|y_i − a_i| − |y_i − a′_i|) / b_i, with a, a′ the answers on D and D′ (their sample medians:
    discrete Laplace noise has median 0);
 2. on a *selection* sample, choose the event {T ≥ t} or {T ≤ t}, and the direction, whose probability ratio
@@ -25,8 +26,8 @@ import numpy as np
 from ..algorithms import REGISTRY, Algorithm
 from ..algorithms.partitioning import DPCube
 from ..algorithms.structurefirst import StructureFirst
-from ..noise import Replicated, SeededBits
 from ..errors import UsageError
+from ..privacy import PrivacyBudget, SeededBits, discrete_laplace_variance
 from ..schema import parse_schema
 from .bounds import cp_lower, cp_upper, epsilon_lower_bound
 from .marginal_sets import OverspentMarginals, SeparateMarginals
@@ -34,6 +35,7 @@ from .discovery_steps import (DiscoveredBounds, DiscoveredQuantileBins, Partitio
                               bounds_pair, labels_pair)
 from .units import BoundedUnits, UnboundedUnits, unit_pairs
 from .mutants import MUTANTS
+from .replication import ReplicatedBudget
 
 __all__ = ["Case", "AuditResult", "default_cases", "audit", "ALPHA"]
 
@@ -97,11 +99,8 @@ _HIERARCHY = parse_schema({"columns": {"c": {
 
 
 def _flip_pair(epsilon: Fraction, name: str = "dpcube") -> tuple[np.ndarray, np.ndarray]:
-    """A 1-D pair (D, D + one record) on which the partition of the TRUE counts differs for DPCube or the k-d
-    tree: the worst case for a data-adaptive structure (privacy-engineering.md §2.3)."""
-    from ..algorithms.partitioning import _kd_partition
-    from ..noise import discrete_laplace_variance
-
+    """A 1-D pair (D, D + one record) on which the partition of the TRUE counts has a different number of parts
+    for DPCube or the k-d tree: the worst case for a data-adaptive structure (privacy-engineering.md §2.3)."""
     algo = _tiny(name)
     eps1 = epsilon * algo.params["alpha"]  # tiny: every cell measured, no total
     s1, s2 = discrete_laplace_variance(1 / eps1), discrete_laplace_variance(1 / (epsilon - eps1))
@@ -110,10 +109,9 @@ def _flip_pair(epsilon: Fraction, name: str = "dpcube") -> tuple[np.ndarray, np.
             data = np.array([0, 0, 0, 0, a, a, b, b], dtype=np.int64)
             neighbour = data.copy()
             neighbour[-1] += 1
-            if _kd_partition(data, s1, s2, 64, algo.split_rule) != _kd_partition(neighbour, s1, s2, 64,
-                                                                                  algo.split_rule):
+            if len(algo.partition(data, s1, s2)) != len(algo.partition(neighbour, s1, s2)):
                 return data, neighbour
-    raise AssertionError("no flipping pair found")
+    raise RuntimeError("no flipping pair found")
 
 
 def _auto_flip_pair(epsilon: Fraction) -> tuple[str, np.ndarray, np.ndarray]:
@@ -215,11 +213,10 @@ def default_cases(algorithms: list[str] | None = None, mutants: bool = True,
         data, neighbour = _flip_pair(epsilon, "kdtree")
         cases.append(Case("kdtree (8,) one record flips the partition", _tiny("kdtree"), data, neighbour, epsilon))
     if "auto" in names:
-        # Runs that choose differently cannot be lined up; there the audit sees the total and the choice.
+        # At a boundary of the rule table: runs that chose differently measure different queries (the structure
+        # events see that), runs that chose alike line up.
         label, data, neighbour = _auto_flip_pair(epsilon)
-        at_boundary = REGISTRY["auto"]()
-        at_boundary.audit_choice_only = True
-        cases.append(Case(f"auto {data.shape} {label}", at_boundary, data, neighbour, epsilon))
+        cases.append(Case(f"auto {data.shape} {label}", REGISTRY["auto"](), data, neighbour, epsilon))
     if "structurefirst" in names:
         data, neighbour = _structurefirst_flip_pair()
         cases.append(Case("structurefirst (8,) one record moves the best boundaries", _tiny("structurefirst"),
@@ -266,20 +263,47 @@ def default_cases(algorithms: list[str] | None = None, mutants: bool = True,
                 label, data, neighbour = _pairs((7,))[0]
                 columns = (_HIERARCHY,)
             algo = cls(**_tiny_options(cls))
-            if getattr(cls, "flip_pair", None) == "auto":
-                algo.audit_choice_only = True
             cases.append(Case(f"{cls.name} {label}", algo, data, neighbour, epsilon, mutant=True, columns=columns))
     return cases
 
 
-def _statistic_samples(case: Case, table: np.ndarray, reps: int, bits):
-    """Each run's noisy measurements, concatenated: (reps, M); each value's noise scale, (M,); and, for a
-    data-adaptive algorithm, each run's chosen structure (a list of hashable keys) or None."""
-    est = case.algorithm.run(table, case.epsilon, Replicated(bits, reps), columns=case.columns)
-    values = np.concatenate([np.asarray(v, dtype=np.float64).reshape(reps, -1) for v in est.noisy], axis=1)
-    scales = np.concatenate([np.full(int(np.size(v) // reps), float(m.scale))
-                             for v, m in zip(est.noisy, est.measurements)])
-    return values, scales, est.choices.get("structure")
+def _statistic_samples(case: Case, table: np.ndarray, reps: int, bits) -> tuple[np.ndarray, np.ndarray, list | None]:
+    """``reps`` runs of the case's mechanism on ``table``: each run's noisy answers as a row of ``values``
+    (reps, M), each answer's noise scale in ``scales`` (reps, M), and for data-adaptive mechanisms each run's
+    structure key (what it measured, how many values, what it selected), else None.  Runs of different
+    structure are padded with zeros of scale 1 (a function of the output, so every event stays sound)."""
+    algo, factor = case.algorithm, getattr(case.algorithm, "factor", 1)
+    if hasattr(algo, "outcome"):  # discovery: the outcome is the domain, no noisy number is published
+        keys = [algo.outcome(table, PrivacyBudget(case.epsilon, bits=bits, factor=factor)) for _ in range(reps)]
+        return np.zeros((reps, 1)), np.ones((reps, 1)), keys
+    if not algo.data_adaptive:
+        trace: list = []
+        algo.run(table, ReplicatedBudget(case.epsilon, bits, reps, trace, factor), columns=case.columns)
+        values = np.concatenate([d.values.reshape(reps, -1) for d in trace], axis=1)
+        scales = np.concatenate([np.broadcast_to(d.scales, d.values.shape).reshape(reps, -1) for d in trace], axis=1)
+        return values, scales, None
+    runs, keys = [], []
+    for _ in range(reps):
+        trace = []
+        algo.run(table, PrivacyBudget(case.epsilon, bits=bits, trace=trace, factor=factor), columns=case.columns)
+        drawn = [d for d in trace if d.values is not None]
+        runs.append((np.concatenate([d.values.ravel() for d in drawn]) if drawn else np.zeros(0),
+                     np.concatenate([np.broadcast_to(d.scales, d.values.shape).ravel() for d in drawn])
+                     if drawn else np.zeros(0)))
+        keys.append(tuple((d.what, None if d.values is None else d.values.size, d.choice) for d in trace))
+    width = max(1, max(v.size for v, _ in runs))
+    values, scales = np.zeros((reps, width)), np.ones((reps, width))
+    for r, (v, b) in enumerate(runs):
+        values[r, :v.size], scales[r, :b.size] = v, b
+    return values, scales, keys
+
+
+def _fit(values: np.ndarray, scales: np.ndarray, width: int) -> tuple[np.ndarray, np.ndarray]:
+    """Runs cut or padded (zeros of scale 1) to ``width`` answers, to line up with the selection sample."""
+    if values.shape[1] >= width:
+        return values[:, :width], scales[:, :width]
+    pad = width - values.shape[1]
+    return (np.pad(values, ((0, 0), (0, pad))), np.pad(scales, ((0, 0), (0, pad)), constant_values=1.0))
 
 
 def _llr(values: np.ndarray, centre: np.ndarray, other: np.ndarray, scales: np.ndarray) -> np.ndarray:
@@ -291,11 +315,13 @@ def _loose_score(k1, k2, n):
         return np.log(cp_lower(k1, n, 0.01)) - np.log(cp_upper(k2, n, 0.01))
 
 
-def _llr_candidates(sel_d, sel_n, in_d, in_n, scales, n_select, key) -> list:
+def _llr_candidates(sel_d, sel_n, in_d, in_n, n_select, key) -> list:
     """The best LLR threshold events (both tails, both directions) among the runs marked in ``in_d``/``in_n``,
-    with centres (per-value medians) taken from those runs; events count only marked runs."""
-    centres = np.rint(np.median(sel_d[in_d], axis=0)), np.rint(np.median(sel_n[in_n], axis=0))
-    t_d, t_n = _llr(sel_d[in_d], *centres, scales), _llr(sel_n[in_n], *centres, scales)
+    with centres (per-value medians) taken from those runs; events count only marked runs.  ``sel_d`` and
+    ``sel_n`` are (values, scales) pairs."""
+    (v_d, b_d), (v_n, b_n) = sel_d, sel_n
+    centres = np.rint(np.median(v_d[in_d], axis=0)), np.rint(np.median(v_n[in_n], axis=0))
+    t_d, t_n = _llr(v_d[in_d], *centres, b_d[in_d]), _llr(v_n[in_n], *centres, b_n[in_n])
     # Thresholds at quantiles of the pooled values.
     thresholds = np.unique(np.quantile(np.concatenate([t_d, t_n]), np.linspace(0.005, 0.995, 199)))
     sd, sn = np.sort(t_d), np.sort(t_n)
@@ -313,12 +339,14 @@ def _llr_candidates(sel_d, sel_n, in_d, in_n, scales, n_select, key) -> list:
 def audit_case(case: Case, alpha: float, n_select: int, n_test: int, seed: int) -> AuditResult:
     """Select the most revealing event on one sample, then bound its privacy loss on fresh samples."""
     bits = SeededBits(seed)
-    sel_d, scales, keys_d = _statistic_samples(case, case.data, n_select, bits)
-    sel_n, _, keys_n = _statistic_samples(case, case.neighbour, n_select, bits)
+    *sel_d, keys_d = _statistic_samples(case, case.data, n_select, bits)
+    *sel_n, keys_n = _statistic_samples(case, case.neighbour, n_select, bits)
+    width = max(sel_d[0].shape[1], sel_n[0].shape[1])
+    sel_d, sel_n = _fit(*sel_d, width), _fit(*sel_n, width)
     all_d, all_n = np.ones(n_select, bool), np.ones(n_select, bool)
     # (score, event, d_first); event = ("llr", threshold, upper, centres, key) or ("structure", key).  An LLR
     # event with a key is the joint event {that structure was chosen and T beyond the threshold}.
-    candidates = _llr_candidates(sel_d, sel_n, all_d, all_n, scales, n_select, None)
+    candidates = _llr_candidates(sel_d, sel_n, all_d, all_n, n_select, None)
     # Data-adaptive algorithms: also the event "this structure was chosen", for every structure seen, and the
     # LLR events within each structure chosen in at least a tenth of the runs on both tables (there the later
     # measurements' values line up; rarer structures would only invite over-fitting the selection sample).
@@ -331,14 +359,16 @@ def audit_case(case: Case, alpha: float, n_select: int, n_test: int, seed: int) 
             if min(count_d[key], count_n[key]) >= n_select // 10:
                 in_d = np.array([k == key for k in keys_d])
                 in_n = np.array([k == key for k in keys_n])
-                candidates += _llr_candidates(sel_d, sel_n, in_d, in_n, scales, n_select, key)
+                candidates += _llr_candidates(sel_d, sel_n, in_d, in_n, n_select, key)
     _, event, d_first = max(candidates, key=lambda c: c[0])
 
-    test_d, _, tkeys_d = _statistic_samples(case, case.data, n_test, bits)
-    test_n, _, tkeys_n = _statistic_samples(case, case.neighbour, n_test, bits)
+    *test_d, tkeys_d = _statistic_samples(case, case.data, n_test, bits)
+    *test_n, tkeys_n = _statistic_samples(case, case.neighbour, n_test, bits)
+    test_d, test_n = _fit(*test_d, width), _fit(*test_n, width)
     if event[0] == "llr":
         _, threshold, upper, (centre_d, centre_n), key = event
-        t_d, t_n = _llr(test_d, centre_d, centre_n, scales), _llr(test_n, centre_d, centre_n, scales)
+        t_d = _llr(test_d[0], centre_d, centre_n, test_d[1])
+        t_n = _llr(test_n[0], centre_d, centre_n, test_n[1])
         hit = (lambda t: t >= threshold) if upper else (lambda t: t <= threshold)
         hit_d, hit_n = hit(t_d), hit(t_n)
         if key is not None:
@@ -361,7 +391,7 @@ def audit(cases: list[Case], n_select: int = 20_000, n_test: int = 300_000, seed
     """
     results = []
     for i, case in enumerate(cases):
-        slow = case.algorithm.data_adaptive or getattr(case.algorithm, "slow_runs", False)
+        slow = case.algorithm.data_adaptive or hasattr(case.algorithm, "outcome")
         share = ADAPTIVE_SHARE if slow else 1
         results.append(audit_case(case, alpha / len(cases), max(1000, int(n_select * share)),
                                   max(2000, int(n_test * share)), seed * 1_000_003 + i))

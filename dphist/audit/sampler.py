@@ -13,7 +13,8 @@ from fractions import Fraction
 import numpy as np
 from scipy import stats
 
-from ..noise import BitSource, discrete_laplace, discrete_laplace_pmf
+from ..privacy import BitSource
+from ..privacy.samplers import discrete_laplace, discrete_laplace_pmf
 
 __all__ = ["chi2_pvalue", "SamplerResult", "check_sampler"]
 

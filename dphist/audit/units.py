@@ -3,19 +3,20 @@
 A case's tables are row lists, one ``(unit, cell)`` pair per row, rather than counts: the mechanism under audit
 starts before counting.  Each run draws its own choice of at most K rows per unit with
 :func:`~dphist.contribution.bounded_rows` (the code a release runs), counts them into 8 cells, and measures the
-counts with identity at ε/K, as a release with ``--max-rows-per-unit K`` does.  Neighbouring tables differ by
+counts with identity on a budget whose protected unit is K rows, as a release with ``--max-rows-per-unit K``
+does (the audit makes the budget with ``factor = MAX_ROWS``: :attr:`BoundedUnits.factor`).  Neighbouring tables differ by
 one whole unit (any number of rows) or by one row of an existing unit; both must stay within ε.
 """
 
 from __future__ import annotations
 
-from fractions import Fraction
 
 import numpy as np
 
-from ..algorithms.base import Algorithm, Estimate, measure
+from ..algorithms.base import Algorithm, Estimate
+from ..algorithms.identity import Identity
 from ..contribution import bounded_rows
-from ..noise import BitSource, Replicated
+from ..privacy import BitSource, PrivacyBudget
 
 __all__ = ["BoundedUnits", "UnboundedUnits", "unit_pairs", "MAX_ROWS", "CELLS"]
 
@@ -24,24 +25,23 @@ CELLS = 8
 
 
 class BoundedUnits(Algorithm):
-    """At most MAX_ROWS rows per unit (a random choice per run), counted and measured by identity at ε/K."""
+    """At most MAX_ROWS rows per unit (a random choice per run), counted and measured by identity, the budget
+    protecting units of MAX_ROWS rows."""
 
     name = "unit-bounded-identity"
-    summary = "contribution bounding per privacy unit, then identity at ε/K (audit adapter)"
-    #: One Python row choice per run: the audit gives it the smaller sample of the data-adaptive algorithms.
-    slow_runs = True
+    summary = "contribution bounding per privacy unit, then identity (audit adapter)"
+    #: One Python row choice per run: the audit runs it once per repetition.
+    data_adaptive = True
+    #: Rows per protected unit: the audit's budget scales every sensitivity by this.
+    factor = MAX_ROWS
 
     def choose(self, units: np.ndarray, bits: BitSource) -> np.ndarray:
         return bounded_rows(units, MAX_ROWS, bits)
 
-    def run(self, rows: np.ndarray, epsilon: Fraction, bits: BitSource, columns=None) -> Estimate:
+    def run(self, rows: np.ndarray, budget: PrivacyBudget, columns=None) -> Estimate:
         units, cells = rows[:, 0], rows[:, 1]
-        source = bits.bits if isinstance(bits, Replicated) else bits
-        reps = bits.reps if isinstance(bits, Replicated) else 1
-        counts = np.stack([np.bincount(cells[self.choose(units, source)], minlength=CELLS) for _ in range(reps)])
-        noisy, record = measure(counts if isinstance(bits, Replicated) else counts[0], 1,
-                                Fraction(epsilon) / MAX_ROWS, source, "every cell (rows bounded per unit)")
-        return Estimate(values=np.asarray(noisy, dtype=np.float64), measurements=[record], noisy=[noisy])
+        counts = np.bincount(cells[self.choose(units, budget.bits)], minlength=CELLS)
+        return Identity().run(counts, budget)
 
 
 class UnboundedUnits(BoundedUnits):

@@ -21,7 +21,7 @@ from ..contribution import UnitBound
 from ..counting import TableShape, count_tables
 from ..errors import UsageError
 from ..io.sources import Source
-from ..noise import BitSource
+from ..privacy import BitSource
 from ..progress import Progress
 from ..schema import Column
 

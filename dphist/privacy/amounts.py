@@ -1,8 +1,7 @@
-"""Exact privacy budgets: parsing, splitting among tables, checking what was spent, and the report.
+"""Privacy amounts as exact rationals: reading the numbers a user wrote (ε, δ, shares) and writing them back.
 
-Budgets are ``fractions.Fraction`` built from the decimal strings the user wrote, so parts add up exactly.
-Tables computed from the same records compose sequentially (their epsilons add); the cells of one table are
-disjoint, so a measurement of all of them costs its epsilon once (parallel composition).
+Amounts are ``fractions.Fraction`` built from the decimal strings the user wrote ('0.1' is exactly 1/10), so
+the parts of a budget add up exactly and the report can print what was spent without rounding.
 """
 
 from __future__ import annotations
@@ -13,16 +12,9 @@ from decimal import Decimal, InvalidOperation
 from fractions import Fraction
 from typing import Any
 
-from .algorithms import Measurement
-from .errors import UsageError
+from ..errors import UsageError
 
-__all__ = ["exact_fraction", "parse_epsilon", "parse_delta", "parse_share", "split_budget", "format_fraction", "check_spent", "step_report"]
-
-PRIVACY_UNIT = "one record (row)"
-NEIGHBOURING = "add/remove one record"
-SAMPLER = "exact discrete Laplace (binary-expansion sampler) on OS CSPRNG bits (os.urandom)"
-TEST_SAMPLER = "exact discrete Laplace on a SEEDED PCG64 stream (test mode: NOT private)"
-
+__all__ = ["MAX_EPSILON", "MIN_EPSILON", "exact_fraction", "parse_epsilon", "parse_delta", "parse_share", "format_fraction"]
 
 #: The budget range dphist accepts.  Above MAX_EPSILON a release protects nobody in any useful sense; below
 #: MIN_EPSILON (for any one table, after splitting) the noise swamps every count.  Both also keep the sampler's
@@ -91,22 +83,6 @@ def parse_share(value: Any, table: str) -> Fraction:
     return share
 
 
-def split_budget(total: Fraction, shares: list[Fraction], names: list[str] | None = None) -> list[Fraction]:
-    """Split ``total`` in proportion to ``shares``; the parts add up to ``total`` exactly.
-
-    Raises UsageError if a part falls below MIN_EPSILON.
-    """
-    whole = sum(shares, Fraction(0))
-    parts = [total * s / whole for s in shares]
-    assert sum(parts, Fraction(0)) == total
-    for i, part in enumerate(parts):
-        if part < MIN_EPSILON:
-            name = names[i] if names else str(i + 1)
-            raise UsageError(f"table '{name}' would get epsilon {format_fraction(part)}, below the minimum "
-                             f"{format_fraction(MIN_EPSILON)}: raise epsilon or its share, or release fewer tables")
-    return parts
-
-
 def format_fraction(value: Fraction) -> str:
     """An exact decimal string when one exists (``0.25``), otherwise ``p/q`` (``1/3``)."""
     value = Fraction(value)
@@ -128,26 +104,3 @@ def format_fraction(value: Fraction) -> str:
         return sign + text
     text = text.rjust(digits + 1, "0")
     return f"{sign}{text[:-digits]}.{text[-digits:]}"
-
-
-def check_spent(measurements: list[Measurement], budget: Fraction, table: str) -> Fraction:
-    """The epsilon the measurements spend; raises if it exceeds ``budget`` (a bug, never a user error)."""
-    spent = sum((m.epsilon for m in measurements), Fraction(0))
-    if spent > budget:
-        raise AssertionError(f"table '{table}': algorithm spent {spent} of a budget of {budget}")
-    return spent
-
-
-def step_report(m: Measurement) -> dict:
-    """One measurement as the report shows it."""
-    return {
-        "what": m.what,
-        "mechanism": m.mechanism,
-        "sensitivity": m.sensitivity,
-        "scale": format_fraction(m.scale),
-        "epsilon": format_fraction(m.epsilon),
-        "delta": format_fraction(m.delta),
-        "noisy_values": m.queries,
-        "noise_sd": None if m.noise_sd is None else round(m.noise_sd, 4),
-        "composition": m.composition,
-    }

@@ -23,18 +23,15 @@ from __future__ import annotations
 
 import decimal
 import math
-import os
 from fractions import Fraction
 from functools import lru_cache
 from typing import Callable
 
 import numpy as np
 
+from .bits import BitSource
+
 __all__ = [
-    "BitSource",
-    "SystemBits",
-    "SeededBits",
-    "Replicated",
     "bernoulli",
     "bernoulli_exp",
     "uniform_below",
@@ -48,58 +45,6 @@ __all__ = [
 
 _WORD = 32
 _WORD_MASK = (1 << _WORD) - 1
-
-
-class BitSource:
-    """A stream of uniformly random 32-bit words.
-
-    ``private`` says whether the words come from a cryptographically secure source; a release made from a
-    non-private source is not differentially private and must say so.
-    """
-
-    private: bool = False
-
-    def words(self, n: int) -> np.ndarray:
-        """Return ``n`` independent uniform words as a uint32 array of shape (n,)."""
-        raise NotImplementedError
-
-
-class SystemBits(BitSource):
-    """Words from the operating system's CSPRNG (``os.urandom``, i.e. getrandom(2) on Linux)."""
-
-    private = True
-
-    def words(self, n: int) -> np.ndarray:
-        return np.frombuffer(os.urandom(4 * n), dtype=np.uint32)
-
-
-class SeededBits(BitSource):
-    """Deterministic words from a seeded PCG64.  For tests and the explicit test mode only: NOT private."""
-
-    private = False
-
-    def __init__(self, seed: int):
-        self.seed = int(seed)
-        self._generator = np.random.PCG64(self.seed)
-
-    def words(self, n: int) -> np.ndarray:
-        raw = self._generator.random_raw((n + 1) // 2)
-        return raw.view(np.uint32)[:n]
-
-
-class Replicated(BitSource):
-    """A bit source that asks algorithms to draw every noise array ``reps`` times at once.
-
-    For audits and simulations only: ``algorithms.base.measure`` then returns noisy answers with a leading axis
-    of length ``reps``, i.e. ``reps`` independent runs of the measurement in one vectorised call.
-    """
-
-    def __init__(self, bits: BitSource, reps: int):
-        self.bits, self.reps = bits, int(reps)
-        self.private = bits.private
-
-    def words(self, n: int) -> np.ndarray:
-        return self.bits.words(n)
 
 
 # --------------------------------------------------------------------------------------------------------------
