@@ -1,7 +1,6 @@
 """dphist: differentially private histograms and contingency tables from CSV and Parquet."""
 
-__version__ = "0.1.0"
-
-from .api import Release, release  # noqa: E402
+from .api import Release, release
+from .version import __version__
 
 __all__ = ["__version__", "release", "Release"]

@@ -22,7 +22,7 @@ from pathlib import Path
 import click
 import numpy as np
 
-from . import __version__
+from .version import __version__
 from .algorithms import REGISTRY
 from .api import DEFAULT_ALGORITHM, DEFAULT_MAX_CELLS, NOT_PRIVATE, plan_release, run_plan
 from .engines import ENGINES

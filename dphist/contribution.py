@@ -17,6 +17,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from .privacy import BitSource
+from .text import as_text
 
 __all__ = ["UnitColumn", "UnitBound", "UnitIds", "bounded_rows", "row_priorities", "smallest_per_unit"]
 
@@ -44,8 +45,6 @@ class UnitIds:
         self._ids: dict[str, int] = {}
 
     def encode(self, values: pa.Array | pa.ChunkedArray) -> np.ndarray:
-        from .counting import as_text  # (counting imports this module)
-
         values = as_text(values)
         if not pa.types.is_dictionary(values.type):
             values = pc.dictionary_encode(values)

@@ -514,7 +514,8 @@ class Ledger:
         return LedgerError(f"ledger {self.path}: {text}")
 
     def _append(self, dataset, unit, kind, run_id, run_key, epsilon, delta, detail) -> str:
-        assert self._depth, "ledger entries are appended inside a transaction"
+        if not self._depth:
+            raise RuntimeError("ledger entries are appended inside a transaction")
         try:
             seq = (self._db.execute("SELECT MAX(seq) FROM entries").fetchone()[0] or 0) + 1
             body = {"seq": seq, "ts": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "dataset": dataset,

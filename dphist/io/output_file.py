@@ -174,12 +174,12 @@ def _write_csv(fh: BinaryIO, frame: pd.DataFrame, header: bool) -> None:
     if len(frame.columns) < 2 or len(frame) == 0:
         fh.write(frame.to_csv(index=False, header=header, lineterminator="\n").encode("utf-8"))
         return
-    from .writers import _csv_column  # shared with the release writer; see its notes on pandas' CSV text
+    from .writers import csv_column  # shared with the release writer; see its notes on pandas' CSV text
 
     if header:
         fh.write(frame.iloc[:0].to_csv(index=False, lineterminator="\n").encode("utf-8"))
     # Large strings (64-bit offsets): a chunk of long labels may pass 2 GB of text.
-    fields = [_csv_column(frame[name])(0, len(frame)).cast(pa.large_string()) for name in frame.columns]
+    fields = [csv_column(frame[name])(0, len(frame)).cast(pa.large_string()) for name in frame.columns]
     lines = pc.binary_join_element_wise(*fields, pa.scalar(",", pa.large_string()))
     whole = pa.LargeListArray.from_arrays(pa.array([0, len(lines)], pa.int64()), lines)
     fh.write(pc.binary_join(whole, pa.scalar("\n", pa.large_string()))[0].as_buffer())

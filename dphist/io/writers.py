@@ -128,7 +128,7 @@ _CSV_CHUNK = 1 << 20  # rows per chunk: bounds the memory of the text
 
 
 def _write_csv_by_chunks(path: Path, frame: pd.DataFrame) -> None:
-    columns = [_csv_column(frame[name]) for name in frame.columns]
+    columns = [csv_column(frame[name]) for name in frame.columns]
     with open(path, "wb") as fh:
         fh.write(frame.iloc[:0].to_csv(index=False, lineterminator="\n").encode("utf-8"))
         for start in range(0, len(frame), _CSV_CHUNK):
@@ -145,7 +145,7 @@ def _write_csv_by_chunks(path: Path, frame: pd.DataFrame) -> None:
         os.fsync(fh.fileno())
 
 
-def _csv_column(series: pd.Series):
+def csv_column(series: pd.Series):
     """A function (start, stop) -> the CSV text of those rows of ``series``, as a string array without nulls."""
     values = series.to_numpy() if isinstance(series.dtype, np.dtype) else None
     if values is not None and values.dtype.kind in "iu":
@@ -199,7 +199,8 @@ def _pandas_fields(values: pd.Series) -> list[str]:
         else:
             end = written.index(",", pos)
         fields.append(written[pos:end])
-        assert written.startswith(",0\n", end), "unexpected CSV layout"
+        if not written.startswith(",0\n", end):  # a pandas change; fail loudly rather than misalign
+            raise RuntimeError("unexpected CSV layout")
         pos = end + 3
     if len(fields) != len(values):  # pragma: no cover - a pandas change; fail loudly rather than misalign
         raise AssertionError("unexpected CSV layout")
