@@ -31,7 +31,7 @@ import numpy as np
 
 from .bits import BitSource
 from .measurement import LAPLACE, SELECTION, Measurement
-from .samplers import discrete_laplace, permute_and_flip
+from .samplers import checked_scale, discrete_laplace, permute_and_flip
 
 __all__ = ["PrivacyBudget", "Selection", "BudgetExceeded", "Draw", "split_shares"]
 
@@ -186,8 +186,8 @@ class PrivacyBudget:
         well where a later step (partition selection's threshold) makes the whole (ε, δ)-DP;
         ``publish_count=False`` leaves the number of answers out of the report (it depends on the data)."""
         answers = _integers(answers, what)
-        epsilon, delta = Fraction(epsilon), Fraction(delta)
-        scale = self.scale(_positive(sensitivity, what), epsilon)
+        epsilon, delta = _epsilon(epsilon, what), Fraction(delta)
+        scale = checked_scale(self.scale(_positive(sensitivity, what), epsilon))  # refused before paying
         self._claim(epsilon, delta, what)
         noisy = answers + self._noise(scale, answers.shape)
         self._traced(Draw(what, noisy.astype(np.float64), np.float64(scale)))
@@ -201,11 +201,12 @@ class PrivacyBudget:
         """Answer i + noise of scale b·relative[i], b = factor·Δ/ε.  ε-DP when Σ_i |Δanswer_i| / relative[i] <= Δ
         for one record (a weighted sensitivity).  ``relative`` holds positive whole numbers."""
         answers = _integers(answers, what)
-        epsilon = Fraction(epsilon)
+        epsilon = _epsilon(epsilon, what)
         base = self.scale(_positive(sensitivity, what), epsilon)
         relative = np.broadcast_to(np.asarray(relative), answers.shape)
         if np.any(relative < 1) or np.any(relative != np.round(relative)):
             raise ValueError(f"{what}: relative scales must be whole numbers >= 1")
+        checked_scale(base * int(relative.max(initial=1)))  # the largest scale, refused before paying
         self._claim(epsilon, Fraction(0), what)
         noise = np.zeros(self.repetitions + answers.shape, dtype=np.int64)
         for factor in np.unique(relative):
@@ -223,7 +224,7 @@ class PrivacyBudget:
         under one record is Δ (times ``factor`` for the protected unit).  The whole ε is charged now."""
         if isinstance(count, bool) or int(count) != count or count < 1:
             raise ValueError(f"{what}: a selection needs at least one draw")
-        epsilon = Fraction(epsilon)
+        epsilon = _epsilon(epsilon, what)
         sensitivity = self.factor * _positive(sensitivity, what)
         self._claim(epsilon, Fraction(0), what)
         record = self._record(Measurement(
@@ -258,6 +259,13 @@ def _integers(answers, what: str) -> np.ndarray:
     if not (np.issubdtype(answers.dtype, np.integer) or answers.dtype == bool):
         raise TypeError(f"{what}: exact integer noise needs integer answers, got {answers.dtype}")
     return answers.astype(np.int64, copy=False)
+
+
+def _epsilon(epsilon, what: str) -> Fraction:
+    value = Fraction(epsilon)
+    if value <= 0:
+        raise BudgetExceeded(f"{what}: epsilon must be positive, got {value}")
+    return value
 
 
 def _positive(sensitivity, what: str) -> Fraction:

@@ -36,6 +36,7 @@ __all__ = [
     "bernoulli_exp",
     "uniform_below",
     "permute_and_flip",
+    "checked_scale",
     "geometric",
     "discrete_laplace",
     "discrete_laplace_variance",
@@ -129,7 +130,7 @@ def bernoulli(p: _Expansion, n: int, bits: BitSource) -> np.ndarray:
 _MAX_SCALE = Fraction(2**40)  # keeps every draw far inside int64
 
 
-def _as_scale(scale) -> Fraction:
+def checked_scale(scale) -> Fraction:
     s = Fraction(scale)
     if not 0 < s <= _MAX_SCALE:
         raise ValueError(f"noise scale must be positive and at most 2^40, got {s}")
@@ -141,7 +142,7 @@ def geometric(scale, n: int, bits: BitSource) -> np.ndarray:
 
     ``scale`` is a positive rational (Fraction, int, or decimal string).
     """
-    scale = _as_scale(scale)
+    scale = checked_scale(scale)
     # 2^J >= 4*scale keeps the overflow (Y >= 2^J) rarer than exp(-4); any J would be exact.
     J = max(1, (math.ceil(4 * scale) - 1).bit_length())
     y = np.zeros(n, dtype=np.int64)
@@ -161,7 +162,7 @@ def discrete_laplace(scale, size, bits: BitSource) -> np.ndarray:
     Returns an int64 array of the given shape.  Adding it to an integer query of L1 sensitivity Δ with
     scale = Δ/ε is ε-differentially private.
     """
-    scale = _as_scale(scale)
+    scale = checked_scale(scale)
     shape = (size,) if isinstance(size, (int, np.integer)) else tuple(size)
     n = int(np.prod(shape, dtype=np.int64))
     out = np.empty(n, dtype=np.int64)
@@ -245,7 +246,7 @@ def permute_and_flip(scores, epsilon, sensitivity, bits: BitSource) -> int:
 
 
 def _ratio(scale) -> float:
-    return math.exp(-1.0 / float(_as_scale(scale)))
+    return math.exp(-1.0 / float(checked_scale(scale)))
 
 
 def discrete_laplace_variance(scale) -> float:
