@@ -134,6 +134,9 @@ def test_children_cannot_spend_more_than_their_part_nor_the_parent_after_splitti
     lambda b: b.laplace(zeros(), 1, Fraction(3, 4), "too much"),
     lambda b: b.laplace(zeros(), 1, Fraction(1, 4), "too much delta", delta=Fraction(1, 10**5)),
     lambda b: b.laplace(zeros(), 1, -1, "negative epsilon"),
+    lambda b: b.laplace(zeros(), 1, 0, "zero epsilon"),
+    lambda b: b.laplace_weighted(zeros(3), [1, 2, 3], 1, 0, "zero epsilon", composition="test"),
+    lambda b: b.selection(1, 0, 1, "zero epsilon"),
     lambda b: b.laplace_weighted(zeros(3), [1, 2, 3], 1, Fraction(3, 4), "too much", composition="test"),
     lambda b: b.selection(2, Fraction(3, 4), 1, "too much"),
     lambda b: b.choose([0, 1, 2], 1, 1, "too much"),
@@ -151,10 +154,22 @@ def test_a_measurement_beyond_what_is_left_raises_before_any_noise_is_drawn(call
 
 
 def test_a_measurement_the_sampler_refuses_charges_nothing():
-    budget = PrivacyBudget(1, bits=SeededBits(2))
+    bits = CountingBits(2)
+    budget = PrivacyBudget(1, bits=bits)
     with pytest.raises(ValueError, match="2\\^40"):
         budget.laplace(zeros(), 2**41, 1, "a scale beyond the sampler's range")
-    assert budget.measurements == [] and budget.remaining == 1
+    with pytest.raises(ValueError, match="2\\^40"):
+        budget.laplace_weighted(zeros(2), [1, 2**21], 2**20, 1, "its largest scale beyond the range",
+                                composition="test")
+    assert budget.measurements == [] and budget.remaining == 1 and bits.read == 0
+
+
+@pytest.mark.xfail(strict=True, reason="dphist/privacy/budget.py PrivacyBudget.split checks that delta_shares has one "
+                   "share per part only when some delta is left, so a budget without delta accepts any length")
+def test_delta_shares_of_the_wrong_length_are_refused_without_delta_too():
+    budget = PrivacyBudget(1, bits=SeededBits(0))
+    with pytest.raises(ValueError, match="one share per part"):
+        budget.split([1, 1], delta_shares=[1])
 
 
 def test_the_whole_budget_can_be_spent_exactly():
