@@ -81,7 +81,8 @@ def test_cli_single_algorithm_quick():
 
 def test_sampler_check_passes_the_sampler_and_rejects_a_misscaled_one():
     from dphist.audit.sampler import check_sampler, chi2_pvalue
-    from dphist.noise import SeededBits, discrete_laplace
+    from dphist.privacy import SeededBits
+    from dphist.privacy.samplers import discrete_laplace
 
     assert check_sampler("10", 300_000, SeededBits(1)).ok
     # Draws that are 10 % too narrow fail the exact-pmf test for the claimed scale.
