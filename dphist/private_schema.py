@@ -5,6 +5,10 @@ exactly as a release without a schema would (algorithms.md §9: DP bounds and eq
 dates, partition selection for text), and writes the result as a schema file.  Unlike the plain draft, every
 value in it came from noisy counts, so the steward may freeze it and use it for all later releases, which then
 spend nothing on discovery.  The ε and δ are charged to the ledger like a release.
+
+It is its own command, so it makes its own root :class:`~dphist.privacy.PrivacyBudget` (E, δ, the bit source and
+the privacy unit's row factor), hands it to :func:`~dphist.discovery.discover`, and reports what that budget
+recorded as spent.
 """
 
 from __future__ import annotations
@@ -15,13 +19,12 @@ from typing import Any
 
 import yaml
 
-from .accountant import MIN_EPSILON, format_fraction, parse_epsilon
 from .contribution import UnitBound, UnitColumn
 from .discovery import DEFAULT_BINS, DEFAULT_MAX_CATEGORIES, DiscoveryPlan, discover
 from .errors import DataError, UsageError
 from .io.sources import Source, open_source
 from .ledger import ROW_UNIT
-from .noise import BitSource, SeededBits, SystemBits
+from .privacy import MIN_EPSILON, BitSource, PrivacyBudget, SeededBits, SystemBits, format_fraction, parse_epsilon
 from .schema import Column, declaration
 
 __all__ = ["PrivateSchemaPlan", "PrivateSchema", "plan_private_schema", "run_private_schema"]
@@ -94,15 +97,17 @@ def run_private_schema(plan: PrivateSchemaPlan) -> PrivateSchema:
     readers = dict(plan.discovery.readers())
     if plan.unit is not None:
         readers[plan.unit.column] = UnitColumn(plan.unit.column)
-    found, steps, reports = discover(plan.discovery, plan.source.batches(readers), bits,
-                                     plan.rows_per_protected_group, plan.unit)
-    spent = plan.rows_per_protected_group * sum((m.epsilon for m in steps), Fraction(0))
-    assert spent <= plan.epsilon
+    budget = PrivacyBudget(plan.discovery.epsilon, plan.discovery.delta, bits=bits,
+                           factor=plan.rows_per_protected_group)
+    found, reports = discover(plan.discovery, plan.source.batches(readers), budget, plan.unit)
     if not found:
         raise DataError(f"{plan.source.name}: no column's domain could be found privately: "
                         + "; ".join(f"column '{r['column']}': {r['failed']}" for r in reports))
-    report = {"input": plan.source.public_name, "epsilon": format_fraction(spent),
-              "delta": format_fraction(plan.discovery.column_delta and plan.delta), "columns": reports,
+    # The budget's record: ε as measured (all of it: every column spends its share), δ as charged to the ledger
+    # (a CSV column whose type came out numeric leaves its share of δ unused; the charge is not refunded).
+    report = {"input": plan.source.public_name, "epsilon": format_fraction(budget.spent),
+              "delta": format_fraction(budget.delta), "columns": reports,
+              "steps": [m.report() for m in budget.measurements],
               **({"privacy_unit": plan.unit.column, "max_rows_per_unit": plan.unit.max_rows} if plan.unit else {})}
     ordered = {name: found[name] for name in plan.discovery.kinds if name in found}
     return PrivateSchema(_schema_text(report, ordered, plan.seed is not None), ordered, report)
@@ -115,7 +120,9 @@ def _schema_text(report: dict, columns: dict[str, Column], test_mode: bool) -> s
                 if "privacy_unit" in report else "") + ".",
              "# Every domain below was chosen from noisy counts (DP bounds and equal-width bins for numbers and",
              "# dates, partition selection for text), so it may be published and frozen: releases that use this",
-             "# file spend nothing on discovery.  Coarsen or rename freely; do not add values read from the data."]
+             "# file spend nothing on discovery.  Coarsen or rename freely; do not add values read from the data.",
+             "# Numeric and date bounds leave out about 1/400 of the rows at each end, which releases count in the",
+             "# first or last bin (out_of_domain: clamp)."]
     if test_mode:
         lines.append("# TEST MODE: seeded noise; this schema is NOT differentially private.")
     for r in report["columns"]:

@@ -83,6 +83,9 @@ class NumericColumn(_Column):
     edges: tuple[float, ...]
     equal_width: bool
     out_of_domain: str = "clamp"
+    #: The end bins' outer labels are empty: they hold the values clamped from beyond the edges (discovered
+    #: bounds, which leave out a small share of the rows by design).  Only with clamping and two bins or more.
+    open_ends: bool = False
     kind: str = field(default="numeric", init=False)
 
     @property
@@ -96,6 +99,7 @@ class NumericColumn(_Column):
     def labels(self) -> dict[str, list]:
         lows = [_tidy_number(e) for e in self.edges[:-1]]
         highs = [_tidy_number(e) for e in self.edges[1:]]
+        _open_ends(self, lows, highs)
         if self.null_cell:
             lows.append(None)
             highs.append(None)
@@ -106,7 +110,7 @@ class NumericColumn(_Column):
                "bins": self.bins, "out_of_domain": self.out_of_domain, "nulls": self.nulls}
         if not self.equal_width:
             out["edges"] = [_tidy_number(e) for e in self.edges]
-        return out
+        return {**out, **_open_ends_described(self)}
 
 
 @dataclass(frozen=True)
@@ -147,6 +151,8 @@ class DateColumn(_Column):
     width: int
     edges: tuple[int, ...]
     out_of_domain: str = "clamp"
+    #: As for :class:`NumericColumn`: the end bins' outer labels are empty.
+    open_ends: bool = False
     kind: str = field(default="date", init=False)
 
     @property
@@ -160,6 +166,7 @@ class DateColumn(_Column):
     def labels(self) -> dict[str, list]:
         days = [(_EPOCH + _dt.timedelta(days=int(e))).isoformat() for e in self.edges]
         lows, highs = days[:-1], days[1:]
+        _open_ends(self, lows, highs)
         if self.null_cell:
             lows, highs = lows + [None], highs + [None]
         return {f"{self.name}_lower": lows, f"{self.name}_upper": highs}
@@ -167,7 +174,25 @@ class DateColumn(_Column):
     def describe(self) -> dict:
         return {"type": "date", "lower": self.lower.isoformat(), "upper": self.upper.isoformat(),
                 "unit": self.unit, "width": self.width, "bins": self.bins,
-                "out_of_domain": self.out_of_domain, "nulls": self.nulls}
+                "out_of_domain": self.out_of_domain, "nulls": self.nulls, **_open_ends_described(self)}
+
+
+def _opens(column: NumericColumn | DateColumn) -> bool:
+    return column.open_ends and column.out_of_domain == "clamp" and column.bins > 1
+
+
+def _open_ends(column: NumericColumn | DateColumn, lows: list, highs: list) -> None:
+    """Empty the outer labels of the end bins where they hold clamped values (so "[64, 183)" reads "below 183"):
+    the first bin's lower and the last bin's upper.  A single bin keeps both (two empty labels mark the null cell)."""
+    if _opens(column):
+        lows[0] = highs[-1] = None
+
+
+def _open_ends_described(column: NumericColumn | DateColumn) -> dict:
+    if not _opens(column):
+        return {}
+    return {"open_ends": True, "end_bins": "the first bin also holds every value below 'lower', the last every "
+                                          "value at or above 'upper'; their outer labels are empty"}
 
 
 Column = NumericColumn | CategoricalColumn | DateColumn

@@ -19,11 +19,16 @@ import dphist
 from dphist.cli import main
 from dphist.discovery import DiscoveryPlan, _threshold, discover
 from dphist.errors import DataError, UsageError
-from dphist.noise import SeededBits, discrete_laplace_pmf
+from dphist.privacy import PrivacyBudget, SeededBits, discrete_laplace_pmf
 
 from conftest import ROOT
 
 SAMPLE = ROOT / "sample_data"
+
+
+def budget(plan: DiscoveryPlan, seed: int, factor: int = 1) -> PrivacyBudget:
+    """The budget a release would hand discovery (seeded: not private)."""
+    return PrivacyBudget(plan.epsilon, plan.delta, bits=SeededBits(seed), factor=factor)
 
 
 def tail(t: int, scale: float) -> float:
@@ -67,23 +72,28 @@ def test_partition_selection_noise_has_the_stated_scale():
     frame = pd.DataFrame({"kind": ["edge"] * (threshold - 3) + ["big"] * 5_000})
     import pyarrow as pa
     batches = pa.Table.from_pandas(frame, preserve_index=False).to_batches()
-    passed = sum("edge" in discover(plan, batches, SeededBits(s))[0]["kind"].values for s in range(3000))
+    passed = sum("edge" in discover(plan, batches, budget(plan, s))[0]["kind"].values for s in range(3000))
     assert stats.binomtest(passed, 3000, tail(3, scale)).pvalue > 1e-6
     assert stats.binomtest(passed, 3000, tail(3, 0.7 * scale)).pvalue < 1e-6
 
 
 def test_numeric_bounds_cover_the_data_and_bins_are_integer_aligned():
+    """Integers in [100, 200) and a normal(50, 5) float, 100,000 rows, column ε = 0.05: the bounds keep all but
+    a small share of the rows (the target is 1/400 at each end) inside the log-scale range found, integer bins
+    have whole edges, and the end bins' outer labels are empty (they hold the clamped values)."""
     rng = np.random.default_rng(3)
     frame = pd.DataFrame({"n": rng.integers(100, 200, 100_000), "f": rng.normal(50.0, 5.0, 100_000)})
     result = dphist.release(frame, "1", seed=4)
     columns = {c["column"]: c["domain"] for c in result.report["discovery"]["columns"]}
     lower, upper, bins = (float(columns["n"][k]) for k in ("lower", "upper", "bins"))
-    assert 64 <= lower <= 100 and 200 <= upper <= 256 and (upper - lower) / bins == int((upper - lower) / bins)
+    assert 60 <= lower <= 100 and 200 <= upper <= 280 and (upper - lower) / bins == int((upper - lower) / bins)
     table = result.tables["n"]
     assert (table["n_lower"].dropna() % 1 == 0).all()
+    assert pd.isna(table["n_lower"].iloc[0]) and table["n_upper"].iloc[0] == lower + (upper - lower) / bins
+    assert pd.isna(table["n_upper"].iloc[-2]) and pd.isna(table["n_lower"].iloc[-1])  # last bin; null cell
     lo, hi = float(columns["f"]["lower"]), float(columns["f"]["upper"])
     inside = ((frame["f"] >= lo) & (frame["f"] < hi)).mean()
-    assert inside > 0.95 and hi - lo < 64  # the bulk, not the log-scale bin [32, 64) alone or wider
+    assert inside > 0.99 and hi - lo < 64  # nearly all rows, not the log-scale bin [32, 64) alone
 
 
 def test_dates_get_calendar_bins():
@@ -104,9 +114,11 @@ def test_budget_and_report():
     assert [c["column"] for c in discovery["columns"]] == ["kind", "x"]
     assert "delta" in report["definition"]
     # Each column gets ε_c = 1/10; a row is in one bin or label of each histogram (Δ = 1): partition selection
-    # uses scale 1/ε_c, the two bounds histograms ε_c/2 each (scale 2/ε_c).
+    # uses scale 1/ε_c.  The numeric column splits ε_c 1 : 1 : 2 : 4 among the placing histogram (scale 80),
+    # the median draw, the histogram of distances (scale 40) and the two bound draws (rank scores of
+    # sensitivity 1; a selection's scale is that of its exponential weights, 2Δ/ε).
     assert [(s["scale"], s["epsilon"], s["sensitivity"]) for s in discovery["steps"]] == [
-        ("10", "0.1", 1), ("20", "0.05", 1), ("20", "0.05", 1)]
+        ("10", "0.1", 1), ("80", "0.0125", 1), ("160", "0.0125", 1), ("40", "0.025", 1), ("40", "0.05", 1)]
     # With at most 2 rows per unit every scale doubles (ε per row halves).
     units = dphist.release(frame.assign(person=np.arange(len(frame)) // 2), "1", columns="kind", delta="1e-6",
                            seed=1, discovery_share="0.2", privacy_unit="person", max_rows_per_unit=2)
@@ -197,16 +209,17 @@ def test_csv_type_choice_is_a_random_draw_not_the_argmax():
     from dphist.discovery import _choose_kind
     half = pa.array(["7"] * 50 + ["word"] * 50)
     bits = SeededBits(4)
-    drawn = [_choose_kind("c", half, Fraction(1, 50), bits)[0] for _ in range(60)]
+    drawn = [_choose_kind("c", half, PrivacyBudget(Fraction(1, 50), bits=bits))[0] for _ in range(60)]
     assert {"integer", "categorical"} <= set(drawn)
     clear = pa.array(["7"] * 5_000 + ["word"] * 50 + [None] * 10)
-    assert {_choose_kind("c", clear, Fraction(1), bits)[0] for _ in range(20)} == {"integer"}
+    assert {_choose_kind("c", clear, PrivacyBudget(1, bits=bits))[0] for _ in range(20)} == {"integer"}
 
 
 def test_quantile_bins_hold_similar_counts_and_pay_half_the_column_budget():
     """DP quantile bins on a skewed column (exponential, 20,000 rows, column ε = 0.5): every bin holds between
     half and twice its share of the rows (equal widths would put most rows in the first bin), the steps add up
-    to the discovery ε with the cuts taking half, and the cuts are drawn, not computed (another seed differs)."""
+    to the discovery ε with the cuts taking half (the bounds' four steps the other half, 1 : 1 : 2 : 4), and the
+    cuts are drawn, not computed (another seed differs)."""
     rng = np.random.default_rng(4)
     frame = pd.DataFrame({"x": np.floor(rng.exponential(1000, 20_000)).astype(np.int64)})
     edges_seen = set()
@@ -216,8 +229,8 @@ def test_quantile_bins_hold_similar_counts_and_pay_half_the_column_budget():
         discovery = result.report["discovery"]
         assert Fraction(discovery["epsilon"]) == Fraction(1, 2)
         steps = [Fraction(s["epsilon"]) for s in discovery["steps"]]
-        assert steps == [Fraction(1, 8), Fraction(1, 8), Fraction(1, 4)]
-        assert "quantiles" in discovery["steps"][2]["what"]
+        assert steps == [Fraction(1, 32), Fraction(1, 32), Fraction(1, 16), Fraction(1, 8), Fraction(1, 4)]
+        assert "bin cuts at quantiles" in discovery["steps"][4]["what"]
         domain = result.report["tables"][0]["domain"]["x"]
         edges = domain["edges"]
         assert all(float(e).is_integer() for e in edges)
@@ -252,7 +265,7 @@ def test_candidates_come_only_from_rows_kept_by_contribution_bounding(monkeypatc
     plan = DiscoveryPlan({"kind": "categorical"}, Fraction(1), Fraction(1, 10**6))
     for seed in range(5):
         seen.clear()
-        discover(plan, batches, SeededBits(seed), 1, UnitBound("person", 1))
+        discover(plan, batches, budget(plan, seed), UnitBound("person", 1))
         (codes, labels), = seen
         assert len(labels) == 2 and "common" in labels  # common, and the whale's one kept row
         assert sorted(np.unique(codes)) == [0, 1]  # every candidate has a counted row, and only candidates

@@ -1,14 +1,18 @@
 """Private domain discovery as the audit sees it: rows in, a discovered domain out.
 
-A case's tables are the values of one column, one per row; each run discovers the column's domain with the code
-a release runs (``discovery._numeric`` for numbers: DP bounds, then bins; ``discovery._categories`` for text:
-partition selection) and reports the domain as its outcome.  The audit's events are "this domain was found";
-neighbouring columns differ by one row, placed where it moves the outcome most: in a bin or a label whose
-count sits at the threshold.
+A case's tables are the values of one column, one per row (or ``(unit, label)`` pairs for the privacy-unit
+case); each run discovers the column's domain with the code a release runs (``discovery._numeric`` for
+numbers: DP bounds, then bins; ``discovery._categories`` for text: partition selection, after
+``contribution.bounded_rows`` with a privacy unit) on the budget the audit gives it, and its :meth:`outcome` is
+the domain.  The audit's events are "this outcome was found"; neighbouring tables differ by one row (one unit),
+placed where it moves the outcome most: in a bin or a label whose count sits at the threshold, or a unit that
+owns many labels.
 
-Partition selection is (ε, δ)-DP.  The audit bounds ln(P[E | D] / P[E | D′]) for events E it has seen often, so
+Each adapter runs once per repetition (``data_adaptive``) on a plain budget of the case's ε; partition selection
+needs a δ as well, given by the adapter's ``delta`` (the budget the audit makes must carry it).  Partition
+selection is (ε, δ)-DP.  The audit bounds ln(P[E | D] / P[E | D′]) for events E it has seen often, so
 P[E | D] ≫ δ and the δ term changes the bound by a relative δ / P[E | D] at most (below 1e-3 here); rare events
-(a label held by one row appearing) fall under δ and are never seen by a correct mechanism.
+(a label held by one row appearing) fall under δ and are never seen often by a correct mechanism.
 """
 
 from __future__ import annotations
@@ -17,47 +21,51 @@ from fractions import Fraction
 
 import numpy as np
 
-from ..algorithms.base import Algorithm, Estimate, Measurement
-from ..discovery import BETA, DiscoveryPlan, LOG_BINS, _categories, _numeric, _threshold
-from ..noise import BitSource, Replicated
+from ..algorithms.base import Algorithm, Estimate
+from ..contribution import bounded_rows
+from ..discovery import (BETA, DEFAULT_MAX_CATEGORIES, LOG_BINS, SHARES, DiscoveryPlan, _categories, _numeric,
+                         _threshold, present_labels)
+from ..privacy import PrivacyBudget
 
-__all__ = ["DiscoveredBounds", "DiscoveredQuantileBins", "PartitionSelection", "TrueCountSelection", "UnthresholdedSelection",
-           "bounds_pair", "labels_pair", "DELTA"]
+__all__ = ["DiscoveredBounds", "DiscoveredQuantileBins", "PartitionSelection", "TrueCountSelection",
+           "UnthresholdedSelection", "UnitPartitionSelection", "CandidatesBeforeBounding", "bounds_pair",
+           "labels_pair", "unit_labels_pair", "DELTA", "UNIT_DELTA"]
 
 DELTA = Fraction(1, 10 ** 6)
 LABELS = ["a", "b", "c"]
 
 
 class _Discovery(Algorithm):
-    """Runs one discovery step per repetition (Python; the audit's smaller sample for slow runs)."""
+    """One discovery step per run; :meth:`outcome` is what the audit compares between neighbours."""
 
+    #: Each run reads its own noisy counts: the audit runs it once per repetition (its smaller sample).
+    data_adaptive = True
     slow_runs = True
+    #: Rows per protected unit (the budget's factor) and the δ the budget must hold.
+    factor = 1
+    delta = Fraction(0)
 
-    def outcome(self, rows: np.ndarray, epsilon: Fraction, bits: BitSource):
+    def outcome(self, rows: np.ndarray, budget: PrivacyBudget):
+        """The discovered domain (hashable), measured only through ``budget``."""
         raise NotImplementedError
 
-    def run(self, rows: np.ndarray, epsilon: Fraction, bits: BitSource, columns=None) -> Estimate:
-        source = bits.bits if isinstance(bits, Replicated) else bits
-        reps = bits.reps if isinstance(bits, Replicated) else 1
-        keys = [self.outcome(rows, Fraction(epsilon), source) for _ in range(reps)]
-        # The outcome is the domain: no noisy numbers reach the release, so the audit's statistic is constant
-        # and its events are the outcomes themselves.
-        dummy = Measurement(what="outcome only", mechanism="none", sensitivity=1, scale=Fraction(1),
-                            epsilon=Fraction(epsilon))
-        return Estimate(values=np.zeros((reps, 1)), measurements=[dummy], noisy=[np.zeros((reps, 1))],
-                        choices={"structure": keys})
+    def run(self, rows: np.ndarray, budget: PrivacyBudget, columns=None) -> Estimate:
+        # The outcome is the domain: no noisy number reaches a release, so the estimate is a constant.
+        self.outcome(rows, budget)
+        return Estimate(values=np.zeros(1))
 
 
 class DiscoveredBounds(_Discovery):
-    """An integer column's discovered bins (log-scale bounds, 64-cell refinement, equal-width bins), pure ε."""
+    """An integer column's discovered bins (placing histogram, median, histogram of distances, DP-quantile
+    bounds, equal-width bins), pure ε."""
 
     name = "discovery-bounds"
     summary = "DP bounds and bins of a numeric column (audit adapter)"
     bins, binning = 4, "equal-width"
 
-    def outcome(self, rows, epsilon, bits):
-        plan = DiscoveryPlan({"x": "integer"}, epsilon, Fraction(0), bins=self.bins, binning=self.binning)
-        column, _, _ = _numeric("x", "integer", rows.astype(np.float64), plan, epsilon, 1, bits)
+    def outcome(self, rows, budget):
+        plan = DiscoveryPlan({"x": "integer"}, budget.epsilon, Fraction(0), bins=self.bins, binning=self.binning)
+        column, _ = _numeric("x", "integer", rows.astype(np.float64), plan, budget)
         return None if column is None else column.edges
 
 
@@ -70,14 +78,16 @@ class DiscoveredQuantileBins(DiscoveredBounds):
 
 
 class PartitionSelection(_Discovery):
-    """A text column's discovered categories (Laplace-threshold partition selection), (ε, δ) with δ = DELTA."""
+    """A text column's discovered categories (Laplace-threshold partition selection over the labels present),
+    (ε, δ) with δ = DELTA."""
 
     name = "discovery-partition-selection"
     summary = "categories of a text column by partition selection (audit adapter)"
+    delta = DELTA
 
-    def outcome(self, rows, epsilon, bits):
-        plan = DiscoveryPlan({"c": "categorical"}, epsilon, DELTA)
-        column, _, _ = _categories("c", rows, LABELS, plan, epsilon, 1, bits)
+    def outcome(self, rows, budget):
+        codes, candidates = present_labels(rows, LABELS)
+        column, _ = _categories("c", codes, candidates, DEFAULT_MAX_CATEGORIES, budget)
         return None if column is None else column.values
 
 
@@ -86,9 +96,9 @@ class TrueCountSelection(PartitionSelection):
 
     name = "mutant-partition-selection-true-counts"
 
-    def outcome(self, rows, epsilon, bits):
+    def outcome(self, rows, budget):
         counts = np.bincount(rows, minlength=len(LABELS))
-        return tuple(LABELS[i] for i in np.flatnonzero(counts > selection_threshold(epsilon)))
+        return tuple(LABELS[i] for i in np.flatnonzero(counts > selection_threshold(budget.epsilon)))
 
 
 class UnthresholdedSelection(PartitionSelection):
@@ -96,10 +106,9 @@ class UnthresholdedSelection(PartitionSelection):
 
     name = "mutant-partition-selection-no-threshold"
 
-    def outcome(self, rows, epsilon, bits):
-        from ..noise import discrete_laplace
+    def outcome(self, rows, budget):
         counts = np.bincount(rows, minlength=len(LABELS))
-        noisy = counts + discrete_laplace(1 / epsilon, counts.size, bits)
+        noisy, _ = budget.laplace(counts, 1, budget.epsilon, "count per label (no threshold)")
         # The candidates are the labels in the data (as in a release): without the δ threshold, a label held by
         # one row shows up often, and never when that row is absent.
         return tuple(LABELS[i] for i in np.flatnonzero((counts > 0) & (noisy > 1)))
@@ -111,14 +120,14 @@ def selection_threshold(epsilon: Fraction) -> int:
 
 
 def bounds_pair(epsilon: Fraction) -> list[tuple[str, np.ndarray, np.ndarray]]:
-    """Integer columns and their neighbours by one row: a log-scale bin holding exactly the first step's
-    threshold of rows (so it is found about half the time), one row more in it; and one far outlier more."""
+    """Integer columns and their neighbours by one row: the whole column in one log-scale bin holding exactly
+    the count that places it (step 1's threshold, so the column is found about half the time), one row more in
+    it; and one far outlier more."""
     s, big = LOG_BINS["integer"]
-    threshold = _threshold(2 / Fraction(epsilon), float(BETA) / 2 / (2 * big + 1))
-    body = np.repeat(np.arange(64, 128), 40)  # one clearly occupied bin, [64, 128)
-    edge = np.full(threshold, 1000)  # the bin [512, 1024) at its threshold
-    base = np.concatenate([body, edge])
-    return [("one row more in a bin at the threshold", base, np.append(base, 1000)),
+    placing = Fraction(epsilon) * SHARES[0] / sum(SHARES)  # step 1's share of an equal-width column
+    threshold = _threshold(1 / placing, float(BETA) / 2 / (2 * big + 1))
+    base = np.resize(np.arange(64, 128), threshold)  # the bin [64, 128), at its threshold
+    return [("one row more in a bin at the threshold", base, np.append(base, 100)),
             ("one far outlier more", base, np.append(base, 10 ** 9))]
 
 
@@ -129,3 +138,60 @@ def labels_pair(epsilon: Fraction) -> list[tuple[str, np.ndarray, np.ndarray]]:
     base = np.concatenate([np.zeros(200, np.int64), np.ones(t, np.int64)])
     return [("one row more of a label at the threshold", base, np.append(base, 1)),
             ("one row of a new label", base, np.append(base, 2))]
+
+
+# --------------------------------------------------------------------------------------------------------------
+# Partition selection with a privacy unit (issue 20's discovery bug)
+
+#: Rows per unit kept by contribution bounding, and the labels the whale unit owns alone.
+UNIT_ROWS = 1
+WHALE_LABELS = 500
+UNIT_LABELS = ["common"] + [f"whale-{i}" for i in range(WHALE_LABELS)]
+#: A δ large enough that the mutant's leak (about WHALE_LABELS times the chance of a zero count passing) is seen
+#: in a few thousand runs, small enough that a correct run's δ events (one kept whale row's label, probability
+#: below δ) stay too rare to move the audit's bound (module docstring).
+UNIT_DELTA = Fraction(1, 1000)
+
+
+class UnitPartitionSelection(_Discovery):
+    """Partition selection behind a privacy unit of UNIT_ROWS rows, as a release with ``--privacy-unit`` runs it:
+    rows are ``(unit, label code)`` pairs; contribution bounding keeps UNIT_ROWS rows per unit (a random choice
+    per run, from the budget's bits), and the candidates are the labels of the kept rows only.
+
+    Outcome: the public labels found and how many of the whale's labels were found (a function of the domain;
+    the whale's labels are each too rare to be an event, but together they move this count)."""
+
+    name = "discovery-unit-partition-selection"
+    summary = "categories by partition selection behind a privacy unit (audit adapter)"
+    factor = UNIT_ROWS
+    delta = UNIT_DELTA
+
+    def candidates(self, codes: np.ndarray, keep: np.ndarray) -> tuple[np.ndarray, list[str]]:
+        """The kept rows' codes renumbered to the candidates, and the candidates: labels of kept rows only."""
+        return present_labels(np.where(keep, codes, -1), UNIT_LABELS)
+
+    def outcome(self, rows, budget):
+        keep = bounded_rows(rows[:, 0], UNIT_ROWS, budget.bits)
+        codes, candidates = self.candidates(rows[:, 1], keep)
+        column, _ = _categories("c", codes, candidates, len(UNIT_LABELS), budget)
+        found = () if column is None else column.values
+        return tuple(v for v in found if not v.startswith("whale-")), sum(v.startswith("whale-") for v in found)
+
+
+class CandidatesBeforeBounding(UnitPartitionSelection):
+    """Mutant (the bug fixed in issue 20): candidates collected from every row before contribution bounding, so
+    the labels of a unit's dropped rows are zero-count candidates, each with its own chance to pass."""
+
+    name = "mutant-discovery-candidates-before-bounding"
+
+    def candidates(self, codes, keep):
+        renumbered, candidates = present_labels(codes, UNIT_LABELS)
+        return np.where(keep, renumbered, -1), candidates
+
+
+def unit_labels_pair(epsilon: Fraction) -> list[tuple[str, np.ndarray, np.ndarray]]:
+    """``(unit, label)`` rows and their neighbour by one unit: 60 units of one row of "common", and the same
+    plus a whale unit with one row of each of its WHALE_LABELS own labels (bounding keeps one of them)."""
+    base = np.column_stack([np.arange(60), np.zeros(60, np.int64)])
+    whale = np.column_stack([np.full(WHALE_LABELS, 1000), np.arange(1, WHALE_LABELS + 1)])
+    return [("one unit with 500 labels of its own", base, np.vstack([base, whale]).astype(np.int64))]
