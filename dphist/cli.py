@@ -1,4 +1,5 @@
-"""The ``dphist`` command line: a thin click layer over :mod:`dphist.api`.
+"""The ``dphist`` command line: a thin click layer over the functions :mod:`dphist.api` uses (planning,
+execution, output).
 
 Every failure a user can cause ends with one line on stderr and no traceback or output files.  Exit codes:
 0 done, 1 data error, 2 usage error (options, schema, spec), 3 budget exhausted, 4 ledger locked (timeout),
@@ -21,23 +22,25 @@ from pathlib import Path
 
 import click
 import numpy as np
+from click.core import ParameterSource
 
 from .version import __version__
 from .algorithms import REGISTRY
-from .api import DEFAULT_ALGORITHM, DEFAULT_MAX_CELLS, NOT_PRIVATE, plan_release, run_plan
 from .engines import ENGINES
 from .draft import draft_schema
 from .evaluate import WARNING, WORKLOADS, evaluate
 from .errors import DataError, DphistError, Terminated, UsageError
-from .io.destination import Destination
+from .execution import ReleaseFiles, charged, execute
 from .io.output_file import atomic_output
-from .io.writers import FORMATS, check_destination, write_text_atomic
+from .io.writers import FORMATS, write_text_atomic
 from .job import load_job
-from .privacy import format_fraction, parse_delta, parse_epsilon
 from .ledger import ROW_UNIT, Ledger, LedgerError, default_ledger_path
-from .private_schema import plan_private_schema, run_private_schema
-from .publish import FileRelease, charged_run, recover
+from .output import NOT_PRIVATE
+from .planning import DEFAULT_ALGORITHM, DEFAULT_MAX_CELLS, ReleaseOptions, make_plan
 from .plot import plot_release
+from .privacy import format_fraction, parse_delta, parse_epsilon
+from .private_schema import plan_private_schema, run_private_schema
+from .publish import recover
 
 
 INTERNAL_ERROR = 5
@@ -154,10 +157,78 @@ def main():
     """
 
 
+# --------------------------------------------------------------------------------------------------------------
+# Options shared by commands, declared once.  ``when`` prefixes the help of a command where the option applies
+# only with another one (schema: "With --private").
+
+LEDGER_DEFAULT = "$DPHIST_LEDGER, else ~/.local/share/dphist/ledger.sqlite"
+
+
+def _help(when: str | None, text: str) -> str:
+    if not when:
+        return text
+    return f"{when}: " + (text[0].lower() + text[1:] if text[1:2].islower() else text)  # "Protect" but "TEST"
+
+
+def _options(*decorators):
+    """One decorator applying ``decorators`` in the order listed (their options appear in --help in that order)."""
+    def apply(command):
+        for decorator in reversed(decorators):
+            command = decorator(command)
+        return command
+    return apply
+
+
+def _delta_option(when: str | None = None):
+    return click.option("--delta", metavar="D", help=_help(
+        when, "δ of (ε, δ)-DP, needed only to find the categories of text columns no schema declares, e.g. 1e-6 [0]."))
+
+
+def _unit_options(when: str | None = None):
+    """--privacy-unit and --max-rows-per-unit: the protected unit and its contribution bound."""
+    return _options(
+        click.option("--privacy-unit", metavar="COLUMN", help=_help(when, "Protect each value of COLUMN (a person, "
+                     "a household) with all its rows, not one row; needs --max-rows-per-unit.")),
+        click.option("--max-rows-per-unit", type=click.IntRange(min=1), metavar="K", help="With --privacy-unit: "
+                     "count at most K rows per unit (chosen at random); noise grows K-fold."))
+
+
+def _seed_option(when: str | None = None):
+    return click.option("--seed", type=click.IntRange(min=0), metavar="N", help=_help(
+        when, "TEST MODE: deterministic noise. The result is NOT differentially private and is not recorded in "
+              "the ledger."))
+
+
+def _ledger_options(when: str | None = None):
+    """--ledger, --dataset-id and --lock-timeout: where a run outside test mode is charged."""
+    return _options(
+        click.option("--ledger", "ledger_path", metavar="PATH", help=_help(
+            when, f"Budget ledger [{LEDGER_DEFAULT}]. Every run outside test mode is recorded there.")),
+        click.option("--dataset-id", metavar="ID", help="The data set's name in the ledger [the input's absolute "
+                     "path]."),
+        click.option("--lock-timeout", default=60.0, show_default=True, type=click.FloatRange(0, 86_400),
+                     metavar="S", callback=lambda ctx, param, value: _finite(param, value),
+                     help="Seconds to wait for another run holding the ledger (then exit 4)."))
+
+
+def _algorithm_option_flags(command):
+    """--branching, --budget-split and --option: the algorithms' options (see :func:`_algorithm_options`)."""
+    return _options(
+        click.option("--branching", "-b", metavar="B", help="Tree algorithms (h, hb, quadtree): splits per node and "
+                     "axis, or 'auto' [h, quadtree: 2; hb: chosen for the domain]."),
+        click.option("--budget-split", type=click.Choice(["uniform", "geometric"]),
+                     help="Tree algorithms: how ε is shared among tree levels [h, hb: uniform; quadtree: "
+                          "geometric]."),
+        click.option("--option", "options", multiple=True, metavar="KEY=VALUE",
+                     help="An algorithm option, e.g. alpha=0.25 or cap=100 (repeatable; every algorithm's options "
+                          "and what they do: 'dphist algorithms')."))(command)
+
+
 @main.command("release")
 @click.argument("input", required=False, metavar="[INPUT]")
 @click.option("--epsilon", "-e", metavar="E", help="Total privacy budget ε > 0, e.g. 0.5 (kept exact).")
-@click.option("--schema", "-s", "schema_path", metavar="FILE", help="YAML/JSON schema declaring each column's public domain; undeclared columns are found privately with part of ε.")
+@click.option("--schema", "-s", "schema_path", metavar="FILE", help="YAML/JSON schema declaring each column's public "
+              "domain; undeclared columns are found privately with part of ε.")
 @click.option("--columns", "-c", metavar="A,B", help="Release one table over these columns (comma-separated).")
 @click.option("--spec", metavar="JOB.yaml", help="Job spec listing the tables, algorithms and budget shares.")
 @click.option("--marginals", metavar="A,B;C,D", help="Several tables of the same records that agree exactly "
@@ -166,8 +237,7 @@ def main():
               help="With --marginals: 'full' measures the table over all their columns once and sums it; "
                    "'separate' measures each at ε/k and reconciles them by least squares; 'auto' picks the "
                    "lower expected error (both are in the report) [auto].")
-@click.option("--delta", metavar="D", help="δ of (ε, δ)-DP, needed only to discover the categories of text "
-              "columns the schema does not declare, e.g. 1e-6 [0].")
+@_delta_option()
 @click.option("--discovery-share", metavar="S", help="Share of ε spent finding the domains of undeclared columns "
               "[0.1].")
 @click.option("--discovery-bins", type=click.IntRange(1, 4096), metavar="N", help="Bins for a discovered numeric "
@@ -177,35 +247,21 @@ def main():
 @click.option("--discovery-binning", type=click.Choice(["equal-width", "quantiles"]), default="equal-width",
               show_default=True, help="Bins of a discovered numeric column: equal widths, or cut at DP quantiles "
               "(half of the column's discovery budget).")
-@click.option("--privacy-unit", metavar="COLUMN", help="Protect each value of COLUMN (a person, a household) "
-              "with all its rows, not one row; needs --max-rows-per-unit.")
-@click.option("--max-rows-per-unit", type=click.IntRange(min=1), metavar="K", help="With --privacy-unit: count "
-              "at most K rows per unit (chosen at random); noise grows K-fold.")
+@_unit_options()
 @click.option("--group-size", type=click.IntRange(min=1), default=1, show_default=True, metavar="C",
               help="Protect any C units (or records) together; noise grows C-fold.")
-@click.option("--algorithm", "-a", metavar="NAME", help=f"Algorithm for tables that name none [{DEFAULT_ALGORITHM}]. See 'dphist algorithms'.")
-@click.option("--branching", "-b", metavar="B", help="Tree algorithms (h, hb, quadtree): splits per node and axis, "
-              "or 'auto' [h, quadtree: 2; hb: chosen for the domain].")
-@click.option("--budget-split", type=click.Choice(["uniform", "geometric"]),
-              help="Tree algorithms: how ε is shared among tree levels [h, hb: uniform; quadtree: geometric].")
-@click.option("--option", "options", multiple=True, metavar="KEY=VALUE",
-              help="An algorithm option, e.g. alpha=0.25 or cap=100 (repeatable; every algorithm's options "
-                   "and what they do: 'dphist algorithms').")
+@click.option("--algorithm", "-a", metavar="NAME", help=f"Algorithm for tables that name none [{DEFAULT_ALGORITHM}]. "
+              "See 'dphist algorithms'.")
+@_algorithm_option_flags
 @click.option("--out", "-o", metavar="DIR", help="Output directory [./release].")
 @click.option("--format", "-f", "fmt", type=click.Choice(FORMATS), help="Release file format [csv].")
 @click.option("--raw", is_flag=True, help="Skip post-processing: publish the unbiased noisy counts (may be negative).")
 @click.option("--overwrite", is_flag=True, help="Replace a non-empty output directory.")
-@click.option("--seed", type=click.IntRange(min=0), metavar="N",
-              help="TEST MODE: deterministic noise. The release is NOT differentially private.")
+@_seed_option()
 @click.option("--quiet", "-q", is_flag=True, help="Do not print the summary on stderr.")
-@click.option("--ledger", "ledger_path", metavar="PATH", help="Budget ledger [$DPHIST_LEDGER, else "
-              "~/.local/share/dphist/ledger.sqlite]. Every release outside test mode is recorded there.")
-@click.option("--dataset-id", metavar="ID", help="The data set's name in the ledger [the input's absolute path].")
+@_ledger_options()
 @click.option("--run-key", metavar="KEY", help="Idempotency key, e.g. nightly-2026-11-21: if a release with this "
               "key was committed, report it and exit 0 without drawing new noise.")
-@click.option("--lock-timeout", default=60.0, show_default=True, type=click.FloatRange(0, 86_400), metavar="S",
-              callback=lambda ctx, param, value: _finite(param, value),
-              help="Seconds to wait for another run holding the ledger (then exit 4).")
 @click.option("--log-format", type=click.Choice(["text", "json"]), default="text", show_default=True,
               help="json: one JSON object per line on stderr (result or error), for schedulers.")
 @click.option("--engine", type=click.Choice(ENGINES), default="local", show_default=True,
@@ -215,11 +271,9 @@ def main():
               "[local[*]]. Dask: threads, processes, local-cluster or a scheduler address [threads].")
 @click.option("--max-cells", type=click.IntRange(min=1), default=DEFAULT_MAX_CELLS, show_default=True, metavar="N",
               help="Refuse, before reading any row, a table of more cells than N.")
-def release_command(input, epsilon, schema_path, columns, spec, marginals, marginal_strategy, delta, discovery_share,
-                    discovery_bins, max_categories, discovery_binning, privacy_unit,
-                    max_rows_per_unit, group_size, algorithm, branching, budget_split, options, out,
-                    fmt, raw, overwrite, seed, quiet, ledger_path, dataset_id, run_key, lock_timeout, log_format,
-                    engine, master, max_cells):
+def release_command(input, epsilon, schema_path, columns, spec, marginals, marginal_strategy, branching,
+                    budget_split, options, out, fmt, overwrite, quiet, ledger_path, dataset_id, lock_timeout,
+                    run_key, log_format, **settings):
     """Release differentially private tables of INPUT (a CSV or Parquet file, a directory, or a glob).
 
     \b
@@ -232,6 +286,7 @@ def release_command(input, epsilon, schema_path, columns, spec, marginals, margi
     records it against the data set (refused with exit code 3 if that would pass the data set's cap; see
     'dphist budget').
     """
+    # ``settings`` holds the options named as in dphist.release (delta, privacy_unit, seed, engine, ...).
     _LOG["json"] = log_format == "json"
     tables = None
     if marginals is not None and (columns or spec):
@@ -245,7 +300,7 @@ def release_command(input, epsilon, schema_path, columns, spec, marginals, margi
         schema_path = schema_path or job.schema
         out = out or job.out
         fmt = fmt or job.format
-        algorithm = algorithm or job.algorithm
+        settings["algorithm"] = settings["algorithm"] or job.algorithm
         tables = job.tables or None
         marginals = job.marginals
         marginal_strategy = marginal_strategy or job.marginal_strategy
@@ -263,46 +318,26 @@ def release_command(input, epsilon, schema_path, columns, spec, marginals, margi
     out = out or "release"
     if marginal_strategy is not None and marginals is None:
         raise click.UsageError("--marginal-strategy applies to --marginals only")
-    plan = plan_release(input, epsilon=epsilon, schema=schema_path, columns=columns, tables=tables,
-                        algorithm=algorithm, seed=seed, raw=raw,
-                        algorithm_options=_algorithm_options(branching, budget_split, options), marginals=marginals,
-                        marginal_strategy=marginal_strategy or "auto", privacy_unit=privacy_unit,
-                        max_rows_per_unit=max_rows_per_unit, group_size=group_size, delta=delta or 0,
-                        discovery_share=discovery_share, discovery_bins=discovery_bins,
-                        max_categories=max_categories, discovery_binning=discovery_binning,
-                        engine=engine, master=master, max_cells=max_cells)
-    # A progress bar only for a person at a terminal: never in logs, cron mail or JSON logs.
-    progress = not quiet and log_format == "text" and sys.stderr.isatty()
+    plan = make_plan(input, ReleaseOptions.from_keywords(
+        epsilon=epsilon, schema=schema_path, columns=columns, tables=tables, marginals=marginals,
+        marginal_strategy=marginal_strategy, algorithm_options=_algorithm_options(branching, budget_split, options),
+        **settings))
     # What --overwrite must never replace, whatever the folder holds.
-    protect = [*plan.source.files, *[Path(p) for p in (schema_path, spec) if p]]
-    if seed is not None:
-        destination = check_destination(out, overwrite, protect)  # all checks done before any row is read
-        _notice(NOT_PRIVATE, "test_mode")
-        result = run_plan(plan, progress)  # test mode never touches the ledger
-        _finish(result, result.write(destination.out, fmt, overwrite, protect), out, quiet)
-        return
-    ledger = Ledger(ledger_path, timeout=lock_timeout)
-    protect.append(ledger.path)
-    destination = Destination(Path(out), overwrite, protect)
-
-    def work(ledger_info):
-        result = run_plan(plan, progress)
-        result.report["ledger"] = ledger_info
-        return result
-
-    def write(result, staging):
-        return result.stage(staging, fmt)
-
-    done = charged_run(plan, work, ledger, dataset_id, run_key, {"tables": [r.name for r in plan.requests]},
-                       files=FileRelease(destination, write))
+    protect = (*plan.source.files, *[Path(p) for p in (schema_path, spec) if p])
+    done = execute(plan, ledger=ledger_path, dataset_id=dataset_id, run_key=run_key, lock_timeout=lock_timeout,
+                   detail={"tables": [r.name for r in plan.requests]}, files=ReleaseFiles(out, fmt, overwrite, protect),
+                   # A progress bar only for a person at a terminal: never in logs, cron mail or JSON logs.
+                   progress=not quiet and log_format == "text" and sys.stderr.isatty(),
+                   on_test_mode=lambda: _notice(NOT_PRIVATE, "test_mode"))
     if done.existing is not None:
         where = done.existing.detail.get("out", "?")
         _report(f"release for run key '{run_key}' already committed to {where}; nothing new was drawn or spent",
                 {"event": "release", "status": "exists", "dataset": done.dataset, "run_key": run_key, "out": where,
                  "ledger_entry": done.existing.entry_hash}, quiet)
         return
-    _finish(done.value, done.paths, out, quiet, {"dataset": done.dataset, "ledger_entry": done.commit_entry,
-                                                 "run_key": run_key})
+    ledger_info = None if plan.seed is not None else {"dataset": done.dataset, "ledger_entry": done.commit_entry,
+                                                      "run_key": run_key}
+    _finish(done.value, done.paths, out, quiet, ledger_info)
 
 
 def _finish(result, paths, out, quiet, ledger_info=None) -> None:
@@ -359,8 +394,7 @@ def _int_option(flag: str, value: str) -> int:
 @click.option("--private", is_flag=True, help="Find every domain with differential privacy (spends --epsilon, "
               "charged to the ledger): the result may be frozen and used for later releases.")
 @click.option("--epsilon", "-e", metavar="E", help="With --private: the ε to spend, shared equally by the columns.")
-@click.option("--delta", metavar="D", help="With --private: δ for finding the categories of text columns, e.g. "
-              "1e-6.")
+@_delta_option("With --private")
 @click.option("--columns", "-c", metavar="A,B", help="With --private: only these columns [all].")
 @click.option("--bins", type=click.IntRange(1, 10_000), metavar="N",
               help="Bins per numeric column [10; with --private 16].")
@@ -369,18 +403,13 @@ def _int_option(flag: str, value: str) -> int:
                    "--private, the most categories kept [100].")
 @click.option("--binning", type=click.Choice(["equal-width", "quantiles"]), help="With --private: bins of a numeric "
               "column, equal widths or cut at DP quantiles [equal-width].")
-@click.option("--privacy-unit", metavar="COLUMN", help="With --private: protect each value of COLUMN with all its "
-              "rows; needs --max-rows-per-unit.")
-@click.option("--max-rows-per-unit", type=click.IntRange(min=1), metavar="K", help="With --privacy-unit: count at "
-              "most K rows per unit.")
-@click.option("--seed", type=click.IntRange(min=0), metavar="N", help="With --private: TEST MODE, seeded noise, "
-              "not private, no ledger.")
-@click.option("--ledger", "ledger_path", metavar="PATH", help="Budget ledger [$DPHIST_LEDGER, else "
-              "~/.local/share/dphist/ledger.jsonl].")
-@click.option("--dataset-id", metavar="ID", help="The data set's name in the ledger [the input's absolute path].")
+@_unit_options("With --private")
+@_seed_option("With --private")
+@_ledger_options("With --private")
 @click.option("--overwrite", is_flag=True, help="Replace FILE if it exists.")
-def schema_command(input, out, private, epsilon, delta, columns, bins, max_categories, binning, privacy_unit,
-                   max_rows_per_unit, seed, ledger_path, dataset_id, overwrite):
+@click.pass_context
+def schema_command(ctx, input, out, private, epsilon, delta, columns, bins, max_categories, binning, privacy_unit,
+                   max_rows_per_unit, seed, ledger_path, dataset_id, lock_timeout, overwrite):
     """Write a schema for INPUT.
 
     Without --private: a DRAFT that copies bounds and categories FROM THE DATA; they are not private. Review them
@@ -399,13 +428,12 @@ def schema_command(input, out, private, epsilon, delta, columns, bins, max_categ
                              "name it .yaml or .yml")
     if private:
         _private_schema(input, out, epsilon, delta, columns, bins, max_categories, binning, privacy_unit,
-                        max_rows_per_unit, seed, ledger_path, dataset_id)
+                        max_rows_per_unit, seed, ledger_path, dataset_id, lock_timeout)
         return
-    used = [flag for flag, value in (("--epsilon", epsilon), ("--delta", delta), ("--columns", columns),
-                                     ("--privacy-unit", privacy_unit), ("--max-rows-per-unit", max_rows_per_unit),
-                                     ("--seed", seed), ("--ledger", ledger_path), ("--dataset-id", dataset_id),
-                                     ("--binning", binning))
-            if value is not None]
+    given = {p.name: p for p in ctx.command.params}
+    used = [given[name].opts[0] for name in ("epsilon", "delta", "columns", "privacy_unit", "max_rows_per_unit",
+                                             "seed", "ledger_path", "dataset_id", "lock_timeout", "binning")
+            if ctx.get_parameter_source(name) not in (ParameterSource.DEFAULT, None)]
     if used:
         raise click.UsageError(f"{used[0]} applies to --private only")
     text = draft_schema(input, bins=bins or 10, max_categories=max_categories or 100)
@@ -420,13 +448,14 @@ def schema_command(input, out, private, epsilon, delta, columns, bins, max_categ
 
 
 def _private_schema(input, out, epsilon, delta, columns, bins, max_categories, binning, privacy_unit,
-                    max_rows_per_unit, seed, ledger_path, dataset_id):
+                    max_rows_per_unit, seed, ledger_path, dataset_id, lock_timeout):
     if epsilon is None:
         raise click.UsageError("--private needs --epsilon E: the budget spent finding the domains")
     plan = plan_private_schema(input, epsilon, delta or 0, columns, bins, max_categories, privacy_unit,
                                max_rows_per_unit, seed, binning or "equal-width")
 
-    def emit(result) -> None:
+    def work(ledger_info) -> None:
+        result = run_private_schema(plan)
         if out:
             with atomic_output(out) as fh:
                 fh.write(result.text.encode("utf-8"))
@@ -439,17 +468,9 @@ def _private_schema(input, out, epsilon, delta, columns, bins, max_categories, b
             if "failed" in r:
                 click.echo(f"  {r['column']}: not found: {r['failed']}", err=True)
 
-    if seed is not None:
-        _notice(NOT_PRIVATE, "test_mode")
-        emit(run_private_schema(plan))
-        return
-
-    def work(ledger_info):
-        result = run_private_schema(plan)
-        emit(result)
-        return result
-    charged_run(plan, work, Ledger(ledger_path), dataset_id, None,
-                {"command": "schema --private", "schema": str(Path(out).absolute()) if out else "stdout"})
+    charged(plan, work, ledger=ledger_path, dataset_id=dataset_id, lock_timeout=lock_timeout,
+            detail={"command": "schema --private", "schema": str(Path(out).absolute()) if out else "stdout"},
+            on_test_mode=lambda: _notice(NOT_PRIVATE, "test_mode"))
 
 
 @main.command("evaluate")
@@ -463,9 +484,7 @@ def _private_schema(input, out, epsilon, delta, columns, bins, max_categories, b
               help="Runs per algorithm.")
 @click.option("--workload", "-w", type=click.Choice(WORKLOADS),
               help="Queries to score [all-ranges for one column, random-boxes (2000) otherwise].")
-@click.option("--branching", "-b", metavar="B", help="Tree algorithms: branching factor or 'auto'.")
-@click.option("--budget-split", type=click.Choice(["uniform", "geometric"]), help="Tree algorithms: level budgets.")
-@click.option("--option", "options", multiple=True, metavar="KEY=VALUE", help="An algorithm option (repeatable).")
+@_algorithm_option_flags
 @click.option("--seed", type=click.IntRange(min=0), metavar="N", help="Deterministic noise.")
 def evaluate_command(input, epsilon, schema_path, columns, algorithms, trials, workload, branching, budget_split,
                      options, seed):
@@ -646,8 +665,7 @@ def budget_group():
     """
 
 
-_ledger_option = click.option("--ledger", "ledger_path", metavar="PATH",
-                              help="Ledger file [$DPHIST_LEDGER, else ~/.local/share/dphist/ledger.sqlite].")
+_ledger_option = click.option("--ledger", "ledger_path", metavar="PATH", help=f"Ledger file [{LEDGER_DEFAULT}].")
 
 
 @budget_group.command("set")

@@ -8,7 +8,7 @@ Two strategies, chosen before any data is read:
   sums of one integer table.  Its error grows with the full table's size.
 * **separate**: measure each of the k marginals with the identity mechanism at ε/k (sequential composition:
   one record is in every marginal), then make them mutually consistent by exact least squares and non-negative
-  integers that keep the shared sub-tables (:mod:`dphist.consistency`).  Its error grows with k.
+  integers that keep the shared sub-tables (:mod:`dphist.marginal_consistency`).  Its error grows with k.
 
 ``auto`` picks the one with the lower expected squared error, computed from public facts alone (the marginals'
 shapes, ε and the noise distribution).
@@ -24,7 +24,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from .consistency import check_separable, expected_errors, full_table_errors, shared_subsets
+from .marginal_consistency import check_separable, expected_errors, full_table_errors, shared_subsets
 from .errors import UsageError
 from .privacy import discrete_laplace_variance
 

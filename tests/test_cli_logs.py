@@ -9,7 +9,7 @@ import json
 import numpy as np
 from click.testing import CliRunner
 
-import dphist.cli
+import dphist.execution
 from dphist.cli import main
 
 from conftest import ROOT
@@ -47,13 +47,13 @@ def test_test_mode_banner_and_result_are_json_lines(tmp_path):
 
 
 def test_warnings_are_one_line_each_in_the_log_format(tmp_path, monkeypatch):
-    real = dphist.cli.run_plan
+    real = dphist.execution.run_plan
 
     def noisy_run(plan, progress=False):
         np.float64(1.0) / np.float64(0.0)  # numpy's RuntimeWarning: divide by zero
         return real(plan, progress)
 
-    monkeypatch.setattr(dphist.cli, "run_plan", noisy_run)
+    monkeypatch.setattr(dphist.execution, "run_plan", noisy_run)
     with np.errstate(divide="warn"):
         result = invoke("release", CENSUS, "-s", SCHEMA, "-c", "sex", "-e", "1", "--seed", "3", "-o",
                         str(tmp_path / "j"), "--log-format", "json")

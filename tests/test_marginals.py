@@ -16,8 +16,8 @@ import dphist
 from dphist.cli import main
 from dphist.errors import UsageError
 from dphist.algorithms import get_algorithm
-from dphist.consistency import (check_separable, consistent_marginals, expected_errors, full_table_errors,
-                                nonnegative_integer_marginals, shared_subsets)
+from dphist.marginal_consistency import (check_separable, consistent_marginals, expected_errors, full_table_errors,
+                                         nonnegative_integer_marginals, shared_subsets)
 from dphist.marginals import derive_marginal, parse_marginals, plan_marginals, union_of
 from dphist.privacy import PrivacyBudget, SeededBits
 

@@ -1,0 +1,347 @@
+"""Output of a release: post-processing into tidy tables, the report, and the operator's summary.
+
+Everything here reads only noisy values, public facts (the plan, the tables' shapes) and the privacy budget's
+record, so it costs nothing (algorithms.md §6).  :mod:`dphist.execution` hands over each table as a
+:class:`MeasuredTable`; :func:`released_tables` post-processes them, :func:`release_report` writes the report,
+and :class:`Release` holds the result (``write``, ``stage`` and ``summary``).
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from dataclasses import dataclass, field
+from fractions import Fraction
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from .algorithms import Algorithm, Estimate
+from .counting import TableShape
+from .inference import nonnegative_integer_table
+from .io.writers import stage_release, write_release
+from .job import TableRequest, table_name_for
+from .marginal_consistency import consistent_marginals, expected_errors, nonnegative_integer_marginals
+from .marginals import derive_marginal, labelled_frame
+from .planning import ReleasePlan
+from .privacy import Measurement, PrivacyBudget, format_fraction
+from .version import __version__
+
+__all__ = ["Release", "MeasuredTable", "table_report", "released_tables", "discovery_report", "release_report",
+           "tidy_table", "NOT_PRIVATE"]
+
+POST_PROCESSING = ("top-down over a public tree of blocks (the algorithm's tree, or 4 splits per column): the "
+                   "estimated total clamped at 0 and rounded; each block's parts projected onto the non-negative "
+                   "values with the block's fixed sum (Euclidean) and rounded to it by largest remainders")
+SEPARATE_POST = ("exact least-squares consistency with the other marginals (shared sub-tables and grand total "
+                 "agree), then non-negative integers with the shared sub-tables held fixed (L1-closest)")
+PRIVACY_UNIT = "one record (row)"
+NEIGHBOURING = "add/remove one record"
+SAMPLER = "exact discrete Laplace (binary-expansion sampler) on OS CSPRNG bits (os.urandom)"
+TEST_SAMPLER = "exact discrete Laplace on a SEEDED PCG64 stream (test mode: NOT private)"
+NOT_PRIVATE = "TEST MODE: noise was drawn from a seeded generator; this release is NOT differentially private"
+Z_95 = 1.959963984540054  # the standard normal's 97.5 % quantile: a two-sided 95 % interval
+
+
+@dataclass
+class Release:
+    """A finished release: ``tables`` maps table name to a tidy DataFrame; ``report`` is the accountant report."""
+
+    tables: dict[str, pd.DataFrame]
+    report: dict
+    #: Facts for the operator only (input file size): kept out of the published report, since they depend on
+    #: the data without noise.
+    operator: dict = field(default_factory=dict)
+
+    @property
+    def test_mode(self) -> bool:
+        return bool(self.report.get("test_mode"))
+
+    def write(self, out: str | os.PathLike = "release", format: str = "csv", overwrite: bool = False,
+              protect=()) -> list[Path]:
+        """Write ``<table>.<format>`` files and ``report.json`` into ``out`` atomically; returns the paths.
+        ``overwrite`` replaces only an earlier dphist release, never a folder holding any of ``protect``."""
+        return write_release(out, self.tables, self.report, format, overwrite, self._notices(), protect)
+
+    def stage(self, staging: Path, format: str = "csv") -> list[str]:
+        """Write the release's files into the folder ``staging`` (see :mod:`dphist.publish`); returns their names."""
+        return stage_release(staging, self.tables, self.report, format, self._notices())
+
+    def _notices(self) -> dict[str, str] | None:
+        return {"NOT_PRIVATE.txt": NOT_PRIVATE + "\n"} if self.test_mode else None
+
+    def summary(self, banner: bool = True) -> str:
+        """A short human-readable account of what was released and spent (for the operator, not publication)."""
+        r = self.report
+        lines = []
+        if banner and r.get("test_mode"):
+            lines.append(f"*** {NOT_PRIVATE} ***")
+        inp = r["input"]
+        size = self.operator.get("size_bytes")
+        where = f"{inp['name']}" + (f" ({_human_bytes(size)}, {inp['format']})" if size is not None else "")
+        lines.append(f"dphist {r['dphist_version']}: released {len(r['tables'])} table(s) from {where}")
+        lines.append(f"privacy: epsilon {r['epsilon_spent']} spent of {r['epsilon_requested']} requested, "
+                     f"delta {r['delta_spent']}; unit {r['privacy_unit']}, neighbours differ by {r['neighbouring']}")
+        if r.get("discovery"):
+            d = r["discovery"]
+            names = ", ".join(c["column"] for c in d["columns"])
+            lines.append(f"discovery: epsilon {d['epsilon']}, delta {d['delta']} to find the domains of the "
+                         f"undeclared columns {names}")
+            for skipped in d.get("skipped_tables", []):
+                lines.append(f"  skipped table {skipped['name']}: {skipped['reason']}")
+        if r.get("marginals"):
+            m = r["marginals"]
+            lines.append(f"marginals: strategy {m['strategy']} ({m['chosen_by']}); every shared margin and the "
+                         "grand total agree across the tables")
+        width = max(len(t["name"]) for t in r["tables"])
+        for t in r["tables"]:
+            sd = f", sd per cell {t['expected_cell_sd']:.3g}" if t.get("expected_cell_sd") is not None else ""
+            shared = f" (a sum of the one {t['derived_from']} table)" if t.get("derived_from") else ""
+            algorithm = t["algorithm"] + (" (auto)" if t.get("algorithm_choice") else "")
+            lines.append(f"  {t['name']:<{width}}  {algorithm:<15} epsilon {t['epsilon']:<8} "
+                         f"{t['cells']} cells{sd}{shared}")
+        return "\n".join(lines)
+
+
+@dataclass
+class MeasuredTable:
+    """One table after its measurement: what was asked, its final shape, the algorithm, the part of the
+    release's budget it ran on (whose record lists its steps) and the noisy estimate."""
+
+    request: TableRequest
+    shape: TableShape
+    algorithm: Algorithm
+    budget: PrivacyBudget
+    estimate: Estimate
+
+
+# --------------------------------------------------------------------------------------------------------------
+# Post-processing into tidy tables
+
+
+def released_tables(plan: ReleasePlan, tables: list[MeasuredTable]) -> tuple[dict, list[dict], dict | None]:
+    """The released tables (name -> tidy DataFrame), their report entries and the report's ``marginals`` block
+    (None without marginals).  A marginal set under "separate" is made consistent across its tables; under
+    "full" its one table is summed down to each marginal."""
+    reports = [table_report(t, plan.rows_per_protected_group, plan.raw) for t in tables]
+    if plan.marginal_plan is not None and plan.marginal_plan.strategy == "separate":
+        frames, marginal_report = _consistent_marginals(plan, [t.estimate for t in tables], reports)
+        return frames, reports, marginal_report
+    frames = {t.request.name: tidy_table(t.shape, t.estimate, plan.raw) for t in tables}
+    if plan.marginal_plan is not None:
+        return _derived_marginals(plan, frames, reports)
+    return frames, reports, None
+
+
+def tidy_table(shape: TableShape, estimate: Estimate, raw: bool) -> pd.DataFrame:
+    """One row per cell in C order: dimension labels, count (non-negative integers that keep the noisy total,
+    or the noisy values with ``raw``), noisy_count, ci_lower, ci_upper."""
+    data: dict[str, Any] = dict(labelled_frame(list(shape.columns), {}))
+    noisy = estimate.values.ravel()
+    if raw:
+        count = _integral_or_float(noisy)
+    elif estimate.integers is not None:
+        count = estimate.integers().ravel()
+    else:
+        count = nonnegative_integer_table(estimate.values, estimate.total).ravel()
+    data["count"] = count
+    data["noisy_count"] = _integral_or_float(np.round(noisy, 6))
+    half = None
+    if estimate.halfwidth is not None:
+        half = estimate.halfwidth.ravel().astype(np.float64)
+    elif estimate.variance is not None:
+        half = Z_95 * np.sqrt(estimate.variance.ravel())
+    if half is not None:
+        data["ci_lower"] = _integral_or_float(np.round(np.maximum(noisy - half, 0.0), 2))
+        data["ci_upper"] = _integral_or_float(np.round(np.maximum(noisy + half, 0.0), 2))
+    else:
+        # The same columns whatever the algorithm (auto's choice may change from run to run): empty, not absent.
+        data["ci_lower"] = data["ci_upper"] = np.full(noisy.size, np.nan)
+    return pd.DataFrame(data, copy=False)
+
+
+def _consistent_marginals(plan: ReleasePlan, estimates: list[Estimate], reports: list[dict]) -> tuple[dict, dict]:
+    """Strategy separate: least-squares consistent marginals, then non-negative integers that keep agreeing."""
+    marginals = plan.marginals
+    variances = [float(e.variance.flat[0]) for e in estimates]  # identity: the same variance on every cell
+    consistent = consistent_marginals([e.values for e in estimates], marginals, variances)
+    counts = nonnegative_integer_marginals(consistent, marginals)
+    sizes = {c.name: c.n_cells for shape in plan.shapes for c in shape.columns}
+    errors = expected_errors(marginals, sizes, variances)
+    frames = {}
+    for shape, report, value, count, error in zip(plan.shapes, reports, consistent, counts, errors):
+        sd = (error / shape.n_cells) ** 0.5  # every cell of a marginal has the same variance after consistency
+        half = Z_95 * sd
+        frames[shape.name] = labelled_frame(list(shape.columns), {
+            "count": count,
+            "noisy_count": _integral_or_float(np.round(value, 6)),
+            "ci_lower": np.round(np.maximum(value - half, 0.0), 2),
+            "ci_upper": np.round(np.maximum(value + half, 0.0), 2)})
+        report["expected_cell_sd"] = round(sd, 4)
+        report["post_processing"] = SEPARATE_POST
+    k = len(marginals)
+    return frames, {**plan.marginal_plan.report(),
+                    "composition": f"sequential: the {k} marginals are of the same records, each measured with "
+                                   f"epsilon {format_fraction(plan.epsilon / k)}",
+                    "ci": "ci_lower/ci_upper: normal approximation, noisy_count ± 1.96 × expected_cell_sd"}
+
+
+def _derived_marginals(plan: ReleasePlan, frames: dict, reports: list[dict]) -> tuple[dict, list[dict], dict]:
+    """Replace the full table by its marginals: sums of its released integer counts (and of its noisy values)."""
+    (shape,), (full_report,) = plan.shapes, reports
+    full = frames[plan.requests[0].name]
+    axes = tuple(c.name for c in shape.columns)
+    counts = full["count"].to_numpy().reshape(shape.shape)
+    noisy = full["noisy_count"].to_numpy(np.float64).reshape(shape.shape)
+    by_name = {c.name: c for c in shape.columns}
+    out_frames, out_reports = {}, []
+    for m in plan.marginals:
+        name = table_name_for(m)
+        cols = [by_name[c] for c in m]
+        out_frames[name] = labelled_frame(cols, {
+            "count": derive_marginal(counts, axes, m),
+            "noisy_count": _integral_or_float(np.round(derive_marginal(noisy, axes, m), 6))})
+        out_reports.append({
+            "name": name, "columns": list(m), "algorithm": full_report["algorithm"],
+            "epsilon": full_report["epsilon"], "delta": "0", "cells": math.prod(c.n_cells for c in cols),
+            "shape": [c.n_cells for c in cols], "domain": {c.name: c.describe() for c in cols},
+            "derived_from": full_report["name"], "post_processing": "sum of the full table's released counts",
+        })
+    full_table = {**plan.marginal_plan.report(),
+                  "composition": "one measurement of the table over all the marginals' columns; each marginal is "
+                                 "a sum of its non-negative integer counts, so all of them agree exactly (shared "
+                                 "sub-marginals and grand total) and together cost the run's epsilon once",
+                  "full_table": full_report}
+    return out_frames, out_reports, full_table
+
+
+# --------------------------------------------------------------------------------------------------------------
+# The report
+
+
+def table_report(table: MeasuredTable, factor: int, raw: bool) -> dict:
+    """A table's entry in the report: its public shape and domain, the algorithm (and what auto chose), its ε,
+    every step its budget recorded, and the expected noise."""
+    request, shape, algo, budget, estimate = (table.request, table.shape, table.algorithm, table.budget,
+                                              table.estimate)
+    choices = dict(estimate.choices)
+    choice = choices.pop("algorithm_choice", None)
+    return {
+        "name": request.name,
+        "columns": list(request.columns),
+        "algorithm": choice["chosen"] if choice else algo.name,
+        **({"algorithm_choice": {"by": algo.name, **choice}} if choice else {}),
+        "epsilon": format_fraction(budget.epsilon),
+        **({"epsilon_per_row": format_fraction(budget.epsilon / factor)} if factor > 1 else {}),
+        "delta": "0",
+        "cells": shape.n_cells,
+        "shape": list(shape.shape),
+        "domain": {c.name: c.describe() for c in shape.columns},
+        "structure": estimate.structure,
+        **({"chosen_from_noisy_values": choices} if choices else {}),
+        "steps": [m.report() for m in budget.measurements],
+        "expected_cell_sd": _rms_sd(estimate.variance),
+        "post_processing": "none (--raw)" if raw else POST_PROCESSING,
+    }
+
+
+def discovery_report(plan: ReleasePlan, columns: list[dict], steps: list[Measurement],
+                     skipped: list[int]) -> dict:
+    """The report's ``discovery`` block: each discovered column, every step paid for, and the tables skipped
+    (by index into the plan) because a column of theirs was not found."""
+    failed = {c["column"]: c["failed"] for c in columns if "failed" in c}
+    skipped_tables = [{"name": plan.requests[i].name, "epsilon": format_fraction(plan.budgets[i]),
+                       "reason": "; ".join(f"column '{c.name}': {failed[c.name]}" for c in plan.shapes[i].columns
+                                           if c.name in failed)
+                       + "; its epsilon was charged before discovery and is counted in epsilon_spent"}
+                      for i in skipped]
+    return {
+        "epsilon": format_fraction(plan.discovery.epsilon), "delta": format_fraction(plan.delta),
+        "columns": columns, "steps": [m.report() for m in steps],
+        **({"skipped_tables": skipped_tables} if skipped_tables else {}),
+        "note": "domains of undeclared columns were chosen from noisy counts (algorithms.md §9); values "
+                "outside a discovered range are counted in its first or last bin, and categories held by few "
+                "records are left out by design (not published as 'other')"}
+
+
+def release_report(plan: ReleasePlan, budget: PrivacyBudget, unspent: Fraction, tables: list[dict],
+                   discovery: dict | None, marginals: dict | None) -> dict:
+    """The published report: the privacy unit, what was requested and spent (read from the release's budget,
+    plus ``unspent``: the parts of tables skipped after the ledger charged them), every table's steps, and how
+    the noise was drawn."""
+    test_mode = plan.seed is not None
+    report = {
+        "dphist_version": __version__,
+        "input": {"name": plan.source.public_name, "format": plan.source.format},
+        **unit_report(plan),
+        "definition": "pure epsilon-differential privacy" if plan.delta == 0 else "(epsilon, delta)-differential "
+                      "privacy (delta only in discovering categories)",
+        "epsilon_requested": format_fraction(plan.epsilon),
+        "epsilon_spent": format_fraction(budget.spent + unspent),
+        "delta_requested": format_fraction(plan.delta),
+        "delta_spent": format_fraction(budget.spent_delta),
+        **({"discovery": discovery} if discovery is not None else {}),
+        "composition": "sequential over tables (epsilons add); parallel over the disjoint cells of a table",
+        "noise": TEST_SAMPLER if test_mode else SAMPLER,
+        "test_mode": test_mode,
+        "tables": tables,
+        **({"marginals": marginals} if marginals is not None else {}),
+        "notes": [
+            "Bin edges, categories and table shapes come from the declared schema, which is public"
+            + (", and for undeclared columns from the discovery steps." if discovery else "."),
+            "Values outside a column's domain were clamped or dropped as the schema says; how many is not published.",
+            "ci_lower/ci_upper: 95% interval for the true count of each cell, from noisy_count and the noise "
+            "distribution alone (cut at 0); empty where the algorithm states no per-cell noise distribution (the "
+            "data-adaptive partitions of dpcube, kdtree, noisefirst and structurefirst).",
+        ],
+    }
+    if test_mode:
+        report["warning"] = NOT_PRIVATE
+    return report
+
+
+def unit_report(plan: ReleasePlan) -> dict:
+    """What one "neighbouring" data set differs by, and how contributions were bounded (public parameters)."""
+    unit, c, factor = plan.unit, plan.group_size, plan.rows_per_protected_group
+    out: dict[str, Any] = {
+        "privacy_unit": PRIVACY_UNIT if unit is None else f"one {unit.column} (all its rows)",
+        "neighbouring": NEIGHBOURING if unit is None else f"add/remove all rows of one {unit.column}"}
+    if unit is not None:
+        out["contribution_bounding"] = {
+            "unit_column": unit.column, "max_rows_per_unit": unit.max_rows,
+            "rule": f"at most {unit.max_rows} rows per {unit.column}, chosen uniformly at random among its rows "
+                    "(independent of their values); rows with no unit are left out"}
+    if c > 1:
+        out["group_privacy"] = {"group_size": c, "rule": f"the guarantee holds for any group of {c} "
+                                f"{'units' if unit else 'records'} together"}
+    if factor > 1:
+        out["group_privacy_scaling"] = (f"the protected group adds or removes at most {factor} rows, so every "
+                                        f"step's sensitivity counts {factor} rows per record it would count "
+                                        "(group privacy); each step's epsilon is its cost for the group")
+    return out
+
+
+# --------------------------------------------------------------------------------------------------------------
+
+
+def _rms_sd(variance: np.ndarray | None) -> float | None:
+    """The root-mean-square standard deviation of the released cells before post-processing (public)."""
+    if variance is None or variance.size == 0 or not np.all(np.isfinite(variance)):
+        return None
+    return round(float(np.sqrt(np.mean(variance))), 4)
+
+
+def _integral_or_float(values: np.ndarray) -> np.ndarray:
+    if np.all(np.isfinite(values)) and np.all(values == np.round(values)):
+        return values.astype(np.int64)
+    return values
+
+
+def _human_bytes(size: int) -> str:
+    for unit in ("B", "KB", "MB", "GB"):
+        if size < 1024 or unit == "GB":
+            return f"{size:.0f} {unit}" if unit == "B" else f"{size:.1f} {unit}"
+        size /= 1024
+    return f"{size} B"  # pragma: no cover

@@ -1,0 +1,391 @@
+"""Planning a release: the options, validated once, and every check that needs no row of data.
+
+    ReleaseOptions(...)  ─►  make_plan(source, options)  ─►  ReleasePlan
+    (every parameter,         (schema, the input's header,     (tables, shapes, algorithms, the budget's
+     checked on its own)       shapes, budget split, engine)     parts: what execution.py will do)
+
+Nothing here reads a row or spends budget: a plan can be refused (UsageError, DataError) at no cost, and
+:mod:`dphist.execution` runs only plans that passed every check.  Every parameter is documented once, in
+:func:`dphist.release`.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from dataclasses import dataclass, field, fields
+from fractions import Fraction
+from typing import Any
+
+import numpy as np
+
+from .algorithms import Algorithm, applicable_options, get_algorithm
+from .contribution import UnitBound
+from .counting import TableShape
+from .discovery import (AUTO, BINNINGS, DEFAULT_BINS, DEFAULT_MAX_CATEGORIES, DEFAULT_SHARE, DiscoveryPlan,
+                        kind_of)
+from .engines import ENGINES, check_engine
+from .errors import DataError, UsageError
+from .io.sources import Source, open_source, remote_source
+from .job import TableRequest, check_table_names, parse_tables, table_name_for
+from .ledger import ROW_UNIT
+from .marginals import STRATEGIES, MarginalPlan, parse_marginals, plan_marginals, union_of
+from .privacy import MIN_EPSILON, exact_fraction, format_fraction, parse_delta, parse_epsilon, split_shares
+from .schema import MAX_CELLS, MAX_DIMENSIONS, Schema, load_schema, parse_schema
+
+__all__ = ["ReleaseOptions", "ReleasePlan", "make_plan", "unit_bound", "parse_discovery_delta", "column_kinds",
+           "DEFAULT_ALGORITHM", "DEFAULT_MAX_CELLS", "MARGINALS_ALGORITHM", "VALUE_COLUMNS"]
+
+DEFAULT_ALGORITHM = "auto"
+#: Tables of more cells than this are refused before any row is read, unless a larger limit is given.
+DEFAULT_MAX_CELLS = 2**24
+# Marginal sets default to identity: the strategies' expected errors and the exact least-squares combination
+# of "separate" are worked out for it (marginals.py).
+MARGINALS_ALGORITHM = "identity"
+#: The columns every released table has after its labels (output.py fills them); a label may not take a name.
+VALUE_COLUMNS = ("count", "noisy_count", "ci_lower", "ci_upper")
+#: The largest δ a release accepts: δ bounds the chance that discovering categories fails to be private.
+MAX_DELTA = Fraction(1, 1000)
+MAX_DISCOVERY_BINS = 4096
+MAX_CATEGORIES = 100_000
+
+
+@dataclass(frozen=True)
+class ReleaseOptions:
+    """Every parameter of a release with its default (documented in :func:`dphist.release`), checked once when
+    made: a bad value raises UsageError naming it.  Values are kept normalised: ``epsilon``, ``delta`` and
+    ``discovery_share`` as exact fractions, ``columns`` and ``marginals`` as tuples of names, ``tables`` as
+    :class:`~dphist.job.TableRequest` values, and ``unit`` is the contribution bound of ``privacy_unit``."""
+
+    epsilon: Any
+    schema: Any = None
+    columns: Any = None
+    tables: Any = None
+    algorithm: str | None = None
+    algorithm_options: Any = None
+    seed: int | None = None
+    raw: bool = False
+    marginals: Any = None
+    marginal_strategy: str = "auto"
+    privacy_unit: str | None = None
+    max_rows_per_unit: int | None = None
+    group_size: int = 1
+    delta: Any = 0
+    discovery_share: Any = DEFAULT_SHARE
+    discovery_bins: int = DEFAULT_BINS
+    max_categories: int = DEFAULT_MAX_CATEGORIES
+    discovery_binning: str = "equal-width"
+    engine: str = "local"
+    master: str | None = None
+    max_cells: int = DEFAULT_MAX_CELLS
+    unit: UnitBound | None = field(init=False, default=None)
+
+    @classmethod
+    def from_keywords(cls, **values: Any) -> ReleaseOptions:
+        """The options named by keyword; an unknown name is a UsageError naming it.  ``None`` stands for the
+        default of an option that has one (what an unset command-line flag passes)."""
+        known = [f.name for f in fields(cls) if f.init]
+        for name in values:
+            if name not in known:
+                raise UsageError(f"unknown release option '{name}' (known: {', '.join(known)})")
+        defaults = {"marginal_strategy", "group_size", "delta", "discovery_share", "discovery_bins",
+                    "max_categories", "discovery_binning", "engine", "max_cells"}
+        return cls(**{k: v for k, v in values.items() if not (v is None and k in defaults)})
+
+    def __post_init__(self) -> None:
+        def set_(name: str, value: Any) -> None:  # frozen: the checked, normalised values are set once, here
+            object.__setattr__(self, name, value)
+
+        set_("epsilon", parse_epsilon(self.epsilon))
+        set_("max_cells", _whole(self.max_cells, 1, MAX_CELLS, f"the cell limit must be a whole number from 1 to "
+                                                                f"{MAX_CELLS:,}"))
+        set_("unit", unit_bound(self.privacy_unit, self.max_rows_per_unit))
+        set_("group_size", _whole(self.group_size, 1, None, "group size must be a whole number of units, at least 1"))
+        if self.marginals is not None:
+            if self.columns is not None or self.tables is not None:
+                raise UsageError("give marginals, columns or tables, not more than one")
+            set_("marginals", tuple(parse_marginals(self.marginals)))
+            if self.raw:
+                raise UsageError("marginals are post-processed to agree with each other: --raw does not apply")
+        if self.marginal_strategy not in STRATEGIES:
+            raise UsageError(f"unknown marginal strategy '{self.marginal_strategy}' (choose one of "
+                             f"{', '.join(STRATEGIES)})")
+        if self.columns is not None and self.tables is not None:
+            raise UsageError("give either columns or tables, not both")
+        if self.columns is not None:
+            set_("columns", _column_names(self.columns))
+        if self.tables is not None:
+            set_("tables", tuple(_table_list(self.tables)))
+        set_("delta", parse_discovery_delta(self.delta))
+        share = exact_fraction(self.discovery_share, "the discovery share")
+        if not 0 < share < 1:
+            raise UsageError("the discovery share must be between 0 and 1, e.g. 0.1")
+        set_("discovery_share", share)
+        set_("discovery_bins", _whole(self.discovery_bins, 1, MAX_DISCOVERY_BINS,
+                                      f"discovery bins must be a whole number from 1 to {MAX_DISCOVERY_BINS}"))
+        set_("max_categories", _whole(self.max_categories, 1, MAX_CATEGORIES,
+                                      f"the most categories must be a whole number from 1 to {MAX_CATEGORIES:,}"))
+        if self.discovery_binning not in BINNINGS:
+            raise UsageError(f"binning must be one of {', '.join(BINNINGS)}, not '{self.discovery_binning}'")
+        if self.engine not in ENGINES:
+            raise UsageError(f"unknown engine '{self.engine}' (choose one of {', '.join(ENGINES)})")
+        if self.seed is not None:
+            set_("seed", _whole(self.seed, 0, None, "seed must be a non-negative integer"))
+        if self.algorithm_options is not None and not isinstance(self.algorithm_options, dict):
+            raise UsageError("algorithm options must be a mapping such as {'branching': 16}")
+        set_("algorithm_options", dict(self.algorithm_options or {}))
+        set_("raw", bool(self.raw))
+
+
+@dataclass
+class ReleasePlan:
+    """Everything a release will do, validated before any row is read: the budget split, the tables' public
+    shapes, their algorithms and the noise source."""
+
+    source: Source
+    epsilon: Fraction
+    requests: list[TableRequest]
+    shapes: list[TableShape]
+    algorithms: list[Algorithm]
+    budgets: list[Fraction]
+    seed: int | None
+    raw: bool
+    #: Columns without a declared domain, found privately before counting (their shapes in ``shapes`` are
+    #: placeholders of the largest size until then); and the run's δ.
+    discovery: DiscoveryPlan | None = None
+    delta: Fraction = Fraction(0)
+    #: Contribution bounding: at most ``unit.max_rows`` rows per privacy unit; groups of ``group_size`` units.
+    unit: UnitBound | None = None
+    group_size: int = 1
+    #: With marginals: the strategy; under "full" the one table is the full table over their columns, released
+    #: as sums of it; under "separate" the tables are the marginals, made consistent after measurement.
+    marginal_plan: MarginalPlan | None = None
+    #: Where the counting pass runs (:mod:`dphist.engines`) and the cell limit tables were checked against.
+    engine: str = "local"
+    master: str | None = None
+    max_cells: int = DEFAULT_MAX_CELLS
+
+    @property
+    def rows_per_protected_group(self) -> int:
+        """How many rows the protected group (one unit, or group_size units) can change: the privacy budget
+        scales every sensitivity by this (group privacy)."""
+        return (self.unit.max_rows if self.unit else 1) * self.group_size
+
+    @property
+    def ledger_unit(self) -> str:
+        return ROW_UNIT if self.unit is None else f"unit:{self.unit.column}"
+
+    @property
+    def marginals(self) -> list[tuple[str, ...]] | None:
+        return None if self.marginal_plan is None else self.marginal_plan.marginals
+
+
+def make_plan(source: Any, options: ReleaseOptions) -> ReleasePlan:
+    """The plan of a release of ``source`` with ``options``: checks the schema, the input's header, the tables'
+    shapes and algorithms, and that every table's part of ε is usable.  Reads no rows, spends nothing."""
+    o = options
+    schema = o.schema
+    if schema is not None and not isinstance(schema, Schema):
+        schema = parse_schema(schema) if isinstance(schema, dict) else load_schema(schema)
+    remote = o.engine == "spark" and isinstance(source, (str, os.PathLike)) and "://" in os.fspath(source)
+    src = remote_source(os.fspath(source)) if remote else open_source(source)
+    marginals = None if o.marginals is None else list(o.marginals)
+    wanted = ([c for m in marginals for c in m] if marginals is not None else
+              _requested_columns(o.columns, o.tables, schema, src, o.unit))
+
+    # Columns the schema does not declare get their domains privately, with a share of ε (and δ for text).
+    discovery = None
+    undeclared = list(dict.fromkeys(c for c in wanted if schema is None or c not in schema.columns))
+    if undeclared:
+        if marginals is not None:
+            raise UsageError(f"column '{undeclared[0]}' has no declared domain: marginal sets need a schema")
+        discovery = DiscoveryPlan(column_kinds(src, undeclared), o.epsilon * o.discovery_share, o.delta,
+                                  o.discovery_bins, o.max_categories, o.discovery_binning)
+        schema = Schema({**(schema.columns if schema else {}), **discovery.placeholders()})
+    elif o.delta > 0:
+        raise UsageError("delta is only used to discover categories of undeclared columns; every column is declared, "
+                         "so leave --delta out")
+    table_epsilon = o.epsilon - (discovery.epsilon if discovery else 0)
+    factor = (o.unit.max_rows if o.unit else 1) * o.group_size  # rows one protected group can change
+
+    # A marginal set becomes either one full table (summed afterwards) or one identity table per marginal.
+    columns, tables, algorithm, marginal_plan = o.columns, o.tables, o.algorithm, None
+    if marginals is not None:
+        algorithm = algorithm or MARGINALS_ALGORITHM
+        marginal_plan = _plan_marginal_set(marginals, schema, table_epsilon / factor, algorithm,
+                                           o.marginal_strategy, o.max_cells)
+        if marginal_plan.strategy == "full":
+            columns = union_of(marginals)
+        else:
+            tables = tuple(TableRequest(table_name_for(m), m, "identity") for m in marginals)
+
+    requests = _table_requests(wanted, columns, tables)
+    names = [t.algorithm or algorithm or DEFAULT_ALGORITHM for t in requests]
+    # Options given for the whole run apply to the tables whose algorithm has them; a table's own win.
+    algorithms = [get_algorithm(n, **{**applicable_options(n, o.algorithm_options), **t.options})
+                  for n, t in zip(names, requests)]
+    for key in o.algorithm_options:
+        if not any(key in applicable_options(n, {key: None}) for n in names):
+            raise UsageError(f"option '{key}' does not apply to {', '.join(sorted(set(names)))}")
+    shapes = [_table_shape(schema, t, o.max_cells) for t in requests]
+    for algo, shape in zip(algorithms, shapes):
+        algo.check_shape(shape.shape)
+    budgets = split_shares(table_epsilon, [Fraction(t.share) for t in requests])
+
+    check_engine(o.engine, o.master, src, o.unit, discovery is not None)
+    if not remote:  # a URL's header is checked by Spark when it reads it
+        src.check_columns({c.name: c for shape in shapes for c in shape.columns
+                           if discovery is None or c.name not in discovery.kinds})
+    if o.unit is not None and o.unit.column not in src.column_names():
+        raise DataError(f"{src.name}: privacy-unit column '{o.unit.column}' not found in the input")
+    _check_budgets(requests, budgets, discovery, factor)
+    return ReleasePlan(src, o.epsilon, requests, shapes, algorithms, budgets, o.seed, o.raw, discovery, o.delta,
+                       o.unit, o.group_size, marginal_plan, o.engine, o.master, o.max_cells)
+
+
+# --------------------------------------------------------------------------------------------------------------
+# Checks shared with `schema --private` (dphist/private_schema.py)
+
+
+def unit_bound(column: str | None, max_rows: Any) -> UnitBound | None:
+    """The contribution bound of ``--privacy-unit COLUMN --max-rows-per-unit K`` (None without a unit)."""
+    if column is None:
+        if max_rows is not None:
+            raise UsageError("--max-rows-per-unit needs --privacy-unit COLUMN")
+        return None
+    if not isinstance(column, str) or not column.strip():
+        raise UsageError("the privacy unit must be a column name")
+    if max_rows is None:
+        raise UsageError(f"--privacy-unit {column} needs --max-rows-per-unit K: the most rows one unit may add "
+                         "to the counts (its other rows are left out at random)")
+    return UnitBound(column.strip(), _whole(max_rows, 1, None, "--max-rows-per-unit must be a whole number, at "
+                                                                 "least 1"))
+
+
+def parse_discovery_delta(value: Any) -> Fraction:
+    """The δ of a run that discovers categories: exact, from 0 to 1e-3."""
+    delta = parse_delta(value, "delta")
+    if delta > MAX_DELTA:
+        raise UsageError(f"delta must be between 0 and 1e-3 (it bounds the chance of a failure of privacy), "
+                         f"got '{value}'")
+    return delta
+
+
+def column_kinds(src: Source, names: list[str]) -> dict[str, str]:
+    """Each undeclared column's kind from the stored schema; a CSV stores none, so its types are chosen
+    privately during discovery (AUTO).  DataError for a column the input lacks or one that cannot be counted."""
+    if src.format == "csv":
+        header = src.column_names()
+        for name in names:
+            if name not in header:
+                raise DataError(f"{src.name}: column '{name}' not found in the input (it has: "
+                                f"{', '.join(header[:20])})")
+        return {name: AUTO for name in names}
+    types = src.arrow_types()
+    kinds = {}
+    for name in names:
+        if name not in types:
+            shown = ", ".join(list(types)[:20])
+            raise DataError(f"{src.name}: column '{name}' not found in the input (it has: {shown})")
+        kind = kind_of(types[name])
+        if kind is None:
+            raise DataError(f"{src.name}: column '{name}' holds {types[name]}, which cannot be counted into a table")
+        kinds[name] = kind
+    return kinds
+
+
+# --------------------------------------------------------------------------------------------------------------
+
+
+def _whole(value: Any, lowest: int, highest: int | None, message: str) -> int:
+    if (isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < lowest
+            or (highest is not None and value > highest)):
+        raise UsageError(message)
+    return int(value)
+
+
+def _column_names(columns: Any) -> tuple[str, ...]:
+    names = [c.strip() for c in columns.split(",")] if isinstance(columns, str) else [str(c) for c in columns]
+    if not names or not all(names):
+        raise UsageError("columns must be a non-empty, comma-separated list of column names")
+    return tuple(names)
+
+
+def _table_list(tables: Any) -> list[TableRequest]:
+    if tables and all(isinstance(t, TableRequest) for t in tables):
+        check_table_names(list(tables))
+        return list(tables)
+    return parse_tables(list(tables), "tables")
+
+
+def _requested_columns(columns: tuple[str, ...] | None, tables: tuple[TableRequest, ...] | None,
+                       schema: Schema | None, src: Source, unit: UnitBound | None) -> list[str]:
+    """The columns the tables will use: those named, else every declared column, else every input column
+    (but the privacy unit's)."""
+    if columns is not None:
+        return list(columns)
+    if tables is not None:
+        return [c for t in tables for c in t.columns]
+    if schema is not None:
+        return list(schema.columns)
+    return [c for c in src.column_names() if unit is None or c != unit.column]
+
+
+def _table_requests(default: list[str], columns: tuple[str, ...] | None,
+                    tables: tuple[TableRequest, ...] | None) -> list[TableRequest]:
+    """One table over ``columns``, the ``tables`` named, or else one 1-D table per column of ``default``."""
+    if tables is not None:
+        return list(tables)
+    if columns is not None:
+        requests = [TableRequest(table_name_for(columns), tuple(columns))]
+    else:
+        requests = [TableRequest(name, (name,)) for name in default]
+    check_table_names(requests)
+    return requests
+
+
+def _plan_marginal_set(marginals: list[tuple[str, ...]], schema: Schema, epsilon_per_row: Fraction, algorithm: str,
+                       strategy: str, max_cells: int) -> MarginalPlan:
+    """The strategy of a marginal set, chosen from public sizes and the ε that sets the noise."""
+    for m in marginals:
+        for c in m:
+            schema[c]  # unknown columns fail here, before any choice is made
+        check_table_names([TableRequest(table_name_for(m), m)])
+    sizes = {c: schema[c].n_cells for m in marginals for c in m}
+    union = union_of(marginals)
+    full_cells = math.prod(sizes[c] for c in union)  # a Python int: exact, never wraps
+    full_limit = (f"would have {len(union)} columns, more than {MAX_DIMENSIONS}" if len(union) > MAX_DIMENSIONS
+                  else f"would have {full_cells:,} cells, more than {max_cells:,}" if full_cells > max_cells else None)
+    return plan_marginals(marginals, sizes, epsilon_per_row, algorithm, strategy, full_limit)
+
+
+def _table_shape(schema: Schema, request: TableRequest, max_cells: int) -> TableShape:
+    if len(request.columns) > MAX_DIMENSIONS:
+        raise UsageError(f"table '{request.name}': at most {MAX_DIMENSIONS} columns per table in this version")
+    shape = TableShape(request.name, tuple(schema[c] for c in request.columns))
+    labels = [label for column in shape.columns for label in column.label_names] + list(VALUE_COLUMNS)
+    for label in labels:
+        if labels.count(label) > 1:
+            raise UsageError(f"table '{request.name}': its output would have two columns named '{label}'; "
+                             "rename a column in the data and the schema")
+    if shape.n_cells > max_cells:
+        raise UsageError(f"table '{request.name}': {shape.n_cells:,} cells is more than the limit of {max_cells:,} "
+                         "(--max-cells); use coarser bins or fewer columns")
+    return shape
+
+
+def _check_budgets(requests: list[TableRequest], budgets: list[Fraction], discovery: DiscoveryPlan | None,
+                   factor: int) -> None:
+    """Every table's ε, and each discovered column's, is at least the smallest the samplers take, per row of the
+    protected group."""
+    for request, budget in zip(requests, budgets):
+        if budget < MIN_EPSILON:
+            raise UsageError(f"table '{request.name}' would get epsilon {format_fraction(budget)}, below the minimum "
+                             f"{format_fraction(MIN_EPSILON)}: raise epsilon or its share, or release fewer tables")
+        if budget / factor < MIN_EPSILON:
+            raise UsageError(f"table '{request.name}': epsilon {format_fraction(budget)} spread over {factor} rows "
+                             f"per protected group is below the minimum {format_fraction(MIN_EPSILON)} per row")
+    if discovery is not None and discovery.column_epsilon / factor < MIN_EPSILON:
+        raise UsageError(f"discovering {len(discovery.kinds)} columns would leave each epsilon "
+                         f"{format_fraction(discovery.column_epsilon / factor)} per row, below the minimum "
+                         f"{format_fraction(MIN_EPSILON)}: raise epsilon or the discovery share, or declare columns")
