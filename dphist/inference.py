@@ -10,60 +10,11 @@ from dataclasses import dataclass
 
 import numpy as np
 from scipy import sparse
-from scipy.sparse import linalg as sparse_linalg
 
 from .trees import Tree, product_tree
 
-__all__ = [
-    "project_to_simplex", "round_preserving_sum", "nonnegative_integer_table",
-    "TreeFit", "tree_least_squares", "grouped_simplex_projection", "grouped_rounding",
-    "tree_nonnegative_integers", "least_squares", "sum_by_parent",
-]
-
-
-def project_to_simplex(values: np.ndarray, total: float) -> np.ndarray:
-    """The Euclidean projection of ``values`` onto {x >= 0, sum(x) = total}, for total >= 0.
-
-    Returns a float array of the same shape.  This is the least-squares non-negative correction when all cells
-    have equal variance; unlike clamping at zero it does not inflate the total on sparse tables
-    (Duchi et al. 2008, O(n log n)).
-    """
-    if total < 0:
-        raise ValueError("total must be non-negative")
-    v = np.asarray(values, dtype=np.float64)
-    flat = v.ravel()
-    if flat.size == 0:
-        return v.copy()
-    if total == 0:
-        return np.zeros_like(v)
-    u = np.sort(flat)[::-1]
-    excess = np.cumsum(u) - total
-    k = np.arange(1, u.size + 1)
-    support = np.nonzero(u - excess / k > 0)[0]
-    rho = support[-1] if support.size else 0  # empty only when total is lost to float rounding
-    theta = excess[rho] / (rho + 1)
-    return np.maximum(v - theta, 0.0)
-
-
-def round_preserving_sum(values: np.ndarray, total: int) -> np.ndarray:
-    """Largest-remainder rounding of non-negative ``values`` to integers summing to ``total``.
-
-    Requires sum(floor(values)) <= total <= sum(ceil(values)), which holds when ``total`` is the sum of
-    ``values`` rounded either way.  Every entry moves by less than 1; ties go to the lower flat index.
-    Returns an int64 array of the same shape.
-    """
-    v = np.asarray(values, dtype=np.float64)
-    flat = v.ravel()
-    floor = np.floor(flat)
-    out = floor.astype(np.int64)
-    need = int(total) - int(out.sum())
-    if need < 0 or need > flat.size:
-        raise ValueError("total is not reachable by rounding each entry up or down")
-    if need:
-        remainder = flat - floor
-        order = np.argsort(-remainder, kind="stable")
-        out[order[:need]] += 1
-    return out.reshape(v.shape)
+__all__ = ["nonnegative_integer_table", "TreeFit", "tree_least_squares", "grouped_simplex_projection",
+           "grouped_rounding", "tree_nonnegative_integers", "sum_by_parent"]
 
 
 #: Fan-out of the public tree used to make tables without a tree of their own non-negative.
@@ -173,7 +124,9 @@ def _residual_shares(child_var, sum_var, parent, counts):
 def grouped_simplex_projection(values: np.ndarray, groups: np.ndarray, totals: np.ndarray) -> np.ndarray:
     """Project each group of ``values`` onto {v >= 0, sum(v) = totals[group]} (Euclidean), all groups at once.
 
-    ``groups[i]`` is the group of values[i]; ``totals`` are >= 0.  Returns a float array like ``values``.
+    ``groups[i]`` is the group of values[i]; ``totals`` are >= 0.  Returns a float array like ``values``.  This is
+    the least-squares non-negative correction when the values have equal variance; unlike clamping at zero it
+    keeps the total (Duchi et al. 2008: sort, then one shift per group; O(n log n)).
     """
     values = np.asarray(values, dtype=np.float64)
     order = np.lexsort((-values, groups))
@@ -233,23 +186,3 @@ def tree_nonnegative_integers(tree: Tree, fit: TreeFit) -> np.ndarray:
         real = grouped_simplex_projection(fit.values[l], parent, whole.astype(np.float64))
         whole = grouped_rounding(real, parent, whole)
     return whole.reshape(tree.shape)
-
-
-# --------------------------------------------------------------------------------------------------------------
-# General measurements
-
-
-def least_squares(strategy, noisy: np.ndarray, noise_variance) -> np.ndarray:
-    """Generalised least squares x̂ = argmin Σ_j (y_j - a_jᵀx)² / v_j for any measurement matrix (sparse ok).
-
-    ``noise_variance`` is a scalar or one per row; rows with infinite variance are ignored.  Uses LSMR on the
-    whitened system, to full precision.  Returns a float array of length n (columns of ``strategy``).
-    """
-    A = sparse.csr_matrix(strategy)
-    y = np.asarray(noisy, dtype=np.float64)
-    v = np.broadcast_to(np.asarray(noise_variance, dtype=np.float64), y.shape)
-    keep = np.isfinite(v)
-    weight = 1.0 / np.sqrt(v[keep])
-    whitened = sparse.diags(weight) @ A[keep]
-    result = sparse_linalg.lsmr(whitened, y[keep] * weight, atol=0, btol=0, conlim=0, maxiter=10 * A.shape[1])
-    return result[0]
