@@ -12,6 +12,9 @@ A schema maps column names to one of three kinds of dimension:
   2024-03-01, the date as written; see :func:`dphist.counting.days_since_epoch`).
 
 Every kind takes ``nulls: drop`` (default) or ``nulls: category``, which adds one cell for missing values.
+A numeric or date column discovered privately (:mod:`dphist.discovery`) leaves a small share of the rows beyond
+its bounds by design; its first and last bins (they hold those rows) have an empty outer label (``open_ends``),
+so a release says "below 183" where a declared domain says "[64, 183)".
 Everything here is public: it must be chosen from general knowledge, never read off the private data.
 """
 

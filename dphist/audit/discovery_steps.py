@@ -194,4 +194,5 @@ def unit_labels_pair(epsilon: Fraction) -> list[tuple[str, np.ndarray, np.ndarra
     plus a whale unit with one row of each of its WHALE_LABELS own labels (bounding keeps one of them)."""
     base = np.column_stack([np.arange(60), np.zeros(60, np.int64)])
     whale = np.column_stack([np.full(WHALE_LABELS, 1000), np.arange(1, WHALE_LABELS + 1)])
-    return [("one unit with 500 labels of its own", base, np.vstack([base, whale]).astype(np.int64))]
+    return [(f"one unit with {WHALE_LABELS} new labels of its own", base,
+             np.vstack([base, whale]).astype(np.int64))]
