@@ -80,7 +80,8 @@ from .privacy import PrivacyBudget, format_fraction
 from .schema import Column, normalise_label, parse_schema
 
 __all__ = ["KINDS", "AUTO", "TextAs", "typed_text", "BINNINGS", "DiscoveryPlan", "kind_of", "discover",
-           "present_labels", "DEFAULT_SHARE", "DEFAULT_BINS", "DEFAULT_MAX_CATEGORIES", "TAIL"]
+           "present_labels", "choose_kind", "numeric_domain", "categorical_domain", "rank_scores", "tail_threshold",
+           "DEFAULT_SHARE", "DEFAULT_BINS", "DEFAULT_MAX_CATEGORIES", "TAIL"]
 
 DEFAULT_SHARE = Fraction(1, 10)
 DEFAULT_BINS = 16
@@ -232,7 +233,7 @@ def discover(plan: DiscoveryPlan, batches, budget: PrivacyBudget,
         if kind == AUTO:
             text = pa.chunked_array(values[name], type=pa.string()).combine_chunks().filter(pa.array(keep))
             choosing, domain = part.split([TYPE_SHARE, 1 - TYPE_SHARE], delta_shares=[0, 1])
-            kind, typed = _choose_kind(name, text, choosing)
+            kind, typed = choose_kind(name, text, choosing)
             data = labels[name].encode(_as_labels(text)) if kind == "categorical" else \
                 _as_numbers(typed_text(text, kind), kind, name)
         else:
@@ -242,9 +243,9 @@ def discover(plan: DiscoveryPlan, batches, budget: PrivacyBudget,
             # Candidates only from the rows kept by contribution bounding: a label seen only in dropped rows
             # would be a candidate that one unit added without being counted, breaking the bound δ rests on.
             data, candidates = present_labels(data, labels[name].labels())
-            column, report = _categories(name, data, candidates, plan.max_categories, domain)
+            column, report = categorical_domain(name, data, candidates, plan.max_categories, domain)
         else:
-            column, report = _numeric(name, kind, data, plan, domain)
+            column, report = numeric_domain(name, kind, data, plan, domain)
         if typed is not None:
             report = {**report, "type": typed, "epsilon": format_fraction(part.epsilon)}
         if column is not None:
@@ -315,7 +316,7 @@ class TextAs:
         return typed_text(values, self.chosen)
 
 
-def _choose_kind(name: str, text: pa.Array, budget: PrivacyBudget) -> tuple[str, dict]:
+def choose_kind(name: str, text: pa.Array, budget: PrivacyBudget) -> tuple[str, dict]:
     """Integer, float, date or text, by one permute-and-flip draw on how many values look like each (a value is
     in exactly one class, so each score has sensitivity 1), spending all of ``budget``.  Returns the kind and its
     report entry."""
@@ -354,7 +355,7 @@ def _as_numbers(values: pa.Array | pa.ChunkedArray, kind: str, name: str) -> np.
 # Numeric and date columns
 
 
-def _threshold(scale: Fraction, tail: float) -> int:
+def tail_threshold(scale: Fraction, tail: float) -> int:
     """The smallest integer t with P(Z > t) ≤ tail for Z ~ discrete Laplace(scale): a^(t+1)/(1+a) ≤ tail."""
     a = math.exp(-1 / float(scale))
     t = math.ceil(math.log(tail * (1 + a)) / math.log(a)) - 1
@@ -414,7 +415,7 @@ def _extension_step(total: int, scale: Fraction) -> float:
     """The noisy count above which a bin holds a real share of the rows: what an empty bin exceeds with
     probability EXTEND_TAIL, and TAIL of ``total`` (a noisy count of the rows).  A bin holding less stays out of
     a range: the bound there cuts about as much as the quantile would, without widening the range."""
-    return max(_threshold(scale, EXTEND_TAIL), float(TAIL) * int(total))
+    return max(tail_threshold(scale, EXTEND_TAIL), float(TAIL) * int(total))
 
 
 def _points(lower: float, upper: float, count: int, integer: bool) -> np.ndarray:
@@ -429,7 +430,7 @@ def _below(values: np.ndarray, points: np.ndarray) -> np.ndarray:
     return np.cumsum(np.bincount(at_or_below, minlength=points.size + 1))[: points.size]
 
 
-def _rank_scores(below: np.ndarray, n: int, q: Fraction) -> list[Fraction]:
+def rank_scores(below: np.ndarray, n: int, q: Fraction) -> list[Fraction]:
     """Each candidate's score for the q-quantile: −|(1 − q)·#{x < c} − q·#{x ≥ c}| = −|#{x < c} − q·n|, zero at
     the quantile; one record more or less changes it by at most max(q, 1 − q) ≤ 1 (sensitivity 1)."""
     # −|(1 − q)·B − q·(n − B)| = −|B − q·n|, computed exactly as −|den·B − num·n| / den: whole numbers, in
@@ -439,8 +440,10 @@ def _rank_scores(below: np.ndarray, n: int, q: Fraction) -> list[Fraction]:
     return [Fraction(int(v), den) for v in -np.abs(den * counts - q.numerator * n)]
 
 
-def _numeric(name: str, kind: str, data: np.ndarray, plan: DiscoveryPlan, budget: PrivacyBudget):
-    """Bounds and bins of a numeric or date column from ``budget`` (module docstring, steps 1–5)."""
+def numeric_domain(name: str, kind: str, data: np.ndarray, plan: DiscoveryPlan, budget: PrivacyBudget):
+    """Bounds and bins of a numeric or date column (``data``: float64 values, days for dates, NaN missing), spending
+    all of ``budget`` (module docstring, steps 1–5).  Returns the column (open end bins; None if there are too
+    few records) and its report entry."""
     s, big = LOG_BINS[kind]
     integer = kind in ("integer", "date")
     finite = data[np.isfinite(data)]
@@ -458,14 +461,14 @@ def _numeric(name: str, kind: str, data: np.ndarray, plan: DiscoveryPlan, budget
                              composition="parallel over disjoint bins")
     scale = place.scale(1, place.epsilon)
     anchor = int(np.argmax(noisy))
-    placing = _threshold(scale, float(BETA) / 2 / noisy.size)
+    placing = tail_threshold(scale, float(BETA) / 2 / noisy.size)
     placed = noisy[anchor] > placing  # else the median would mean nothing
     first, last = _extended(noisy, anchor, anchor, _extension_step(noisy[anchor], scale), 0, noisy.size - 1)
     total = max(int(noisy[first:last + 1].sum()), 1)  # the noisy number of rows, for the steps below
     # 2. The median, among public points over those bins (its score has a margin of half the rows: rarely off).
     candidates = _points(_log_edges(first, s, big, integer)[0], _log_edges(last, s, big, integer)[1],
                          QUANTILE_POINTS + 1, integer)
-    median = float(candidates[middle.choose(_rank_scores(_below(finite, candidates), finite.size, Fraction(1, 2)),
+    median = float(candidates[middle.choose(rank_scores(_below(finite, candidates), finite.size, Fraction(1, 2)),
                                             middle.epsilon, 1,
                                             f"{name}: the median, by permute-and-flip over {candidates.size} points")])
     # 3. How far the values reach on each side of it: a log-scale histogram of the signed distances.
@@ -474,7 +477,7 @@ def _numeric(name: str, kind: str, data: np.ndarray, plan: DiscoveryPlan, budget
                               f"{name}: log-scale histogram of the distances from that median, {SPREAD_FINE} bins "
                               "to a doubling", composition="parallel over disjoint bins")
     scale = spread.scale(1, spread.epsilon)
-    occupied = _threshold(scale, float(BETA) / 2 / noisy.size)
+    occupied = tail_threshold(scale, float(BETA) / 2 / noisy.size)
     binning = "bins cut at DP quantiles" if quantiles else "equal-width bins"
     report = {"column": name, "kind": kind,
               "method": f"DP bounds (a median, a log-scale histogram of the distances from it, then the {TAIL} and "
@@ -505,8 +508,8 @@ def _numeric(name: str, kind: str, data: np.ndarray, plan: DiscoveryPlan, budget
     candidates = _points(lower - pad, upper + pad, QUANTILE_POINTS + 1, integer)
     below = _below(finite, candidates)
     draws = bounds.selection(2, bounds.epsilon, 1, f"{bounds_what} over {candidates.size} points")
-    chosen = sorted([draws.choose(_rank_scores(below, finite.size, TAIL)),
-                     draws.choose(_rank_scores(below, finite.size, 1 - TAIL))])
+    chosen = sorted([draws.choose(rank_scores(below, finite.size, TAIL)),
+                     draws.choose(rank_scores(below, finite.size, 1 - TAIL))])
     if chosen[0] == chosen[1]:  # both draws on one point: the bounds are it and its neighbour
         chosen = [chosen[0], chosen[0] + 1] if chosen[0] + 1 < candidates.size else [chosen[0] - 1, chosen[0]]
     lower, upper = float(candidates[chosen[0]]), float(candidates[chosen[1]])
@@ -533,7 +536,7 @@ def _quantile_bins(name: str, kind: str, values: np.ndarray, lower: float, upper
                    budget: PrivacyBudget, what: str) -> dict:
     """Bins over [lower, upper) cut at the j/bins quantiles (j = 1..bins−1), each cut one permute-and-flip draw
     (``budget`` shared equally) among QUANTILE_CANDIDATES public points inside the bounds (whole numbers for
-    integer columns).  Values are clamped into the bounds first; cut j's score is :func:`_rank_scores` at
+    integer columns).  Values are clamped into the bounds first; cut j's score is :func:`rank_scores` at
     q = j/bins (sensitivity 1).  Cuts that coincide are merged, so there may be fewer bins."""
     if kind == "float":  # readable bounds, as for equal widths
         lower = 0.0 if -LOG_BINS["float"][0] <= lower < 0 else lower
@@ -550,7 +553,7 @@ def _quantile_bins(name: str, kind: str, values: np.ndarray, lower: float, upper
     if candidates.size:
         below = _below(np.clip(values, lower, upper), candidates)
         for j in range(1, bins):
-            cuts.add(float(candidates[draws.choose(_rank_scores(below, values.size, Fraction(j, bins)))]))
+            cuts.add(float(candidates[draws.choose(rank_scores(below, values.size, Fraction(j, bins)))]))
     edges = [lower, *sorted(cuts), upper]
     if kind == "integer":
         edges = [int(e) for e in edges]
@@ -609,7 +612,8 @@ def _rounded_outward(lower: float, upper: float) -> tuple[float, float]:
 # Categorical columns
 
 
-def _categories(name: str, codes: np.ndarray, labels: list[str], max_categories: int, budget: PrivacyBudget):
+def categorical_domain(name: str, codes: np.ndarray, labels: list[str], max_categories: int,
+                       budget: PrivacyBudget):
     """Partition selection over ``labels`` (the candidates: exactly the labels of the counted rows), spending all
     of ``budget`` (ε and δ); the threshold is set for the budget's protected unit of m = ``budget.factor`` rows."""
     if budget.delta <= 0:
@@ -617,7 +621,7 @@ def _categories(name: str, codes: np.ndarray, labels: list[str], max_categories:
     counts = np.bincount(codes[codes >= 0], minlength=len(labels))
     m = budget.factor  # one unit may hold up to m labels alone: the per-label δ′ and the threshold's m
     delta_each = 1 - (1 - float(budget.delta)) ** (1 / m)
-    threshold = m + _threshold(budget.scale(1, budget.epsilon), delta_each)
+    threshold = m + tail_threshold(budget.scale(1, budget.epsilon), delta_each)
     # One noisy count per label present in the data: how many there are is itself private (not published).
     noisy, _ = budget.laplace(counts, 1, budget.epsilon,
                               f"{name}: partition selection (count per label, kept above {threshold})",

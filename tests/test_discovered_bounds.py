@@ -18,7 +18,7 @@ import pytest
 import dphist
 from dphist.audit.discovery_steps import (UNIT_DELTA, CandidatesBeforeBounding, DiscoveredBounds,
                                           UnitPartitionSelection, bounds_pair, unit_labels_pair)
-from dphist.discovery import SHARES, TAIL, DiscoveryPlan, _numeric, _rank_scores
+from dphist.discovery import SHARES, TAIL, DiscoveryPlan, numeric_domain, rank_scores
 from dphist.privacy import PrivacyBudget, SeededBits
 from dphist.schema import parse_schema
 
@@ -65,7 +65,7 @@ def test_lecturer_ids_stay_inside_the_discovered_bounds(tmp_path, columns, seeds
 def bounds_of(values: np.ndarray, kind: str, epsilon, seed: int):
     plan = DiscoveryPlan({"x": kind}, Fraction(epsilon), Fraction(0))
     budget = PrivacyBudget(epsilon, bits=SeededBits(seed))
-    column, report = _numeric("x", kind, values.astype(np.float64), plan, budget)
+    column, report = numeric_domain("x", kind, values.astype(np.float64), plan, budget)
     return column, report, budget
 
 
@@ -108,10 +108,10 @@ def test_rank_scores_change_by_at_most_one_per_record():
     values = rng.integers(0, 100, 500)
     points = np.arange(-5, 110)
     for q in (TAIL, Fraction(1, 2), 1 - TAIL):
-        before = _rank_scores(np.searchsorted(np.sort(values), points, "left"), values.size, q)
+        before = rank_scores(np.searchsorted(np.sort(values), points, "left"), values.size, q)
         for extra in (-10, 0, 50, 99, 1000):
             more = np.sort(np.append(values, extra))
-            after = _rank_scores(np.searchsorted(more, points, "left"), more.size, q)
+            after = rank_scores(np.searchsorted(more, points, "left"), more.size, q)
             assert max(abs(a - b) for a, b in zip(after, before)) <= max(q, 1 - q)
 
 

@@ -17,7 +17,7 @@ from scipy import stats
 
 import dphist
 from dphist.cli import main
-from dphist.discovery import DiscoveryPlan, _threshold, discover
+from dphist.discovery import DiscoveryPlan, tail_threshold, discover
 from dphist.errors import DataError, UsageError
 from dphist.privacy import PrivacyBudget, SeededBits, discrete_laplace_pmf
 
@@ -40,7 +40,7 @@ def tail(t: int, scale: float) -> float:
 def test_threshold_is_the_smallest_integer_with_the_tail():
     for scale in (0.5, 3, 40, 800):
         for target in (1e-3, 1e-6, 2.5e-7):
-            t = _threshold(Fraction(scale), target)
+            t = tail_threshold(Fraction(scale), target)
             assert tail(t, scale) <= target and (t == 0 or tail(t - 1, scale) > target)
     assert tail(0, 3) == pytest.approx(1 - sum(discrete_laplace_pmf(np.arange(-200, 1), 3)), abs=1e-12)
 
@@ -68,7 +68,7 @@ def test_partition_selection_noise_has_the_stated_scale():
     the rate of a scale 30 % smaller."""
     plan = DiscoveryPlan({"kind": "categorical"}, Fraction(1, 4), Fraction(1, 10**6))
     scale = 1 / plan.column_epsilon
-    threshold = 1 + _threshold(Fraction(scale), 1 - (1 - 1e-6))
+    threshold = 1 + tail_threshold(Fraction(scale), 1 - (1 - 1e-6))
     frame = pd.DataFrame({"kind": ["edge"] * (threshold - 3) + ["big"] * 5_000})
     import pyarrow as pa
     batches = pa.Table.from_pandas(frame, preserve_index=False).to_batches()
@@ -206,13 +206,13 @@ def test_csv_type_choice_is_a_random_draw_not_the_argmax():
     same one; P(one type in all 60) < 1e-6 since each of the two has probability above 0.3).  At ε = 1 the
     clear winner always comes out."""
     import pyarrow as pa
-    from dphist.discovery import _choose_kind
+    from dphist.discovery import choose_kind
     half = pa.array(["7"] * 50 + ["word"] * 50)
     bits = SeededBits(4)
-    drawn = [_choose_kind("c", half, PrivacyBudget(Fraction(1, 50), bits=bits))[0] for _ in range(60)]
+    drawn = [choose_kind("c", half, PrivacyBudget(Fraction(1, 50), bits=bits))[0] for _ in range(60)]
     assert {"integer", "categorical"} <= set(drawn)
     clear = pa.array(["7"] * 5_000 + ["word"] * 50 + [None] * 10)
-    assert {_choose_kind("c", clear, PrivacyBudget(1, bits=bits))[0] for _ in range(20)} == {"integer"}
+    assert {choose_kind("c", clear, PrivacyBudget(1, bits=bits))[0] for _ in range(20)} == {"integer"}
 
 
 def test_quantile_bins_hold_similar_counts_and_pay_half_the_column_budget():
@@ -255,8 +255,8 @@ def test_candidates_come_only_from_rows_kept_by_contribution_bounding(monkeypatc
     from dphist.contribution import UnitBound
 
     seen = []
-    real = discovery._categories
-    monkeypatch.setattr(discovery, "_categories",
+    real = discovery.categorical_domain
+    monkeypatch.setattr(discovery, "categorical_domain",
                         lambda name, codes, labels, *rest: seen.append((codes, labels)) or real(name, codes, labels,
                                                                                                   *rest))
     frame = pd.DataFrame({"person": [f"p{i}" for i in range(2_000)] + ["whale"] * 500,

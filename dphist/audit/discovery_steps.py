@@ -1,8 +1,8 @@
 """Private domain discovery as the audit sees it: rows in, a discovered domain out.
 
 A case's tables are the values of one column, one per row (or ``(unit, label)`` pairs for the privacy-unit
-case); each run discovers the column's domain with the code a release runs (``discovery._numeric`` for
-numbers: DP bounds, then bins; ``discovery._categories`` for text: partition selection, after
+case); each run discovers the column's domain with the code a release runs (``discovery.numeric_domain`` for
+numbers: DP bounds, then bins; ``discovery.categorical_domain`` for text: partition selection, after
 ``contribution.bounded_rows`` with a privacy unit) on the budget the audit gives it, and its :meth:`outcome` is
 the domain.  The audit's events are "this outcome was found"; neighbouring tables differ by one row (one unit),
 placed where it moves the outcome most: in a bin or a label whose count sits at the threshold, or a unit that
@@ -23,8 +23,8 @@ import numpy as np
 
 from ..algorithms.base import Algorithm, Estimate
 from ..contribution import bounded_rows
-from ..discovery import (BETA, DEFAULT_MAX_CATEGORIES, LOG_BINS, SHARES, DiscoveryPlan, _categories, _numeric,
-                         _threshold, present_labels)
+from ..discovery import (BETA, DEFAULT_MAX_CATEGORIES, LOG_BINS, SHARES, DiscoveryPlan, categorical_domain, numeric_domain,
+                         tail_threshold, present_labels)
 from ..privacy import PrivacyBudget
 
 __all__ = ["DiscoveredBounds", "DiscoveredQuantileBins", "PartitionSelection", "TrueCountSelection",
@@ -65,7 +65,7 @@ class DiscoveredBounds(_Discovery):
 
     def outcome(self, rows, budget):
         plan = DiscoveryPlan({"x": "integer"}, budget.epsilon, Fraction(0), bins=self.bins, binning=self.binning)
-        column, _ = _numeric("x", "integer", rows.astype(np.float64), plan, budget)
+        column, _ = numeric_domain("x", "integer", rows.astype(np.float64), plan, budget)
         return None if column is None else column.edges
 
 
@@ -87,7 +87,7 @@ class PartitionSelection(_Discovery):
 
     def outcome(self, rows, budget):
         codes, candidates = present_labels(rows, LABELS)
-        column, _ = _categories("c", codes, candidates, DEFAULT_MAX_CATEGORIES, budget)
+        column, _ = categorical_domain("c", codes, candidates, DEFAULT_MAX_CATEGORIES, budget)
         return None if column is None else column.values
 
 
@@ -116,7 +116,7 @@ class UnthresholdedSelection(PartitionSelection):
 
 def selection_threshold(epsilon: Fraction) -> int:
     """The partition-selection threshold a one-row-per-unit release uses at ``epsilon`` and δ = DELTA."""
-    return 1 + _threshold(1 / Fraction(epsilon), 1 - (1 - float(DELTA)) ** (1 / 1))
+    return 1 + tail_threshold(1 / Fraction(epsilon), 1 - (1 - float(DELTA)) ** (1 / 1))
 
 
 def bounds_pair(epsilon: Fraction) -> list[tuple[str, np.ndarray, np.ndarray]]:
@@ -125,7 +125,7 @@ def bounds_pair(epsilon: Fraction) -> list[tuple[str, np.ndarray, np.ndarray]]:
     it; and one far outlier more."""
     s, big = LOG_BINS["integer"]
     placing = Fraction(epsilon) * SHARES[0] / sum(SHARES)  # step 1's share of an equal-width column
-    threshold = _threshold(1 / placing, float(BETA) / 2 / (2 * big + 1))
+    threshold = tail_threshold(1 / placing, float(BETA) / 2 / (2 * big + 1))
     base = np.resize(np.arange(64, 128), threshold)  # the bin [64, 128), at its threshold
     return [("one row more in a bin at the threshold", base, np.append(base, 100)),
             ("one far outlier more", base, np.append(base, 10 ** 9))]
@@ -173,7 +173,7 @@ class UnitPartitionSelection(_Discovery):
     def outcome(self, rows, budget):
         keep = bounded_rows(rows[:, 0], UNIT_ROWS, budget.bits)
         codes, candidates = self.candidates(rows[:, 1], keep)
-        column, _ = _categories("c", codes, candidates, len(UNIT_LABELS), budget)
+        column, _ = categorical_domain("c", codes, candidates, len(UNIT_LABELS), budget)
         found = () if column is None else column.values
         return tuple(v for v in found if not v.startswith("whale-")), sum(v.startswith("whale-") for v in found)
 
