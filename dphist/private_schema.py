@@ -24,6 +24,7 @@ from .discovery import DEFAULT_BINS, DEFAULT_MAX_CATEGORIES, DiscoveryPlan, disc
 from .errors import DataError, UsageError
 from .io.sources import Source, open_source
 from .ledger import ROW_UNIT
+from .planning import column_kinds, parse_discovery_delta, unit_bound
 from .privacy import MIN_EPSILON, BitSource, PrivacyBudget, SeededBits, SystemBits, format_fraction, parse_epsilon
 from .schema import Column, declaration
 
@@ -64,10 +65,8 @@ def plan_private_schema(source: Any, epsilon: Any, delta: Any = 0, columns: list
                         privacy_unit: str | None = None, max_rows_per_unit: int | None = None,
                         seed: int | None = None, binning: str = "equal-width") -> PrivateSchemaPlan:
     """Validate the arguments and the input's header; reads no rows, spends nothing."""
-    from .api import _kinds, _parse_delta, _unit_bound
-
     total = parse_epsilon(epsilon)
-    unit = _unit_bound(privacy_unit, max_rows_per_unit)
+    unit = unit_bound(privacy_unit, max_rows_per_unit)
     src = open_source(source)
     names = [c.strip() for c in columns.split(",")] if isinstance(columns, str) else list(columns or [])
     if not names:
@@ -76,7 +75,7 @@ def plan_private_schema(source: Any, epsilon: Any, delta: Any = 0, columns: list
         raise UsageError("a column is named twice in --columns")
     if unit is not None and unit.column not in src.column_names():
         raise DataError(f"{src.name}: privacy-unit column '{unit.column}' not found in the input")
-    plan = DiscoveryPlan(_kinds(src, names), total, _parse_delta(delta), bins or DEFAULT_BINS,
+    plan = DiscoveryPlan(column_kinds(src, names), total, parse_discovery_delta(delta), bins or DEFAULT_BINS,
                          max_categories or DEFAULT_MAX_CATEGORIES, binning)
     if plan.delta > 0 and plan.column_delta == 0:
         raise UsageError("delta is only used to find the categories of text columns, and there are none: leave "
