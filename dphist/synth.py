@@ -201,12 +201,27 @@ def read_table(directory: str | Path, meta: dict) -> ReleasedTable:
     stride = n
     for column, size in zip(meta["columns"], meta["shape"]):
         stride //= size
-        axes.append(_axis(path, frame, column, kinds[column], size, stride, meta["columns"]))
+        axes.append(_axis(path, frame, column, kinds[column], size, stride, meta["columns"], meta["domain"][column]))
     counts = _counts(path, frame["count"], str(meta.get("post_processing", "")).startswith("none"))
     ci = None
     if {"ci_lower", "ci_upper"} <= set(frame.columns):
         ci = tuple(_numbers(path, key, frame[key], empty_ok=True) for key in ("ci_lower", "ci_upper"))
     return ReleasedTable(name, path, meta, tuple(axes), counts.reshape(meta["shape"]), ci)
+
+
+def _closed_ends(path: Path, frame: pd.DataFrame, column: str, position: np.ndarray, domain: dict) -> pd.DataFrame:
+    """``frame`` with the empty outer labels of the end bins filled in from the domain's bounds."""
+    bins = domain.get("bins")
+    if not isinstance(bins, int) or bins < 2:
+        raise DataError(f"{path}: report.json: the domain of '{column}' has open ends but not two bins or more")
+    frame = frame.copy()
+    for key, bin_index, bound in ((f"{column}_lower", 0, domain.get("lower")),
+                                  (f"{column}_upper", bins - 1, domain.get("upper"))):
+        values = frame[key].to_numpy(object).copy()
+        rows = (position == bin_index) & np.asarray(pd.isna(values), dtype=bool)
+        values[rows] = bound
+        frame[key] = values
+    return frame
 
 
 def _read_frame(path: Path, needed: list[str]) -> pd.DataFrame:
@@ -254,13 +269,17 @@ def _check_flat(path: Path, key: str, values: pd.Series) -> None:
 
 
 def _axis(path: Path, frame: pd.DataFrame, column: str, kind: str, size: int, stride: int,
-          columns: list[str]) -> Axis:
+          columns: list[str], domain: dict | None = None) -> Axis:
     """The bins of ``column``: row k·stride holds bin k, and every row must repeat its bin's labels (C order).
     The bins' bounds are parsed before the order is checked, so that a bound that is not a number or date is
-    reported as such when it is in a bin's first row (elsewhere, as a row that differs from its bin)."""
+    reported as such when it is in a bin's first row (elsewhere, as a row that differs from its bin).  End bins
+    whose outer label is empty by design (``open_ends`` in the report's domain: they also hold the values
+    clamped from beyond the bounds) are drawn between the domain's bounds."""
     position = (np.arange(len(frame)) // stride) % size  # each row's index along this column's axis
     first = np.arange(size) * stride
     keys = _label_columns(column, kind)
+    if kind != "categorical" and (domain or {}).get("open_ends"):
+        frame = _closed_ends(path, frame, column, position, domain)
     labels = {key: frame[key].to_numpy(object)[first] for key in keys}
     if kind == "categorical":
         text = labels[column]

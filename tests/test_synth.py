@@ -239,3 +239,25 @@ def test_a_fit_that_does_not_converge_still_draws_with_a_one_line_warning(tmp_pa
     assert result.exit_code == 0, result.output
     warning = [line for line in result.stderr.splitlines() if line.startswith("Warning: ")]
     assert len(warning) == 1 and "did not converge" in warning[0] and "Traceback" not in result.stderr
+
+
+def test_open_ended_end_bins_of_a_discovered_domain_are_drawn_between_its_bounds(tmp_path):
+    """A release without a schema labels its clamped end bins with an empty outer bound (open_ends); synth reads
+    them as the domain's bounds, and the same file without open_ends in report.json is refused as damaged."""
+    rng = np.random.default_rng(4)
+    frame = pd.DataFrame({"x": rng.integers(1, 2161, 20_000)})
+    release = dphist.release(frame, epsilon=1, columns=["x"], seed=5)
+    release.write(tmp_path / "rel")
+    domain = release.report["tables"][0]["domain"]["x"]
+    assert domain["open_ends"] is True
+    table = pd.read_csv(tmp_path / "rel" / "x.csv")
+    assert pd.isna(table["x_lower"].iloc[0]) and pd.isna(table["x_upper"].iloc[domain["bins"] - 1])
+    values = synthesize(tmp_path / "rel", 5_000, rng=np.random.default_rng(1))["x"].dropna()
+    assert values.min() >= domain["lower"] and values.max() < domain["upper"]
+
+    import json
+    report = json.loads((tmp_path / "rel" / "report.json").read_text())
+    del report["tables"][0]["domain"]["x"]["open_ends"]
+    (tmp_path / "rel" / "report.json").write_text(json.dumps(report))
+    with pytest.raises(DataError, match="is empty, not both"):
+        synthesize(tmp_path / "rel", 10, rng=np.random.default_rng(1))

@@ -40,7 +40,6 @@ class _Discovery(Algorithm):
 
     #: Each run reads its own noisy counts: the audit runs it once per repetition (its smaller sample).
     data_adaptive = True
-    slow_runs = True
     #: Rows per protected unit (the budget's factor) and the δ the budget must hold.
     factor = 1
     delta = Fraction(0)

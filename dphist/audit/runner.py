@@ -27,15 +27,16 @@ from ..algorithms import REGISTRY, Algorithm
 from ..algorithms.partitioning import DPCube
 from ..algorithms.structurefirst import StructureFirst
 from ..errors import UsageError
-from ..privacy import PrivacyBudget, SeededBits, discrete_laplace_variance
+from ..privacy import SeededBits, discrete_laplace_variance
 from ..schema import parse_schema
 from .bounds import cp_lower, cp_upper, epsilon_lower_bound
 from .marginal_sets import OverspentMarginals, SeparateMarginals
-from .discovery_steps import (DiscoveredBounds, DiscoveredQuantileBins, PartitionSelection, TrueCountSelection, UnthresholdedSelection,
-                              bounds_pair, labels_pair)
+from .discovery_steps import (CandidatesBeforeBounding, DiscoveredBounds, DiscoveredQuantileBins, PartitionSelection,
+                              TrueCountSelection, UnitPartitionSelection, UnthresholdedSelection, bounds_pair,
+                              labels_pair, unit_labels_pair)
 from .units import BoundedUnits, UnboundedUnits, unit_pairs
 from .mutants import MUTANTS
-from .replication import ReplicatedBudget
+from .replication import NoisePool, PooledBudget, ReplicatedBudget
 
 __all__ = ["Case", "AuditResult", "default_cases", "audit", "ALPHA"]
 
@@ -243,7 +244,13 @@ def default_cases(algorithms: list[str] | None = None, mutants: bool = True,
         cases.append(Case(f"discovery quantile bins {label}", DiscoveredQuantileBins(), data, neighbour, epsilon))
         for label, data, neighbour in labels_pair(epsilon):
             cases.append(Case(f"discovery categories {label}", PartitionSelection(), data, neighbour, epsilon))
+        for label, data, neighbour in unit_labels_pair(epsilon):
+            cases.append(Case(f"discovery categories with a privacy unit {label}", UnitPartitionSelection(), data,
+                              neighbour, epsilon))
         if mutants:
+            label, data, neighbour = unit_labels_pair(epsilon)[0]
+            cases.append(Case(f"{CandidatesBeforeBounding.name} {label}", CandidatesBeforeBounding(), data, neighbour,
+                              epsilon, mutant=True))
             at_threshold, new_label = labels_pair(epsilon)
             cases.append(Case(f"{TrueCountSelection.name} {at_threshold[0]}", TrueCountSelection(),
                               *at_threshold[1:], epsilon, mutant=True))
@@ -274,7 +281,8 @@ def _statistic_samples(case: Case, table: np.ndarray, reps: int, bits) -> tuple[
     structure are padded with zeros of scale 1 (a function of the output, so every event stays sound)."""
     algo, factor = case.algorithm, getattr(case.algorithm, "factor", 1)
     if hasattr(algo, "outcome"):  # discovery: the outcome is the domain, no noisy number is published
-        keys = [algo.outcome(table, PrivacyBudget(case.epsilon, bits=bits, factor=factor)) for _ in range(reps)]
+        delta, pool = getattr(algo, "delta", 0), NoisePool(bits)  # partition selection is (ε, δ)-DP
+        keys = [algo.outcome(table, PooledBudget(case.epsilon, delta, pool=pool, factor=factor)) for _ in range(reps)]
         return np.zeros((reps, 1)), np.ones((reps, 1)), keys
     if not algo.data_adaptive:
         trace: list = []
@@ -282,10 +290,10 @@ def _statistic_samples(case: Case, table: np.ndarray, reps: int, bits) -> tuple[
         values = np.concatenate([d.values.reshape(reps, -1) for d in trace], axis=1)
         scales = np.concatenate([np.broadcast_to(d.scales, d.values.shape).reshape(reps, -1) for d in trace], axis=1)
         return values, scales, None
-    runs, keys = [], []
+    runs, keys, pool = [], [], NoisePool(bits)
     for _ in range(reps):
         trace = []
-        algo.run(table, PrivacyBudget(case.epsilon, bits=bits, trace=trace, factor=factor), columns=case.columns)
+        algo.run(table, PooledBudget(case.epsilon, pool=pool, trace=trace, factor=factor), columns=case.columns)
         drawn = [d for d in trace if d.values is not None]
         runs.append((np.concatenate([d.values.ravel() for d in drawn]) if drawn else np.zeros(0),
                      np.concatenate([np.broadcast_to(d.scales, d.values.shape).ravel() for d in drawn])

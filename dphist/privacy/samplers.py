@@ -226,18 +226,22 @@ def permute_and_flip(scores, epsilon, sensitivity, bits: BitSource) -> int:
     exp(−ε (q* − q_r) / (2Δ)), q* the best score, with exact coins (scores, ε and Δ are exact rationals).  The
     best candidate is always accepted, so the loop ends.
     """
-    scores = [Fraction(q) for q in scores]
+    # Python numbers compare exactly (ints, floats and Fractions alike), so the best is found without making a
+    # Fraction of every score; only the candidates visited are converted.
+    scores = scores.tolist() if isinstance(scores, np.ndarray) else list(scores)
     if not scores:
         raise ValueError("no candidates")
+    if any(isinstance(q, float) and not math.isfinite(q) for q in scores):
+        raise ValueError("scores must be finite")
     factor = Fraction(epsilon) / (2 * Fraction(sensitivity))
-    best = max(scores)
+    best = Fraction(max(scores))
     remaining = list(range(len(scores)))
     while True:
         j = uniform_below(len(remaining), bits)
         r = remaining[j]
         remaining[j] = remaining[-1]
         remaining.pop()
-        if bernoulli_exp(factor * (best - scores[r]), bits):
+        if bernoulli_exp(factor * (best - Fraction(scores[r])), bits):
             return r
 
 
