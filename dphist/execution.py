@@ -21,6 +21,7 @@ from fractions import Fraction
 from pathlib import Path
 from typing import Any
 
+from .algorithms import Algorithm
 from .contribution import UnitColumn
 from .counting import TableShape
 from .discovery import TextAs, discover
@@ -28,6 +29,7 @@ from .engines import count as count_with
 from .errors import DataError
 from .io.destination import Destination
 from .io.writers import check_destination
+from .job import TableRequest
 from .ledger import Ledger
 from .output import MeasuredTable, Release, discovery_report, release_report, released_tables
 from .planning import ReleasePlan
@@ -130,9 +132,9 @@ def run_plan(plan: ReleasePlan, progress: bool = False) -> Release:
     # Post-process and output: free, from the noisy values and public facts only.
     frames, table_reports, marginals = released_tables(plan, measured)
     # A skipped table's part was charged in the ledger before discovery ran: it is counted as spent.
-    unspent = sum((b.epsilon for i, b in enumerate(table_budgets) if discovered and i not in discovered.usable),
+    skipped = sum((b.epsilon for i, b in enumerate(table_budgets) if discovered and i not in discovered.usable),
                   Fraction(0))
-    report = release_report(plan, budget, unspent, table_reports, discovered and discovered.report, marginals)
+    report = release_report(plan, budget, skipped, table_reports, discovered and discovered.report, marginals)
     return Release(frames, report, operator=plan.source.describe())
 
 
@@ -143,9 +145,9 @@ def run_plan(plan: ReleasePlan, progress: bool = False) -> Release:
 class _Table:
     """A planned table with its part of the budget."""
 
-    request: Any
+    request: TableRequest
     shape: TableShape
-    algorithm: Any
+    algorithm: Algorithm
     budget: PrivacyBudget
 
     def reshaped(self, shape: TableShape) -> _Table:

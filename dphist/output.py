@@ -266,10 +266,10 @@ def discovery_report(plan: ReleasePlan, columns: list[dict], steps: list[Measure
                 "records are left out by design (not published as 'other')"}
 
 
-def release_report(plan: ReleasePlan, budget: PrivacyBudget, unspent: Fraction, tables: list[dict],
+def release_report(plan: ReleasePlan, budget: PrivacyBudget, skipped: Fraction, tables: list[dict],
                    discovery: dict | None, marginals: dict | None) -> dict:
     """The published report: the privacy unit, what was requested and spent (read from the release's budget,
-    plus ``unspent``: the parts of tables skipped after the ledger charged them), every table's steps, and how
+    plus ``skipped``: the parts of tables skipped after the ledger charged them), every table's steps, and how
     the noise was drawn."""
     test_mode = plan.seed is not None
     report = {
@@ -279,7 +279,7 @@ def release_report(plan: ReleasePlan, budget: PrivacyBudget, unspent: Fraction, 
         "definition": "pure epsilon-differential privacy" if plan.delta == 0 else "(epsilon, delta)-differential "
                       "privacy (delta only in discovering categories)",
         "epsilon_requested": format_fraction(plan.epsilon),
-        "epsilon_spent": format_fraction(budget.spent + unspent),
+        "epsilon_spent": format_fraction(budget.spent + skipped),
         "delta_requested": format_fraction(plan.delta),
         "delta_spent": format_fraction(budget.spent_delta),
         **({"discovery": discovery} if discovery is not None else {}),
