@@ -14,8 +14,7 @@ from typing import Any
 from .execution import execute, run_plan
 from .ledger import Ledger
 from .output import Release
-from .planning import (DEFAULT_ALGORITHM, ReleaseOptions, ReleasePlan, column_kinds, make_plan,
-                       parse_discovery_delta, unit_bound)
+from .planning import DEFAULT_ALGORITHM, ReleaseOptions, ReleasePlan, make_plan
 
 __all__ = ["Release", "ReleasePlan", "ReleaseOptions", "release", "plan_release", "run_plan", "DEFAULT_ALGORITHM"]
 
@@ -78,7 +77,3 @@ def plan_release(source: Any, epsilon: Any, schema: Any = None, **options: Any) 
     """The plan of ``release(source, epsilon, schema, **options)`` without running it: every check that needs
     no row of data (UsageError or DataError), nothing read, nothing spent."""
     return make_plan(source, ReleaseOptions.from_keywords(epsilon=epsilon, schema=schema, **options))
-
-
-# The old private names, kept until dphist/private_schema.py imports the public ones from dphist.planning.
-_kinds, _parse_delta, _unit_bound = column_kinds, parse_discovery_delta, unit_bound
