@@ -26,7 +26,7 @@ from dphist import workloads  # noqa: E402
 from dphist.algorithms import get_algorithm  # noqa: E402
 from dphist.benchmark import _seed, load_histogram  # noqa: E402
 from dphist.inference import nonnegative_integer_table  # noqa: E402
-from dphist.noise import SeededBits  # noqa: E402
+from dphist.privacy import PrivacyBudget, SeededBits  # noqa: E402
 
 SCALE, EPSILON, SAMPLES, RUNS = 10_000_000, Fraction(1, 10), 20, 5
 EXPECTED_IDENTITY = 5.05e-5  # identity's expected error here (no post-processing), from the issue tracker
@@ -51,7 +51,7 @@ def main() -> None:
             sample = workloads.sample_from_shape(x, SCALE, seed=_seed(7, d, SCALE, s))
             for r in range(RUNS):
                 for i, algo in enumerate(errors):
-                    est = get_algorithm(algo).run(sample, EPSILON, SeededBits(_seed(7, d, SCALE, s, r, i)))
+                    est = get_algorithm(algo).run(sample, PrivacyBudget(EPSILON, bits=SeededBits(_seed(7, d, SCALE, s, r, i))))
                     released = nonnegative_integer_table(est.values, est.total)
                     errors[algo].append(workloads.scaled_average_l1(workload, sample, released))
         ident, cube = np.mean(errors["identity"]), np.mean(errors["dpcube"])

@@ -44,7 +44,8 @@ def best_of(fn, repeat=3):
 
 
 def sampler_benchmark(n: int) -> list[dict]:
-    from dphist.noise import SeededBits, SystemBits, discrete_laplace
+    from dphist.privacy import SeededBits, SystemBits
+    from dphist.privacy.samplers import discrete_laplace
 
     rows = []
     for label, make in (("exact, OS CSPRNG", SystemBits), ("exact, seeded PCG64 (tests)", lambda: SeededBits(1))):
@@ -167,7 +168,7 @@ def baseline_versus_release(path: Path, schema: Path) -> dict:
 def algorithm_timings(repeat: int = 5) -> list[dict]:
     from dphist.algorithms import REGISTRY, get_algorithm
     from dphist.errors import UsageError
-    from dphist.noise import SystemBits
+    from dphist.privacy import PrivacyBudget, SystemBits
     rows = []
     rng = np.random.default_rng(0)
     # StructureFirst once more at full resolution: every one of the 4096 cells a candidate boundary (the
@@ -185,7 +186,7 @@ def algorithm_timings(repeat: int = 5) -> list[dict]:
                 continue  # e.g. a one-column algorithm on a two-way table
 
             def once():
-                est = algo.run(x, Fraction(1, 10), SystemBits())
+                est = algo.run(x, PrivacyBudget(Fraction(1, 10), bits=SystemBits()))
                 est.integers() if est.integers else None
             once()
             times = []

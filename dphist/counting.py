@@ -30,7 +30,7 @@ from .errors import DataError
 from .privacy import BitSource
 from .schema import CategoricalColumn, Column, DateColumn, NumericColumn, normalise_label
 
-__all__ = ["TableShape", "Axis", "count_tables", "axis_index", "as_text", "inner_cells", "days_since_epoch"]
+__all__ = ["TableShape", "Axis", "count_tables", "as_text", "inner_cells", "days_since_epoch"]
 
 
 @dataclass(frozen=True)
@@ -77,17 +77,6 @@ def count_tables(
         _run_threads(batches, counters)
     totals = [sum(parts) for parts in zip(*(c.finish() for c in counters))]
     return [inner_cells(total, table) for total, table in zip(totals, tables)]
-
-
-def axis_index(column: Column, values: pa.Array | pa.ChunkedArray) -> tuple[np.ndarray, np.ndarray | None]:
-    """Map values to indices along ``column``'s axis.
-
-    Returns ``(index, keep)``: an int64 array with one entry per value (entries of dropped rows are 0), and a
-    bool mask of rows to keep, or None when every row is kept.
-    """
-    codes = Axis(column).codes(values)
-    keep = codes < column.n_cells
-    return np.where(keep, codes, 0), (None if keep.all() else keep)
 
 
 # ---- a table's cells in the extended space ------------------------------------------------------------------

@@ -19,7 +19,7 @@ from .api import plan_release
 from .counting import count_tables
 from .errors import UsageError
 from .inference import nonnegative_integer_table
-from .privacy import PrivacyBudget, SeededBits, SystemBits, format_fraction
+from .privacy import PrivacyBudget, bit_source, format_fraction
 from .schema import Schema, load_schema, parse_schema
 
 __all__ = ["evaluate", "WORKLOADS", "WARNING"]
@@ -109,7 +109,7 @@ def evaluate(source: Any, epsilon: Any, schema: Any, columns: list[str] | str, a
     shape = plan.shapes[0]
     W = _workload(workload, shape.shape)
     (counts,) = count_tables(plan.source.batches({c.name: c for c in shape.columns}), [shape], plan.source.name)
-    bits = SystemBits() if seed is None else SeededBits(seed)
+    bits = bit_source(seed)
     rows = []
     for name, p in zip(algorithms, plans):
         algo, table = p.algorithms[0], p.shapes[0]

@@ -33,11 +33,11 @@ from .job import TableRequest
 from .ledger import Ledger
 from .output import MeasuredTable, Release, discovery_report, release_report, released_tables
 from .planning import ReleasePlan
-from .privacy import BitSource, PrivacyBudget, SeededBits, SystemBits
+from .privacy import BitSource, PrivacyBudget, bit_source
 from .progress import Progress
 from .publish import Charged, FileRelease, charged_run
 
-__all__ = ["execute", "charged", "run_plan", "bit_source", "ReleaseFiles"]
+__all__ = ["execute", "charged", "run_plan", "ReleaseFiles"]
 
 
 @dataclass(frozen=True)
@@ -100,11 +100,6 @@ def charged(plan, work: Callable[[dict | None], Any], *, ledger: Ledger | str | 
         destination = Destination(Path(files.out), files.overwrite, [*map(Path, files.protect), book.path])
         file_release = FileRelease(destination, lambda release, staging: release.stage(staging, files.format))
     return charged_run(plan, work, book, dataset_id, run_key, detail, files=file_release)
-
-
-def bit_source(seed: int | None) -> BitSource:
-    """The bits noise is drawn from: the OS CSPRNG, or a seeded stream in test mode (NOT private)."""
-    return SystemBits() if seed is None else SeededBits(int(seed))
 
 
 def run_plan(plan: ReleasePlan, progress: bool = False) -> Release:

@@ -25,7 +25,7 @@ from .errors import DataError, UsageError
 from .io.sources import Source, open_source
 from .ledger import ROW_UNIT
 from .planning import column_kinds, parse_discovery_delta, unit_bound
-from .privacy import MIN_EPSILON, BitSource, PrivacyBudget, SeededBits, SystemBits, format_fraction, parse_epsilon
+from .privacy import MIN_EPSILON, BitSource, PrivacyBudget, bit_source, format_fraction, parse_epsilon
 from .schema import Column, declaration
 
 __all__ = ["PrivateSchemaPlan", "PrivateSchema", "plan_private_schema", "run_private_schema"]
@@ -92,7 +92,7 @@ def plan_private_schema(source: Any, epsilon: Any, delta: Any = 0, columns: list
 
 def run_private_schema(plan: PrivateSchemaPlan) -> PrivateSchema:
     """Read the columns once and choose each one's domain from noisy counts (ε and δ as planned)."""
-    bits: BitSource = SystemBits() if plan.seed is None else SeededBits(int(plan.seed))
+    bits: BitSource = bit_source(plan.seed)
     readers = dict(plan.discovery.readers())
     if plan.unit is not None:
         readers[plan.unit.column] = UnitColumn(plan.unit.column)

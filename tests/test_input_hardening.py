@@ -130,7 +130,7 @@ def test_undeclared_parquet_dates_far_out_of_range_are_released(tmp_path, kind):
 def test_parquet_timestamps_beyond_the_calendar_are_discovered_and_clamped(tmp_path):
     """Timestamps past year 9999 (int64 seconds far out) have no calendar date: discovery cuts its bounds to
     years 1..9999 and counts them in the edge bins."""
-    ticks = [0] * 500 + [2**50] * 500 + [-(2**50)] * 500
+    ticks = [0] * 3000 + [2**50] * 3000 + [-(2**50)] * 3000  # enough rows for the discovered bounds' ε
     pq.write_table(pa.table({"t": pa.array(ticks, pa.timestamp("s"))}), tmp_path / "t.parquet")
     result = release(tmp_path, str(tmp_path / "t.parquet"), "-e", "1", "--seed", "1", "--raw")
     assert result.exit_code == 0, result.stderr
@@ -171,7 +171,7 @@ def test_typed_text_makes_values_unlike_the_chosen_type_missing():
 def test_discovered_number_column_with_some_text_is_released(tmp_path):
     """The counting pass reads a discovered column as discovery did: 'N/A' in a column found to hold integers
     is missing (the null cell), not an error after the budget is spent."""
-    data = write_csv(tmp_path / "m.csv", "a", [str(i % 50) for i in range(3000)] + ["N/A"] * 100)
+    data = write_csv(tmp_path / "m.csv", "a", [str(i % 50) for i in range(10_000)] + ["N/A"] * 300)
     result = release(tmp_path, str(data), "-e", "1", "--delta", "1e-6")
     assert result.exit_code == 0, result.stderr
     report = json.loads((tmp_path / "out" / "report.json").read_text())
@@ -426,7 +426,7 @@ def test_budget_set_refuses_absurd_exponents_fast(tmp_path, value):
 def test_shared_parsers_refuse_absurd_exponents_fast(value):
     import time
 
-    from dphist.accountant import exact_fraction, parse_delta, parse_epsilon, parse_share
+    from dphist.privacy import exact_fraction, parse_delta, parse_epsilon, parse_share
 
     start = time.monotonic()
     for parse in (lambda v: parse_epsilon(v), lambda v: parse_delta(v, "delta"), lambda v: parse_share(v, "t"),
@@ -446,7 +446,7 @@ def test_release_refuses_absurd_exponents_in_planning(tmp_path, option):
 
 
 def test_parse_delta_range():
-    from dphist.accountant import parse_delta
+    from dphist.privacy import parse_delta
 
     assert parse_delta("1e-6") == Fraction(1, 10**6) and parse_delta(0) == 0
     for bad in ("1", "-0.1", "nan", "inf", True, "x"):
@@ -606,7 +606,7 @@ def test_values_that_are_not_dates_are_still_a_data_error(tmp_path, bad):
 
 
 def test_discovery_reads_zoned_timestamps_as_dates(tmp_path):
-    data = write_csv(tmp_path / "d.csv", "d", [f"2024-03-{1 + i % 20:02d}T10:00:00+05:00" for i in range(3000)])
+    data = write_csv(tmp_path / "d.csv", "d", [f"2024-03-{1 + i % 20:02d}T10:00:00+05:00" for i in range(10_000)])
     result = release(tmp_path, str(data), "-e", "1", "--delta", "1e-6", "--seed", "2")
     assert result.exit_code == 0, result.stderr
     (column,) = json.loads((tmp_path / "out" / "report.json").read_text())["discovery"]["columns"]
@@ -644,7 +644,7 @@ def test_megabytes_of_digits_in_a_number_column_are_diagnosed_in_linear_time(tmp
 
 @pytest.mark.parametrize("value", ["1_0", "1_0_", "١", "0x10", "1e5/2"])
 def test_budgets_are_plain_ascii_numerals(value):
-    from dphist.accountant import exact_fraction
+    from dphist.privacy import exact_fraction
 
     with pytest.raises(UsageError):
         exact_fraction(value, "epsilon")

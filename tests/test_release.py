@@ -54,7 +54,7 @@ def test_release_counts_are_close_to_truth_on_sample(tmp_path):
     result = dphist.release("sample_data/census.csv", epsilon="1", schema="sample_data/census.schema.yaml",
                             columns="sex", seed=3, raw=True)
     table = result.tables["sex"].set_index("sex")
-    halfwidth = dphist.noise.discrete_laplace_halfwidth(1) * 6  # far outside any plausible noise draw
+    halfwidth = dphist.privacy.discrete_laplace_halfwidth(1) * 6  # far outside any plausible noise draw
     for label in ("F", "M"):
         assert abs(table.loc[label, "count"] - truth[label]) <= halfwidth
 

@@ -87,19 +87,6 @@ def write_text_atomic(path: str | os.PathLike, text: str) -> None:
         raise
 
 
-def write_frame_atomic(path: str | os.PathLike, frame: pd.DataFrame, fmt: str) -> None:
-    """Write one table (csv, parquet or json) by temp file, fsync and rename."""
-    path = Path(path)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.absolute().parent)
-    os.close(fd)
-    try:
-        _write_table(Path(tmp), frame, fmt)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-
-
 def _write_table(path: Path, frame: pd.DataFrame, fmt: str) -> None:
     # (A one-column CSV writes an empty field as "" to keep the line; release tables always have several.)
     if fmt == "csv" and len(frame) >= _STREAM_CSV_ROWS and len(frame.columns) > 1:

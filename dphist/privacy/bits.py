@@ -10,7 +10,7 @@ import os
 
 import numpy as np
 
-__all__ = ["BitSource", "SystemBits", "SeededBits"]
+__all__ = ["BitSource", "SystemBits", "SeededBits", "bit_source"]
 
 
 class BitSource:
@@ -48,3 +48,8 @@ class SeededBits(BitSource):
     def words(self, n: int) -> np.ndarray:
         raw = self._generator.random_raw((n + 1) // 2)
         return raw.view(np.uint32)[:n]
+
+
+def bit_source(seed: int | None) -> BitSource:
+    """The bits noise is drawn from: the OS CSPRNG, or a seeded stream in test mode (NOT private)."""
+    return SystemBits() if seed is None else SeededBits(int(seed))
