@@ -50,6 +50,16 @@ def test_budget_parts_add_up_and_the_total_gets_its_share():
         assert sum("table's total" in m.what or "grand total" in m.what for m in steps) == 1
 
 
+def test_a_table_of_categorical_columns_only_gets_identity_without_a_total():
+    schema = parse_schema({"columns": {"sex": {"type": "categorical", "values": ["F", "M"]},
+                                       "state": {"type": "categorical", "values": [f"s{i}" for i in range(5)]}}})
+    budget = PrivacyBudget(Fraction(1, 3), bits=SeededBits(2))
+    estimate = Auto().run(np.arange(10).reshape(2, 5), budget, columns=(schema["sex"], schema["state"]))
+    assert estimate.structure["algorithm"] == "identity" and "noisy_total" not in estimate.choices["algorithm_choice"]
+    record, = budget.measurements
+    assert record.what == "every cell" and record.epsilon == Fraction(1, 3) and record.queries == 10
+
+
 def test_noise_on_the_total_has_the_stated_variance():
     """20,000 runs of the total measurement: sample variance within ±8 % of the exact discrete Laplace variance
     at scale 1/(ε/20).  The sample variance's relative sd is about sqrt((kurtosis - 1)/n) ≈ 1.7 % (kurtosis 6),
@@ -128,9 +138,14 @@ def test_release_reports_the_choice_and_spends_exactly_epsilon(tmp_path):
     for t in report["tables"]:
         choice = t["algorithm_choice"]
         assert choice["by"] == "auto" and choice["chosen"] == t["algorithm"] and choice["reason"]
+        assert sum(Fraction(s["epsilon"]) for s in t["steps"]) == Fraction(7, 30)
+        if t["name"] == "g":
+            # Every column categorical: identity whatever the total, so no total is measured and all of the
+            # table's ε goes to the cells.
+            assert "noisy_total" not in choice and [s["what"] for s in t["steps"]] == ["every cell"]
+            continue
         assert abs(choice["noisy_total"] - 20_000) < 2_000  # scale 1/(0.7/3/20) ≈ 86: 23 sd
         assert t["steps"][0]["what"].startswith("the table's total")
-        assert sum(Fraction(s["epsilon"]) for s in t["steps"]) == Fraction(7, 30)
     assert "(auto)" in result.summary()
 
 
