@@ -164,8 +164,6 @@ def test_a_measurement_the_sampler_refuses_charges_nothing():
     assert budget.measurements == [] and budget.remaining == 1 and bits.read == 0
 
 
-@pytest.mark.xfail(strict=True, reason="dphist/privacy/budget.py PrivacyBudget.split checks that delta_shares has one "
-                   "share per part only when some delta is left, so a budget without delta accepts any length")
 def test_delta_shares_of_the_wrong_length_are_refused_without_delta_too():
     budget = PrivacyBudget(1, bits=SeededBits(0))
     with pytest.raises(ValueError, match="one share per part"):
