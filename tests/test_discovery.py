@@ -116,9 +116,10 @@ def test_budget_and_report():
     # Each column gets ε_c = 1/10; a row is in one bin or label of each histogram (Δ = 1): partition selection
     # uses scale 1/ε_c.  The numeric column splits ε_c 1 : 1 : 2 : 4 among the placing histogram (scale 80),
     # the median draw, the histogram of distances (scale 40) and the two bound draws (rank scores of
-    # sensitivity 1; a selection's scale is that of its exponential weights, 2Δ/ε).
+    # sensitivity 1; a selection's scale is that of each draw's exponential weights, 2Δ over the draw's ε: two
+    # draws at 0.025 each).
     assert [(s["scale"], s["epsilon"], s["sensitivity"]) for s in discovery["steps"]] == [
-        ("10", "0.1", 1), ("80", "0.0125", 1), ("160", "0.0125", 1), ("40", "0.025", 1), ("40", "0.05", 1)]
+        ("10", "0.1", 1), ("80", "0.0125", 1), ("160", "0.0125", 1), ("40", "0.025", 1), ("80", "0.05", 1)]
     # With at most 2 rows per unit every scale doubles (ε per row halves).
     units = dphist.release(frame.assign(person=np.arange(len(frame)) // 2), "1", columns="kind", delta="1e-6",
                            seed=1, discovery_share="0.2", privacy_unit="person", max_rows_per_unit=2)

@@ -26,7 +26,7 @@ class ReplicatedBudget(PrivacyBudget):
         super().__init__(epsilon, bits=bits, trace=trace, factor=factor)
         self.repetitions = (int(reps),)
 
-    def _select(self, scores, epsilon: Fraction, sensitivity: Fraction) -> int:
+    def selection(self, count, epsilon, sensitivity, what, composition=None):
         raise TypeError("a replicated budget cannot make selections: data-adaptive algorithms run once per repetition")
 
 

@@ -131,13 +131,13 @@ class PrivacyBudget:
         """Child budgets in proportion to positive ``shares`` (δ in proportion to ``delta_shares``, which may hold
         zeros, else to ``shares``); together they take everything this budget has left, exactly."""
         eps_parts = split_shares(self.remaining, shares)
+        if delta_shares is not None and len(delta_shares) != len(eps_parts):
+            raise ValueError("delta_shares must have one share per part")
         delta_left = self.remaining_delta
         if delta_left == 0:
             delta_parts = [Fraction(0)] * len(eps_parts)
         else:
             delta_parts = split_shares(delta_left, delta_shares if delta_shares is not None else shares, allow_zero=True)
-        if len(delta_parts) != len(eps_parts):
-            raise ValueError("delta_shares must have one share per part")
         self._claim(sum(eps_parts, Fraction(0)), sum(delta_parts, Fraction(0)), "split")
         children = [self._child(e, d) for e, d in zip(eps_parts, delta_parts)]
         self._entries.extend(children)
@@ -228,7 +228,7 @@ class PrivacyBudget:
         sensitivity = self.factor * _positive(sensitivity, what)
         self._claim(epsilon, Fraction(0), what)
         record = self._record(Measurement(
-            what=what, mechanism=SELECTION, sensitivity=sensitivity, scale=2 * sensitivity / epsilon,
+            what=what, mechanism=SELECTION, sensitivity=sensitivity, scale=2 * sensitivity * count / epsilon,
             epsilon=epsilon, queries=int(count),
             composition=composition or ("one draw" if count == 1 else f"sequential over the {count} draws")))
         return Selection(self, record, int(count))

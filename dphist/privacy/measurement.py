@@ -25,7 +25,7 @@ class Measurement:
     ``sensitivity``: the L1 sensitivity of the whole query set (or the score sensitivity of a selection) under
     the release's neighbouring relation, that is counted in rows of the protected unit (one record, or all the
     rows a privacy unit or group may contribute); ``scale``: the discrete Laplace scale sensitivity / ε (for a
-    selection, 2·sensitivity / ε, the scale of its exponential weights); ``epsilon``, ``delta``: the cost;
+    selection, 2·sensitivity / ε of each draw, the scale of its exponential weights); ``epsilon``, ``delta``: the cost;
     ``queries``: how many noisy values or draws (None where that number depends on the data and is not published,
     as in partition selection); ``composition``: why the cost is what it is.
     """

@@ -90,10 +90,12 @@ def check_layer0(algo, table, neighbour, eps, seed) -> None:
     plan = (lambda m: (m.what, m.sensitivity, m.scale, m.epsilon)) if algo.data_adaptive else \
         (lambda m: (m.what, m.sensitivity, m.scale, m.epsilon, m.queries))
     assert [plan(m) for m in spent_a.measurements] == [plan(m) for m in spent_b.measurements]
-    # Each measurement's scale is its sensitivity over its epsilon (twice that for a selection's weights).
+    # Each measurement's scale is its sensitivity over its epsilon; a selection's is that of each draw's
+    # exponential weights: 2Δ over the draw's ε, ε/draws.
     for m in spent_a.measurements:
         assert m.mechanism in (LAPLACE, SELECTION)
-        assert m.scale == (1 if m.mechanism == LAPLACE else 2) * Fraction(m.sensitivity) / m.epsilon
+        per_draw = m.epsilon if m.mechanism == LAPLACE else m.epsilon / m.queries
+        assert m.scale == (1 if m.mechanism == LAPLACE else 2) * Fraction(m.sensitivity) / per_draw
     # The trace holds one set of noisy values per Laplace measurement and one choice per paid selection draw.
     laplace = [m for m in spent_a.measurements if m.mechanism == LAPLACE]
     values_a = [d for d in trace_a if d.values is not None]
