@@ -27,7 +27,7 @@ from ..discovery import (BETA, DEFAULT_MAX_CATEGORIES, LOG_BINS, SHARES, Discove
                          tail_threshold, present_labels)
 from ..privacy import PrivacyBudget
 
-__all__ = ["DiscoveredBounds", "DiscoveredQuantileBins", "PartitionSelection", "TrueCountSelection",
+__all__ = ["DiscoveredLowerBound", "ArgmaxBounds", "tail_pair", "DiscoveredBounds", "DiscoveredQuantileBins", "PartitionSelection", "TrueCountSelection",
            "UnthresholdedSelection", "UnitPartitionSelection", "CandidatesBeforeBounding", "bounds_pair",
            "labels_pair", "unit_labels_pair", "DELTA", "UNIT_DELTA"]
 
@@ -66,6 +66,35 @@ class DiscoveredBounds(_Discovery):
         plan = DiscoveryPlan({"x": "integer"}, budget.epsilon, Fraction(0), bins=self.bins, binning=self.binning)
         column, _ = numeric_domain("x", "integer", rows.astype(np.float64), plan, budget)
         return None if column is None else column.edges
+
+
+class DiscoveredLowerBound(DiscoveredBounds):
+    """The same bounds, seen through one question: is the lower bound above the value :data:`LOW` that sits at
+    the 1/400 quantile in :func:`tail_pair` (a function of the domain, so a valid event)."""
+
+    name = "discovery-lower-bound"
+    summary = "whether a numeric column's DP lower bound lies above a given value (audit adapter)"
+
+    def outcome(self, rows, budget):
+        edges = super().outcome(rows, budget)
+        return None if edges is None else bool(edges[0] > LOW)
+
+
+class _Argmax(PrivacyBudget):
+    """A budget whose selections keep the best-scoring candidate instead of drawing one (the bug)."""
+
+    def _select(self, scores, epsilon, sensitivity) -> int:
+        return int(np.argmax([float(q) for q in scores]))
+
+
+class ArgmaxBounds(DiscoveredLowerBound):
+    """Mutant: the median and the bounds taken as the best-scoring points (the true quantiles), not drawn."""
+
+    name = "mutant-discovery-bounds-true-quantiles"
+
+    def outcome(self, rows, budget):
+        budget.__class__ = type(f"Argmax{type(budget).__name__}", (_Argmax, type(budget)), {})
+        return super().outcome(rows, budget)
 
 
 class DiscoveredQuantileBins(DiscoveredBounds):
@@ -128,6 +157,19 @@ def bounds_pair(epsilon: Fraction) -> list[tuple[str, np.ndarray, np.ndarray]]:
     base = np.resize(np.arange(64, 128), threshold)  # the bin [64, 128), at its threshold
     return [("one row more in a bin at the threshold", base, np.append(base, 100)),
             ("one far outlier more", base, np.append(base, 10 ** 9))]
+
+
+#: The value at the lower tail of :func:`tail_pair`'s column.
+LOW = 64
+
+
+def tail_pair() -> list[tuple[str, np.ndarray, np.ndarray]]:
+    """An integer column whose 1/400 quantile's best point flips with one row: 40 rows of each of 65 … 127 and
+    13 rows of 64.  With N rows, a point c ≤ 64 scores −N/400 and c = 65 scores −|13 − N/400|; at N = 2533 the
+    former wins (13 > N/200), one row of 64 fewer and c = 65 wins.  A draw moves little; taking the best point
+    moves the lower bound from ≤ 64 to 65 every time."""
+    base = np.concatenate([np.repeat(np.arange(LOW + 1, 128), 40), np.full(13, LOW)])
+    return [("one row fewer at the lower tail", base, base[:-1])]
 
 
 def labels_pair(epsilon: Fraction) -> list[tuple[str, np.ndarray, np.ndarray]]:

@@ -31,9 +31,9 @@ from ..privacy import SeededBits, discrete_laplace_variance
 from ..schema import parse_schema
 from .bounds import cp_lower, cp_upper, epsilon_lower_bound
 from .marginal_sets import OverspentMarginals, SeparateMarginals
-from .discovery_steps import (CandidatesBeforeBounding, DiscoveredBounds, DiscoveredQuantileBins, PartitionSelection,
-                              TrueCountSelection, UnitPartitionSelection, UnthresholdedSelection, bounds_pair,
-                              labels_pair, unit_labels_pair)
+from .discovery_steps import (ArgmaxBounds, CandidatesBeforeBounding, DiscoveredBounds, DiscoveredLowerBound,
+                              DiscoveredQuantileBins, PartitionSelection, TrueCountSelection, UnitPartitionSelection,
+                              UnthresholdedSelection, bounds_pair, labels_pair, tail_pair, unit_labels_pair)
 from .units import BoundedUnits, UnboundedUnits, unit_pairs
 from .mutants import MUTANTS
 from .replication import NoisePool, PooledBudget, ReplicatedBudget
@@ -42,6 +42,7 @@ __all__ = ["Case", "AuditResult", "default_cases", "audit", "ALPHA"]
 
 ALPHA = 1e-6  # total false-alarm probability for a correct algorithm, over all cases of one audit
 ADAPTIVE_SHARE = 1 / 20  # fraction of the samples for data-adaptive algorithms (one Python run per sample)
+OUTCOME_SHARE = 1 / 60  # for discovery, whose outcome is a domain (events on it need fewer runs to show)
 
 
 @dataclass(frozen=True)
@@ -240,6 +241,11 @@ def default_cases(algorithms: list[str] | None = None, mutants: bool = True,
     if algorithms is None or "discovery" in algorithms:
         for label, data, neighbour in bounds_pair(epsilon):
             cases.append(Case(f"discovery bounds {label}", DiscoveredBounds(), data, neighbour, epsilon))
+        for label, data, neighbour in tail_pair():
+            cases.append(Case(f"discovery lower bound {label}", DiscoveredLowerBound(), data, neighbour, epsilon))
+        if mutants:
+            label, data, neighbour = tail_pair()[0]
+            cases.append(Case(f"{ArgmaxBounds.name} {label}", ArgmaxBounds(), data, neighbour, epsilon, mutant=True))
         label, data, neighbour = bounds_pair(epsilon)[0]
         cases.append(Case(f"discovery quantile bins {label}", DiscoveredQuantileBins(), data, neighbour, epsilon))
         for label, data, neighbour in labels_pair(epsilon):
@@ -395,12 +401,13 @@ def audit(cases: list[Case], n_select: int = 20_000, n_test: int = 300_000, seed
     """Audit every case with a Bonferroni share alpha / len(cases) of the false-alarm budget.
 
     Data-adaptive algorithms run once per repetition (their later measurements depend on earlier noise), so
-    they get ADAPTIVE_SHARE of the samples; events on the chosen structure keep the audit sharp there.
+    they get ADAPTIVE_SHARE of the samples (discovery, OUTCOME_SHARE); events on the chosen structure keep the
+    audit sharp there.
     """
     results = []
     for i, case in enumerate(cases):
-        slow = case.algorithm.data_adaptive or hasattr(case.algorithm, "outcome")
-        share = ADAPTIVE_SHARE if slow else 1
+        share = OUTCOME_SHARE if hasattr(case.algorithm, "outcome") else (
+            ADAPTIVE_SHARE if case.algorithm.data_adaptive else 1)
         results.append(audit_case(case, alpha / len(cases), max(1000, int(n_select * share)),
                                   max(2000, int(n_test * share)), seed * 1_000_003 + i))
     return results
