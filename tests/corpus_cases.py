@@ -1318,6 +1318,9 @@ def _discover(data: str, *extra: str, code=0, keywords=(), check_files=(), may_c
 _DATES = "\n".join(["2020-01-%02d" % (1 + i % 28) for i in range(2000)] + ["9999-12-31"] * 200) + "\n"
 add("discover_all_null_numeric", _discover("x,y\n,1\n,2\n,3\n", "--columns", "x", code=(0, 1)))
 add("discover_one_row", _discover("x\n5\n", "--columns", "x", code=(0, 1)))
+# Too few rows for the discovered bounds' budget (issue 20's DP-quantile bounds): one data error, charged.
+add("discover_too_few_records", _discover("x\n" + "".join(f"{1 + i % 2000}\n" for i in range(300)), "--columns", "x",
+                                          code=1, keywords=("too few records",), epsilon="1"))
 add("discover_far_off_dates", _discover("d\n" + _DATES, "--columns", "d", code=(0, 1)))
 add("discover_year_one_dates", _discover("d\n" + _DATES.replace("9999-12-31", "0001-01-01"), "--columns", "d",
                                          code=(0, 1)))
@@ -1556,6 +1559,8 @@ for _name, _args, _code, _kw, _data in [
      ("'nosuch'",), GOOD_CSV),
     ("private_unit_without_k", ["schema", "data.csv", "--private", "--epsilon", "1", "--privacy-unit", "sex"], 2,
      ("--max-rows-per-unit",), GOOD_CSV),
+    ("private_lock_timeout_nan", ["schema", "data.csv", "--private", "--epsilon", "1", "--lock-timeout", "nan"], 2,
+     ("--lock-timeout",), GOOD_CSV),
     ("private_missing_input", ["schema", "nosuch.csv", "--private", "--epsilon", "1"], 1, ("nosuch.csv",), None),
     ("private_out_exists", ["schema", "data.csv", "--private", "--epsilon", "1", "-o", "schema.yaml"], 2,
      ("schema.yaml",), GOOD_CSV),
@@ -1720,6 +1725,9 @@ for _name, _args, _code, _kw in [
     ("evaluate_unknown_column", ["evaluate", "data.csv", "-e", "1", "-s", "schema.yaml", "-c", "nosuch"], (1, 2),
      ("'nosuch'",)),
     ("evaluate_unknown_algorithm", _EVAL + ["-e", "1", "-a", "magic"], 2, ("'magic'",)),
+    # In the data but not in the schema: evaluate would have scored a placeholder domain (issue 20).
+    ("evaluate_undeclared_column", ["evaluate", "data.csv", "-e", "1", "-s", "schema.yaml", "-c", "note"], 2,
+     ("'note'", "not declared")),
     ("evaluate_trials_zero", ["evaluate", "data.csv", "-e", "1", "-s", "schema.yaml", "-c", "age", "-k", "0"], 2,
      ("--trials",)),
     ("evaluate_option_superscript", _EVAL + ["-e", "1", "-a", "structurefirst", "--option", "cap=\u00b2"], 2,

@@ -153,6 +153,44 @@ def test_signals_exit_130_or_143_leaving_nothing_partial(tmp_path, signame, code
     assert spent(ledger) == (0 if given_back else Fraction(1, 2))
 
 
+# ``schema --private`` and the Python API spend budget through the same path as ``release`` (execution.charged).
+
+def private_schema_args(out: Path) -> list[str]:
+    return ["schema", str(CENSUS), "--private", "-e", "0.5", "--delta", "1e-6", "-c", "age", "--dataset-id", "census",
+            "-o", str(out)]
+
+
+@pytest.mark.parametrize("point, after, given_back", [("reserved", ["RESERVE"], True),
+                                                       ("read", ["RESERVE", "READ"], False)])
+def test_private_schema_killed_writes_nothing_and_recovery_settles_the_ledger(tmp_path, point, after, given_back):
+    ledger, out = tmp_path / "l.sqlite", tmp_path / "s.yaml"
+    assert run(private_schema_args(out), ledger, fault=point).returncode == -9
+    assert kinds(ledger) == after and not out.exists()
+    assert run(["budget", "recover"], ledger).returncode == 0
+    assert kinds(ledger)[-1] == ("ABORT" if given_back else "FAIL")
+    assert spent(ledger) == (0 if given_back else Fraction(1, 2)) and not out.exists()
+
+
+@pytest.mark.parametrize("signame, code", [("SIGTERM", 143), ("SIGINT", 130)])
+def test_private_schema_signalled_after_reading_exits_with_one_line_and_stays_charged(tmp_path, signame, code):
+    ledger, out = tmp_path / "l.sqlite", tmp_path / "s.yaml"
+    stopped = run(private_schema_args(out), ledger, fault=f"read:{signame}")
+    assert stopped.returncode == code, stopped.stderr
+    assert stopped.stderr.count("\n") == 1 and stopped.stderr.startswith("Error: ") and "Traceback" not in stopped.stderr
+    assert not out.exists() and kinds(ledger)[-1] == "FAIL" and spent(ledger) == Fraction(1, 2)
+
+
+def test_python_api_killed_after_reading_stays_charged_and_recovers(tmp_path):
+    ledger, out = tmp_path / "l.sqlite", tmp_path / "out"
+    code = (f"import dphist; r = dphist.release({str(CENSUS)!r}, '0.5', {str(SCHEMA)!r}, columns='sex', "
+            f"ledger={str(ledger)!r}, dataset_id='census'); r.write({str(out)!r})")
+    env = {**os.environ, "DPHIST_FAULT_AT": "read"}
+    assert subprocess.run([sys.executable, "-c", code], env=env, cwd=ROOT, timeout=300).returncode == -9
+    assert kinds(ledger) == ["RESERVE", "READ"] and not out.exists()
+    assert run(["budget", "recover"], ledger).returncode == 0
+    assert kinds(ledger)[-1] == "FAIL" and spent(ledger) == Fraction(1, 2)
+
+
 def test_a_signal_during_the_commit_is_held_until_the_release_is_in_place(tmp_path):
     ledger, out = tmp_path / "l.sqlite", tmp_path / "out"
     stopped = run(release_args(out), ledger, fault="committed:SIGTERM")
