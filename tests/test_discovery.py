@@ -278,3 +278,19 @@ def test_the_number_of_candidate_labels_is_not_published():
     result = dphist.release(frame, "1", columns="kind", delta="1e-6", seed=0)
     (step,) = [s for s in result.report["discovery"]["steps"] if "partition selection" in s["what"]]
     assert step["noisy_values"] is None and "38" not in json.dumps(result.report)
+
+
+def test_report_and_ledger_agree_on_delta_when_a_csv_column_turns_out_numeric(tmp_path):
+    """δ is reserved for discovery before reading; a CSV column chosen as a number uses none of it.  The report
+    states what the ledger charged (delta_spent) and what partition selection used (delta_used)."""
+    from dphist.ledger import Ledger
+
+    data = tmp_path / "d.csv"
+    data.write_text("x\n" + "".join(f"{i % 500}\n" for i in range(20_000)))
+    ledger = tmp_path / "l.sqlite"
+    result = dphist.release(str(data), "1", delta="1e-6", columns="x", ledger=str(ledger), dataset_id="d")
+    report = result.report
+    assert report["discovery"]["columns"][0]["type"]["chosen"] == "integer"
+    (row,) = Ledger(ledger).status("d")
+    assert report["delta_spent"] == row["delta_spent"] == "0.000001"
+    assert report["delta_used"] == "0" and report["epsilon_spent"] == row["epsilon_spent"] == "1"
