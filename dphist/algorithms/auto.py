@@ -105,7 +105,7 @@ class Auto(Algorithm):
     def run(self, counts: np.ndarray, budget: PrivacyBudget, columns=None) -> Estimate:
         if len(_unordered_axes(columns)) == counts.ndim:
             # Every column categorical: the choice is identity whatever the total, so no total is measured.
-            choice = self.choose(counts.shape, budget.epsilon, 0.0, columns)
+            choice = self.choose(counts.shape, budget.amount, 0.0, columns)
             estimate = get_algorithm(choice["chosen"]).run(counts, budget, columns)
             estimate.choices = {"algorithm_choice": choice, **estimate.choices}
             estimate.structure = {"algorithm": choice["chosen"], **estimate.structure}
@@ -113,17 +113,17 @@ class Auto(Algorithm):
         # measure: the table's total, with a share of ε
         share = self.params["total_share"]
         for_total, rest = budget.split([share, 1 - share])
-        noisy_total, _ = for_total.laplace(np.asarray(counts.sum()), 1, for_total.epsilon,
+        noisy_total, _ = for_total.laplace(np.asarray(counts.sum()), 1, for_total.amount,
                                            "the table's total (read by the choice of algorithm)",
                                            composition="one query")
         # select: the algorithm, from public facts and the noisy total (post-processing)
-        per_record = 1 / rest.scale(1, rest.epsilon)
+        per_record = 1 / rest.scale(1, rest.amount)
         choice = self.choose(counts.shape, per_record, float(noisy_total), columns)
         name = choice["chosen"]
         # run it on the rest of the budget
         estimate = self.instance(name, counts.shape, per_record, float(noisy_total)).run(counts, rest, columns)
         estimate.choices = {"algorithm_choice": {**choice, "noisy_total": int(noisy_total),
-                                                 "epsilon_for_total": format_fraction(for_total.epsilon)},
+                                                 "epsilon_for_total": format_fraction(for_total.amount)},
                             **estimate.choices}
         estimate.structure = {"algorithm": name, **estimate.structure}
         return estimate

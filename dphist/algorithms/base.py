@@ -80,7 +80,8 @@ class Algorithm(ABC):
 
     @abstractmethod
     def run(self, counts: np.ndarray, budget: PrivacyBudget, columns=None) -> Estimate:
-        """Publish ``counts`` (int64, any shape) measuring only through ``budget``: ε-DP for ε = budget.epsilon.
+        """Publish ``counts`` (int64, any shape) measuring only through ``budget``: ε-DP for ε = budget.amount on
+        a pure budget, ρ-zCDP for ρ = budget.amount on a zCDP one.
 
         ``columns``, when given, are the table's public column declarations (one per axis), e.g. for a
         declared category hierarchy.

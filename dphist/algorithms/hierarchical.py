@@ -98,7 +98,7 @@ class _TreeMethod(Algorithm):
         variances: list[float] = [math.inf] * tree.levels
         for level, part in zip(measured, level_budgets):
             noisy[level], record = part.laplace(
-                sums[level], 1, part.epsilon, f"tree level {level} ({tree.sizes[level]} nodes)",
+                sums[level], 1, part.amount, f"tree level {level} ({tree.sizes[level]} nodes)",
                 composition="parallel over the level's disjoint nodes; levels add up sequentially")
             variances[level] = record.noise_variance
 

@@ -1,7 +1,8 @@
-"""Identity: discrete Laplace noise on every cell (algorithms.md §1.1–1.2).
+"""Identity: noise on every cell (algorithms.md §1.1–1.3).
 
     select:   the identity queries, one per cell (zeros included)
-    measure:  y = x + DLap(Δ/ε) with Δ = 1 (one record changes one cell by 1 under add/remove)
+    measure:  y = x + noise; one record changes one cell by 1 under add/remove, so Δ₁ = Δ₂ = 1:
+              discrete Laplace of scale 1/ε (pure ε) or discrete Gaussian of variance 1/(2ρ) (zCDP)
     infer:    x̂ = y (the identity is its own least-squares inverse)
 """
 
@@ -9,20 +10,21 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..privacy import PrivacyBudget, discrete_laplace_halfwidth
+from ..privacy import PrivacyBudget
 from .base import Algorithm, Estimate
 
-SENSITIVITY = 1  # L1, add/remove of one record, one table
+L1 = 1  # add/remove of one record changes one cell by 1
+L2_SQUARED = 1
 
 
 class Identity(Algorithm):
     name = "identity"
-    summary = "discrete Laplace noise on every cell; best for point queries and small domains"
+    summary = "noise on every cell (Laplace, or Gaussian under zCDP); best for point queries and small domains"
 
     def run(self, counts: np.ndarray, budget: PrivacyBudget, columns=None) -> Estimate:
-        noisy, record = budget.laplace(counts, SENSITIVITY, budget.epsilon, "every cell")
+        noisy, record = budget.measure(counts, L1, L2_SQUARED, budget.amount, "every cell")
         return Estimate(
             values=noisy.astype(np.float64),
             variance=np.full(counts.shape, record.noise_variance),
-            halfwidth=np.full(counts.shape, discrete_laplace_halfwidth(record.scale)),
+            halfwidth=np.full(counts.shape, record.halfwidth()),
         )

@@ -98,7 +98,7 @@ class NoiseFirst(Algorithm):
     def run(self, counts: np.ndarray, budget: PrivacyBudget, columns=None) -> Estimate:
         self.check_shape(counts.shape)
         # measure: every cell, with all of ε
-        noisy, record = budget.laplace(counts, 1, budget.epsilon, "every cell")
+        noisy, record = budget.laplace(counts, 1, budget.amount, "every cell")
         # infer: the bucketing is post-processing of the noisy cells
         sigma2 = record.noise_variance
         n = counts.shape[0]
@@ -296,10 +296,10 @@ class DPCube(Algorithm):
         if self.params["block"] == "auto":
             share = self.params["total_share"]
             for_total, rest = budget.split([share, 1 - share])
-            noisy_total, _ = for_total.laplace(np.asarray(counts.sum()), 1, for_total.epsilon,
+            noisy_total, _ = for_total.laplace(np.asarray(counts.sum()), 1, for_total.amount,
                                                "the grand total (to choose the phase-1 block size)",
                                                composition="one query")
-            block = self.auto_block(float(noisy_total), counts.shape, 1 / budget.scale(1, budget.epsilon))
+            block = self.auto_block(float(noisy_total), counts.shape, 1 / budget.scale(1, budget.amount))
         else:
             block = tuple(min(self.params["block"], n) for n in counts.shape)
         alpha = self.params["alpha"]
@@ -308,10 +308,10 @@ class DPCube(Algorithm):
         coarse = _coarsen(counts, edges)
 
         # measure: phase 1, every block of cells
-        cells, record = first.laplace(coarse, 1, first.epsilon,
+        cells, record = first.laplace(coarse, 1, first.amount,
                                       "phase 1: every block of cells (blocks of a size chosen beforehand)")
         sigma1 = record.noise_variance
-        sigma2 = discrete_laplace_variance(second.scale(1, second.epsilon))
+        sigma2 = discrete_laplace_variance(second.scale(1, second.amount))
 
         # select: the k-d partition of the noisy blocks (post-processing of phase 1)
         leaves = self.partition(cells, sigma1, sigma2)
@@ -322,7 +322,7 @@ class DPCube(Algorithm):
 
         # measure: phase 2, every partition's total (partitions are disjoint: one record moves one total by 1)
         totals = np.bincount(flat, weights=coarse.ravel(), minlength=len(leaves)).round().astype(np.int64)
-        noisy_totals, _ = second.laplace(totals, 1, second.epsilon,
+        noisy_totals, _ = second.laplace(totals, 1, second.amount,
                                          "phase 2: the total of every partition (chosen from phase 1)")
 
         # infer: combine the two estimates of each partition, then spread blocks over their cells

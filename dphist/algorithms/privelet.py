@@ -218,7 +218,7 @@ class Privelet(Algorithm):
         sensitivity = int(np.prod([a.sensitivity for a in axes]))
 
         # measure: every coefficient at once, with its weighted scale
-        noisy, record = budget.laplace_weighted(coefficients, relative, sensitivity, budget.epsilon,
+        noisy, record = budget.laplace_weighted(coefficients, relative, sensitivity, budget.amount,
                                                 "wavelet coefficients (weighted by their scale factors)",
                                                 composition="one measurement of all coefficients; its weighted L1 "
                                                             "sensitivity is the product of the per-column factors")

@@ -115,13 +115,13 @@ class StructureFirst(Algorithm):
     def run(self, counts: np.ndarray, budget: PrivacyBudget, columns=None) -> Estimate:
         self.check_shape(counts.shape)
         n, F = counts.shape[0], self.params["cap"]
-        cuts, k, share = self.plan(n, 1 / budget.scale(1, budget.epsilon))  # the proxy reads ε per record
+        cuts, k, share = self.plan(n, 1 / budget.scale(1, budget.amount))  # the proxy reads ε per record
 
         # select: k − 1 boundaries by the exponential mechanism (none when k = 1: the plan is public)
         if k > 1:
             for_structure, for_totals = budget.split([share, 1 - share])
             draws = for_structure.selection(
-                k - 1, for_structure.epsilon, 2 * F + 1 + 2 * score_rounding_bound(n, F, k),
+                k - 1, for_structure.amount, 2 * F + 1 + 2 * score_rounding_bound(n, F, k),
                 f"bucket boundaries: {k - 1} permute-and-flip draws, on counts clipped to [0, {F}] (score "
                 f"sensitivity 2F + 1 plus the float64 rounding bound)")
             chosen = self.boundaries(self.scores(counts, cuts, k), cuts.size - 1, k, draws.choose)
@@ -130,14 +130,14 @@ class StructureFirst(Algorithm):
         edges = cuts[np.array(chosen)]
 
         # measure: every bucket's total (buckets are disjoint, so one record moves one total by 1)
-        noisy, _ = for_totals.laplace(np.add.reduceat(counts, edges[:-1]), 1, for_totals.epsilon,
+        noisy, _ = for_totals.laplace(np.add.reduceat(counts, edges[:-1]), 1, for_totals.amount,
                                       f"the total of each of the {k} buckets")
 
         # infer: spread each bucket's noisy total evenly over its cells
         sizes = np.diff(edges)
         values = np.repeat(noisy / sizes, sizes).astype(np.float64)
         structure = {"cap": F, "buckets": k, "candidate_boundaries": int(cuts.size),
-                     "structure_epsilon": str(share * budget.epsilon)}
+                     "structure_epsilon": str(share * budget.amount)}
         return Estimate(values=values, structure=structure,
                         choices={"buckets": k, "boundaries": [int(c) for c in edges[1:-1]]})
 

@@ -4,11 +4,11 @@ rest of dphist draws noise (``budget.PrivacyBudget``)."""
 from .amounts import (MAX_EPSILON, MIN_EPSILON, exact_fraction, format_fraction, parse_delta, parse_epsilon,
                       parse_share)
 from .bits import BitSource, SeededBits, SystemBits, bit_source
-from .budget import BudgetExceeded, Draw, PrivacyBudget, Selection, split_shares
+from .budget import BudgetExceeded, Draw, PrivacyBudget, Selection, ZCDPBudget, epsilon_within, split_shares
 from .measurement import Measurement
 from .samplers import discrete_laplace_halfwidth, discrete_laplace_pmf, discrete_laplace_variance
 
 __all__ = ["MAX_EPSILON", "MIN_EPSILON", "BitSource", "BudgetExceeded", "Draw", "Measurement", "PrivacyBudget",
-           "SeededBits", "Selection", "SystemBits", "bit_source", "discrete_laplace_halfwidth", "discrete_laplace_pmf",
+           "SeededBits", "Selection", "SystemBits", "ZCDPBudget", "epsilon_within", "bit_source", "discrete_laplace_halfwidth", "discrete_laplace_pmf",
            "discrete_laplace_variance", "exact_fraction", "format_fraction", "parse_delta", "parse_epsilon",
            "parse_share", "split_shares"]

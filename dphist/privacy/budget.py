@@ -4,20 +4,33 @@ A :class:`PrivacyBudget` is made once per release from the exact total (ε, δ),
 rows the protected unit may change (``factor``: 1 for one record, K for a privacy unit bounded to K rows, K·c for
 a group of c such units).  Algorithms receive a budget and call it:
 
-    split(shares)                        child budgets; their ε (and δ) add up exactly to what this one had left
-    laplace(answers, Δ, ε, what)         answers + discrete Laplace noise of scale factor·Δ/ε      (ε-DP)
-    laplace_weighted(answers, g, Δ, ε)   answer i + noise of scale g_i·factor·Δ/ε                  (ε-DP when
-                                         Σ_i |Δanswer_i| / g_i <= Δ)
-    selection(k, ε, Δ, what).choose(q)   k permute-and-flip draws at ε/k each on scores of sensitivity
-                                         factor·Δ                                                  (ε-DP)
+    split(shares)                          child budgets; their amounts (and δ) add up exactly to what this
+                                           one had left
+    measure(answers, Δ₁, Δ₂², a, what)     answers + the definition's noise for linear queries: discrete Laplace
+                                           of scale factor·Δ₁/ε (pure), discrete Gaussian of variance
+                                           factor²·Δ₂²/(2ρ) (zCDP)
+    measure_weighted(answers, g, ...)      the same with a relative scale g_i per answer
+    laplace(answers, Δ₁, a, what)          discrete Laplace noise in any definition
+    gaussian(answers, Δ₂², ρ, what)        discrete Gaussian noise (zCDP budgets only)
+    selection(k, a, Δ, what).choose(q)     k permute-and-flip draws on scores of sensitivity factor·Δ
 
-``Δ`` is always the sensitivity under one record; the budget multiplies it by ``factor`` (group privacy), so no
-algorithm handles privacy units.  Every call checks, before drawing, that its ε and δ fit in what is left, and
-records a :class:`~dphist.privacy.measurement.Measurement`; ``measurements`` lists them in the order drawn,
-children's where they were split off, and ``spent`` adds them up.  Nothing else in dphist adds up budgets.
+An *amount* ``a`` is in the budget's own unit (``definition``): ε for a pure budget (:class:`PrivacyBudget`), ρ for
+a zCDP one (:class:`ZCDPBudget`).  Algorithms only split by shares and measure with the amount of their part
+(``part.amount``), so the same plan runs in either definition; an algorithm that has a better strategy under L2
+noise reads ``budget.noise``.
 
-Definitions: today every budget is pure ε (δ only for partition selection, which is (ε, δ)-DP).  A zCDP or
-approximate-DP budget is another subclass with the same calls, converting each step's cost into its own unit.
+Costs (the proofs are one line each; privacy-engineering.md §1.3, CKS20):
+* Laplace of scale Δ₁/ε on answers of L1 sensitivity Δ₁: ε-DP, hence ε²/2-zCDP (Bun and Steinke 2016, Prop. 1.4).
+  In a zCDP budget an amount ρ buys ε = √(2ρ) rounded down to a rational, so the noise is never smaller than ρ
+  pays for.
+* Discrete Gaussian of variance parameter σ² on answers of L2 sensitivity Δ₂: Δ₂²/(2σ²)-zCDP (CKS20, Thm. 4).
+* k permute-and-flip draws, each ε_d-DP: kε_d (pure) or k·ε_d²/2 (zCDP) sequentially.
+
+``Δ`` is always the sensitivity under one record; the budget multiplies it by ``factor`` (group privacy: a unit
+of K rows changes L1 and L2 norms by at most K times as much), so no algorithm handles privacy units.  Every call
+checks, before drawing, that its amount (and δ) fit in what is left, and records a
+:class:`~dphist.privacy.measurement.Measurement`; ``measurements`` lists them in the order drawn, children's where
+they were split off, and ``spent`` adds up their cost in the budget's unit.  Nothing else in dphist adds up budgets.
 """
 
 from __future__ import annotations
@@ -25,15 +38,16 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from fractions import Fraction
+import math
 from typing import Union
 
 import numpy as np
 
 from .bits import BitSource
-from .measurement import LAPLACE, SELECTION, Measurement
+from .measurement import GAUSSIAN, LAPLACE, SELECTION, Measurement
 from .samplers import checked_scale, discrete_laplace, permute_and_flip
 
-__all__ = ["PrivacyBudget", "Selection", "BudgetExceeded", "Draw", "split_shares"]
+__all__ = ["PrivacyBudget", "ZCDPBudget", "Selection", "BudgetExceeded", "Draw", "split_shares", "epsilon_within"]
 
 
 class BudgetExceeded(RuntimeError):
@@ -69,12 +83,18 @@ Entry = Union[Measurement, "PrivacyBudget"]
 
 
 class PrivacyBudget:
-    """An exact (ε, δ) budget with its bit source and protected-unit factor (see the module docstring)."""
+    """An exact pure-ε budget (with a δ for partition selection), its bit source and the protected unit's factor
+    (see the module docstring).  Amounts are ε."""
+
+    #: The unit of every amount: "pure" (ε; δ only where partition selection needs it) or "zcdp" (ρ).
+    definition = "pure"
+    #: The noise this definition measures linear queries with (:meth:`measure`).
+    noise = "laplace"
 
     def __init__(self, epsilon, delta=0, *, bits: BitSource, factor: int = 1, trace: list | None = None):
-        self.epsilon, self.delta = Fraction(epsilon), Fraction(delta)
-        if self.epsilon <= 0 or self.delta < 0:
-            raise ValueError(f"a budget needs epsilon > 0 and delta >= 0, got {self.epsilon}, {self.delta}")
+        self.amount, self.delta = Fraction(epsilon), Fraction(delta)
+        if self.amount <= 0 or self.delta < 0:
+            raise ValueError(f"a budget needs a positive amount and delta >= 0, got {self.amount}, {self.delta}")
         if isinstance(factor, bool) or int(factor) != factor or factor < 1:
             raise ValueError(f"the protected unit's factor must be a whole number >= 1, got {factor!r}")
         self.factor = int(factor)
@@ -84,6 +104,11 @@ class PrivacyBudget:
         self._used = (Fraction(0), Fraction(0))
 
     # -- what is left, what was spent ----------------------------------------------------------------------------
+
+    @property
+    def epsilon(self) -> Fraction:
+        """The whole budget's ε (a pure budget's amount)."""
+        return self.amount
 
     @property
     def bits(self) -> BitSource:
@@ -97,8 +122,8 @@ class PrivacyBudget:
 
     @property
     def remaining(self) -> Fraction:
-        """The ε not yet measured with or split off."""
-        return self.epsilon - self._used[0]
+        """The amount not yet measured with or split off."""
+        return self.amount - self._used[0]
 
     @property
     def remaining_delta(self) -> Fraction:
@@ -112,51 +137,61 @@ class PrivacyBudget:
             out.extend(entry.measurements if isinstance(entry, PrivacyBudget) else [entry])
         return out
 
+    def cost(self, measurement: Measurement) -> Fraction:
+        """What a measurement cost in this budget's unit."""
+        return measurement.epsilon
+
     @property
     def spent(self) -> Fraction:
-        """The ε of every measurement made (a child's unspent ε is not spent)."""
-        return sum((m.epsilon for m in self.measurements), Fraction(0))
+        """The amount of every measurement made, in the budget's unit (a child's unspent part is not spent)."""
+        return sum((self.cost(m) for m in self.measurements), Fraction(0))
 
     @property
     def spent_delta(self) -> Fraction:
         return sum((m.delta for m in self.measurements), Fraction(0))
 
-    def scale(self, sensitivity, epsilon) -> Fraction:
-        """The discrete Laplace scale factor·Δ/ε a measurement of one-record sensitivity Δ at ε gets."""
-        return self.factor * Fraction(sensitivity) / Fraction(epsilon)
+    def laplace_epsilon(self, amount) -> Fraction:
+        """The ε a Laplace measurement or a selection gets for ``amount`` (a pure budget's amount is ε)."""
+        return Fraction(amount)
+
+    def scale(self, sensitivity, amount) -> Fraction:
+        """The discrete Laplace scale factor·Δ/ε a measurement of one-record sensitivity Δ gets for ``amount``."""
+        return self.factor * Fraction(sensitivity) / self.laplace_epsilon(amount)
 
     # -- dividing the budget -------------------------------------------------------------------------------------
 
     def split(self, shares: Sequence, delta_shares: Sequence | None = None) -> list[PrivacyBudget]:
         """Child budgets in proportion to positive ``shares`` (δ in proportion to ``delta_shares``, which may hold
         zeros, else to ``shares``); together they take everything this budget has left, exactly."""
-        eps_parts = split_shares(self.remaining, shares)
-        if delta_shares is not None and len(delta_shares) != len(eps_parts):
+        parts = split_shares(self.remaining, shares)
+        if delta_shares is not None and len(delta_shares) != len(parts):
             raise ValueError("delta_shares must have one share per part")
         delta_left = self.remaining_delta
         if delta_left == 0:
-            delta_parts = [Fraction(0)] * len(eps_parts)
+            delta_parts = [Fraction(0)] * len(parts)
         else:
             delta_parts = split_shares(delta_left, delta_shares if delta_shares is not None else shares, allow_zero=True)
-        self._claim(sum(eps_parts, Fraction(0)), sum(delta_parts, Fraction(0)), "split")
-        children = [self._child(e, d) for e, d in zip(eps_parts, delta_parts)]
+        self._claim(sum(parts, Fraction(0)), sum(delta_parts, Fraction(0)), "split")
+        children = [self._child(a, d) for a, d in zip(parts, delta_parts)]
         self._entries.extend(children)
         return children
 
-    def _child(self, epsilon: Fraction, delta: Fraction) -> PrivacyBudget:
+    def _child(self, amount: Fraction, delta: Fraction) -> PrivacyBudget:
         child = object.__new__(type(self))
         child.__dict__.update(self.__dict__)
-        child.epsilon, child.delta = epsilon, delta
+        child.amount, child.delta = amount, delta
         child._entries, child._used = [], (Fraction(0), Fraction(0))
         return child
 
-    def _claim(self, epsilon: Fraction, delta: Fraction, what: str) -> None:
-        if not epsilon > 0:
-            raise BudgetExceeded(f"{what}: epsilon must be positive, got {epsilon}")
-        if epsilon > self.remaining or delta > self.remaining_delta or delta < 0:
-            raise BudgetExceeded(f"{what}: asks for epsilon {epsilon}, delta {delta} with only epsilon "
+    def _claim(self, amount: Fraction, delta: Fraction, what: str) -> None:
+        if not amount > 0:
+            raise BudgetExceeded(f"{what}: the amount must be positive, got {amount}")
+        if amount > self.remaining or delta > self.remaining_delta or delta < 0:
+            raise BudgetExceeded(f"{what}: asks for {self._unit} {amount}, delta {delta} with only {self._unit} "
                                  f"{self.remaining}, delta {self.remaining_delta} left")
-        self._used = (self._used[0] + epsilon, self._used[1] + delta)
+        self._used = (self._used[0] + amount, self._used[1] + delta)
+
+    _unit = "epsilon"
 
     def _record(self, measurement: Measurement) -> Measurement:
         self._entries.append(measurement)
@@ -176,38 +211,62 @@ class PrivacyBudget:
         """Exact discrete Laplace noise of ``scale`` for answers of ``shape``, with the leading ``repetitions``."""
         return discrete_laplace(scale, self.repetitions + tuple(shape), self._bits)
 
+    def _gaussian_noise(self, sigma2: Fraction, shape: tuple[int, ...]) -> np.ndarray:
+        """Exact discrete Gaussian noise of variance parameter ``sigma2``, with the leading ``repetitions``."""
+        from .samplers import discrete_gaussian  # noqa: PLC0415  (added beside the Laplace sampler)
+        return discrete_gaussian(sigma2, self.repetitions + tuple(shape), self._bits)
+
     def _select(self, scores, epsilon: Fraction, sensitivity: Fraction) -> int:
         return permute_and_flip(scores, epsilon, sensitivity, self._bits)
 
-    def laplace(self, answers, sensitivity, epsilon, what: str, composition: str = "parallel over disjoint cells",
+    def _costs(self, epsilon: Fraction, amount: Fraction) -> dict:
+        """The cost fields of a Laplace or selection record that paid ``amount`` for ``epsilon``."""
+        return {"epsilon": epsilon}
+
+    def measure(self, answers, l1, l2_squared, amount, what: str,
+                composition: str = "parallel over disjoint cells") -> tuple[np.ndarray, Measurement]:
+        """``answers`` (integers) + this definition's noise for linear queries of one-record L1 sensitivity ``l1``
+        and squared L2 sensitivity ``l2_squared``: discrete Laplace of scale factor·Δ₁/ε here."""
+        return self.laplace(answers, l1, amount, what, composition=composition)
+
+    def measure_weighted(self, answers, relative, l1, l2_squared, amount, what: str,
+                         composition: str) -> tuple[np.ndarray, Measurement]:
+        """Answer i + this definition's noise with relative scale ``relative[i]``: Laplace of scale g_i·factor·Δ₁/ε
+        here, ε-DP when Σ_i |Δanswer_i| / g_i <= Δ₁ for one record (g_i whole numbers >= 1)."""
+        return self.laplace_weighted(answers, relative, l1, amount, what, composition=composition)
+
+    def laplace(self, answers, sensitivity, amount, what: str, composition: str = "parallel over disjoint cells",
                 delta=0, publish_count: bool = True) -> tuple[np.ndarray, Measurement]:
         """``answers`` (integers) + exact discrete Laplace noise of scale factor·Δ/ε, with Δ = ``sensitivity`` the
-        L1 sensitivity of the answers under one record.  ε-DP for the protected unit.  ``delta`` is charged as
-        well where a later step (partition selection's threshold) makes the whole (ε, δ)-DP;
-        ``publish_count=False`` leaves the number of answers out of the report (it depends on the data)."""
+        L1 sensitivity of the answers under one record and ε what ``amount`` buys.  ε-DP for the protected unit.
+        ``delta`` is charged as well where a later step (partition selection's threshold) makes the whole
+        (ε, δ)-DP; ``publish_count=False`` leaves the number of answers out of the report (it depends on the
+        data)."""
         answers = _integers(answers, what)
-        epsilon, delta = _epsilon(epsilon, what), Fraction(delta)
-        scale = checked_scale(self.scale(_positive(sensitivity, what), epsilon))  # refused before paying
-        self._claim(epsilon, delta, what)
+        amount, delta = _amount(amount, what), Fraction(delta)
+        epsilon = self.laplace_epsilon(amount)
+        scale = checked_scale(self.factor * _positive(sensitivity, what) / epsilon)  # refused before paying
+        self._claim(amount, delta, what)
         noisy = answers + self._noise(scale, answers.shape)
         self._traced(Draw(what, noisy.astype(np.float64), np.float64(scale)))
         record = Measurement(what=what, mechanism=LAPLACE, sensitivity=self.factor * Fraction(sensitivity),
-                             scale=scale, epsilon=epsilon, delta=delta,
-                             queries=int(answers.size) if publish_count else None, composition=composition)
+                             scale=scale, delta=delta, queries=int(answers.size) if publish_count else None,
+                             composition=composition, **self._costs(epsilon, amount))
         return noisy, self._record(record)
 
-    def laplace_weighted(self, answers, relative, sensitivity, epsilon, what: str,
+    def laplace_weighted(self, answers, relative, sensitivity, amount, what: str,
                          composition: str) -> tuple[np.ndarray, Measurement]:
         """Answer i + noise of scale b·relative[i], b = factor·Δ/ε.  ε-DP when Σ_i |Δanswer_i| / relative[i] <= Δ
         for one record (a weighted sensitivity).  ``relative`` holds positive whole numbers."""
         answers = _integers(answers, what)
-        epsilon = _epsilon(epsilon, what)
-        base = self.scale(_positive(sensitivity, what), epsilon)
+        amount = _amount(amount, what)
+        epsilon = self.laplace_epsilon(amount)
+        base = self.factor * _positive(sensitivity, what) / epsilon
         relative = np.broadcast_to(np.asarray(relative), answers.shape)
         if np.any(relative < 1) or np.any(relative != np.round(relative)):
             raise ValueError(f"{what}: relative scales must be whole numbers >= 1")
         checked_scale(base * int(relative.max(initial=1)))  # the largest scale, refused before paying
-        self._claim(epsilon, Fraction(0), what)
+        self._claim(amount, Fraction(0), what)
         noise = np.zeros(self.repetitions + answers.shape, dtype=np.int64)
         for factor in np.unique(relative):
             where = relative == factor
@@ -215,27 +274,130 @@ class PrivacyBudget:
         noisy = answers + noise
         self._traced(Draw(what, noisy.astype(np.float64), float(base) * relative.astype(np.float64)))
         record = Measurement(what=what, mechanism=LAPLACE, sensitivity=self.factor * Fraction(sensitivity),
-                             scale=base, epsilon=epsilon, queries=int(answers.size), composition=composition)
+                             scale=base, queries=int(answers.size), composition=composition,
+                             **self._costs(epsilon, amount))
         return noisy, self._record(record)
 
-    def selection(self, count: int, epsilon, sensitivity, what: str,
+    def gaussian(self, answers, l2_squared, amount, what: str, composition: str = "parallel over disjoint cells"):
+        """Discrete Gaussian noise: only a zCDP budget has it."""
+        raise BudgetExceeded(f"{what}: Gaussian noise needs a zCDP budget (this one is pure epsilon)")
+
+    def gaussian_weighted(self, answers, relative, l2_squared, amount, what: str, composition: str):
+        raise BudgetExceeded(f"{what}: Gaussian noise needs a zCDP budget (this one is pure epsilon)")
+
+    def selection(self, count: int, amount, sensitivity, what: str,
                   composition: str | None = None) -> Selection:
-        """``count`` exponential-mechanism draws (permute-and-flip) at ε/count each, for scores whose sensitivity
-        under one record is Δ (times ``factor`` for the protected unit).  The whole ε is charged now."""
+        """``count`` exponential-mechanism draws (permute-and-flip) for scores whose sensitivity under one record
+        is Δ (times ``factor`` for the protected unit), each ε_d-DP with ε_d what amount/count buys.  The whole
+        amount is charged now."""
         if isinstance(count, bool) or int(count) != count or count < 1:
             raise ValueError(f"{what}: a selection needs at least one draw")
-        epsilon = _epsilon(epsilon, what)
+        amount = _amount(amount, what)
+        per_draw = self.laplace_epsilon(amount / count)
         sensitivity = self.factor * _positive(sensitivity, what)
-        self._claim(epsilon, Fraction(0), what)
+        self._claim(amount, Fraction(0), what)
         record = self._record(Measurement(
-            what=what, mechanism=SELECTION, sensitivity=sensitivity, scale=2 * sensitivity * count / epsilon,
-            epsilon=epsilon, queries=int(count),
+            what=what, mechanism=SELECTION, sensitivity=sensitivity, scale=2 * sensitivity / per_draw,
+            queries=int(count), **self._costs(per_draw * count, amount),
             composition=composition or ("one draw" if count == 1 else f"sequential over the {count} draws")))
         return Selection(self, record, int(count))
 
-    def choose(self, scores, epsilon, sensitivity, what: str) -> int:
-        """One permute-and-flip draw at ε: the index of a candidate, higher scores likelier."""
-        return self.selection(1, epsilon, sensitivity, what).choose(scores)
+    def choose(self, scores, amount, sensitivity, what: str) -> int:
+        """One permute-and-flip draw for ``amount``: the index of a candidate, higher scores likelier."""
+        return self.selection(1, amount, sensitivity, what).choose(scores)
+
+
+class ZCDPBudget(PrivacyBudget):
+    """An exact ρ-zCDP budget (Bun and Steinke 2016): amounts are ρ, linear queries get discrete Gaussian noise.
+
+    Laplace measurements and selections keep working (data-adaptive algorithms use them): an amount ρ buys
+    ε = √(2ρ) rounded down.  There is no δ: a step that needs one (partition selection) is refused."""
+
+    definition = "zcdp"
+    noise = "gaussian"
+    _unit = "rho"
+
+    def __init__(self, rho, *, bits: BitSource, factor: int = 1, trace: list | None = None):
+        super().__init__(rho, 0, bits=bits, factor=factor, trace=trace)
+
+    @property
+    def epsilon(self) -> Fraction:
+        raise AttributeError("a zCDP budget has no epsilon: its amount is rho")
+
+    @property
+    def rho(self) -> Fraction:
+        return self.amount
+
+    def cost(self, measurement: Measurement) -> Fraction:
+        return measurement.rho
+
+    def laplace_epsilon(self, amount) -> Fraction:
+        """The largest ε with ε²/2 <= ρ among rationals of denominator 10⁹ (so ε-DP steps cost at most ρ)."""
+        return epsilon_within(Fraction(amount))
+
+    def _costs(self, epsilon: Fraction, amount: Fraction) -> dict:
+        return {"epsilon": epsilon, "rho": amount}
+
+    def laplace(self, answers, sensitivity, amount, what: str, composition: str = "parallel over disjoint cells",
+                delta=0, publish_count: bool = True):
+        if Fraction(delta) != 0:
+            raise BudgetExceeded(f"{what}: a zCDP budget has no delta for an (epsilon, delta) step")
+        return super().laplace(answers, sensitivity, amount, what, composition, 0, publish_count)
+
+    def measure(self, answers, l1, l2_squared, amount, what: str, composition: str = "parallel over disjoint cells"):
+        """``answers`` + discrete Gaussian noise of variance parameter σ² = factor²·Δ₂²/(2ρ): ρ-zCDP."""
+        return self.gaussian(answers, l2_squared, amount, what, composition)
+
+    def measure_weighted(self, answers, relative, l1, l2_squared, amount, what: str, composition: str):
+        """Answer i + discrete Gaussian noise of variance parameter σ²·g_i², σ² = factor²·Δ₂²/(2ρ): ρ-zCDP when
+        Σ_i (Δanswer_i / g_i)² <= Δ₂² for one record."""
+        return self.gaussian_weighted(answers, relative, l2_squared, amount, what, composition)
+
+    def gaussian(self, answers, l2_squared, amount, what: str, composition: str = "parallel over disjoint cells"):
+        """``answers`` (integers) + exact discrete Gaussian noise of variance parameter σ² = factor²·Δ₂²/(2ρ), with
+        Δ₂² = ``l2_squared`` the squared L2 sensitivity of the answers under one record: ρ-zCDP (CKS20, Thm. 4)."""
+        return self.gaussian_weighted(answers, 1, l2_squared, amount, what, composition)
+
+    def gaussian_weighted(self, answers, relative, l2_squared, amount, what: str, composition: str):
+        answers = _integers(answers, what)
+        amount = _amount(amount, what)
+        l2_squared = _positive(l2_squared, what)
+        sigma2 = Fraction(self.factor) ** 2 * l2_squared / (2 * amount)
+        relative = np.broadcast_to(np.asarray(relative, dtype=np.float64), answers.shape)
+        if not np.all(np.isfinite(relative)) or np.any(relative <= 0):
+            raise ValueError(f"{what}: relative scales must be positive and finite")
+        levels = np.unique(relative)
+        largest = sigma2 * Fraction(float(levels.max(initial=1.0))) ** 2
+        if largest > MAX_SIGMA2:  # refused before paying
+            raise ValueError(f"{what}: noise variance {float(largest):.3g} is above the sampler's 2^60")
+        self._claim(amount, Fraction(0), what)
+        noise = np.zeros(self.repetitions + answers.shape, dtype=np.int64)
+        for g in levels:
+            where = relative == g
+            noise[..., where] = self._gaussian_noise(sigma2 * Fraction(float(g)) ** 2, (int(where.sum()),))
+        noisy = answers + noise
+        self._traced(Draw(what, noisy.astype(np.float64), np.sqrt(float(sigma2)) * relative))
+        record = Measurement(what=what, mechanism=GAUSSIAN, sensitivity=None, scale=None, epsilon=None,
+                             l2_squared=Fraction(self.factor) ** 2 * l2_squared, sigma2=sigma2, rho=amount,
+                             queries=int(answers.size), composition=composition)
+        return noisy, self._record(record)
+
+
+#: The largest variance parameter a Gaussian measurement may ask for (keeps every draw far inside int64).
+MAX_SIGMA2 = Fraction(2**60)
+_DIGITS = 10**9
+
+
+def epsilon_within(rho: Fraction) -> Fraction:
+    """The largest ε = k/10⁹ (k whole) with ε²/2 <= ρ: an ε-DP step is then ρ-zCDP."""
+    rho = Fraction(rho)
+    if rho <= 0:
+        raise BudgetExceeded(f"rho must be positive, got {rho}")
+    # k = floor(10⁹ √(2ρ)) = isqrt(floor(2ρ·10¹⁸)) exactly (isqrt of the floor is the floor of the root).
+    k = math.isqrt(math.floor(2 * rho * _DIGITS**2))
+    if k == 0:
+        raise BudgetExceeded(f"rho {rho} is too small for an epsilon-DP step")
+    return Fraction(k, _DIGITS)
 
 
 class Selection:
@@ -261,10 +423,10 @@ def _integers(answers, what: str) -> np.ndarray:
     return answers.astype(np.int64, copy=False)
 
 
-def _epsilon(epsilon, what: str) -> Fraction:
-    value = Fraction(epsilon)
+def _amount(amount, what: str) -> Fraction:
+    value = Fraction(amount)
     if value <= 0:
-        raise BudgetExceeded(f"{what}: epsilon must be positive, got {value}")
+        raise BudgetExceeded(f"{what}: the amount must be positive, got {value}")
     return value
 
 

@@ -15,6 +15,7 @@ from .samplers import discrete_laplace_variance
 __all__ = ["Measurement"]
 
 LAPLACE = "discrete Laplace"
+GAUSSIAN = "discrete Gaussian"
 SELECTION = "permute-and-flip (exponential mechanism)"
 
 
@@ -24,25 +25,46 @@ class Measurement:
 
     ``sensitivity``: the L1 sensitivity of the whole query set (or the score sensitivity of a selection) under
     the release's neighbouring relation, that is counted in rows of the protected unit (one record, or all the
-    rows a privacy unit or group may contribute); ``scale``: the discrete Laplace scale sensitivity / ε (for a
-    selection, 2·sensitivity / ε of each draw, the scale of its exponential weights); ``epsilon``, ``delta``: the cost;
-    ``queries``: how many noisy values or draws (None where that number depends on the data and is not published,
-    as in partition selection); ``composition``: why the cost is what it is.
+    rows a privacy unit or group may contribute); None for Gaussian noise, whose ``l2_squared`` is the squared
+    L2 sensitivity instead.  ``scale``: the discrete Laplace scale sensitivity / ε (for a selection, 2·sensitivity
+    / ε of each draw, the scale of its exponential weights); ``sigma2``: the discrete Gaussian's variance
+    parameter σ² = l2_squared / (2ρ).  ``epsilon``, ``delta``: the pure cost (ε is None for Gaussian noise);
+    ``rho``: the zCDP cost, set when the measurement was paid from a zCDP budget.  ``queries``: how many noisy
+    values or draws (None where that number depends on the data and is not published, as in partition
+    selection); ``composition``: why the cost is what it is.
     """
 
     what: str
     mechanism: str
-    sensitivity: Fraction
-    scale: Fraction
-    epsilon: Fraction
+    sensitivity: Fraction | None
+    scale: Fraction | None
+    epsilon: Fraction | None
     delta: Fraction = Fraction(0)
     queries: int | None = 1
     composition: str = "parallel over disjoint cells"
+    l2_squared: Fraction | None = None
+    sigma2: Fraction | None = None
+    rho: Fraction | None = None
 
     @property
     def noise_variance(self) -> float | None:
         """The variance of the noise on each value (at the base scale, for weighted noise); None for selections."""
-        return discrete_laplace_variance(self.scale) if self.mechanism == LAPLACE else None
+        if self.mechanism == LAPLACE:
+            return discrete_laplace_variance(self.scale)
+        if self.mechanism == GAUSSIAN:
+            from .samplers import discrete_gaussian_variance  # noqa: PLC0415
+            return discrete_gaussian_variance(self.sigma2)
+        return None
+
+    def halfwidth(self, level: float = 0.95) -> int | None:
+        """The half-width of an exact ``level`` interval for one noisy value (base scale); None for selections."""
+        if self.mechanism == LAPLACE:
+            from .samplers import discrete_laplace_halfwidth  # noqa: PLC0415
+            return discrete_laplace_halfwidth(self.scale, level)
+        if self.mechanism == GAUSSIAN:
+            from .samplers import discrete_gaussian_halfwidth  # noqa: PLC0415
+            return discrete_gaussian_halfwidth(self.sigma2, level)
+        return None
 
     @property
     def noise_sd(self) -> float | None:
@@ -51,15 +73,22 @@ class Measurement:
 
     def report(self) -> dict:
         """The record as the release report shows it (exact amounts as decimal or p/q strings)."""
-        sensitivity = Fraction(self.sensitivity)
-        return {
-            "what": self.what,
-            "mechanism": self.mechanism,
-            "sensitivity": int(sensitivity) if sensitivity.denominator == 1 else format_fraction(sensitivity),
-            "scale": format_fraction(self.scale),
-            "epsilon": format_fraction(self.epsilon),
-            "delta": format_fraction(self.delta),
-            "noisy_values": self.queries,
-            "noise_sd": None if self.noise_sd is None else round(self.noise_sd, 4),
-            "composition": self.composition,
-        }
+        out = {"what": self.what, "mechanism": self.mechanism}
+        if self.mechanism == GAUSSIAN:
+            out.update({"l2_sensitivity": round(float(self.l2_squared) ** 0.5, 6),
+                        "l2_sensitivity_squared": _number(self.l2_squared),
+                        "sigma2": format_fraction(self.sigma2)})
+        else:
+            out.update({"sensitivity": _number(self.sensitivity), "scale": format_fraction(self.scale),
+                        "epsilon": format_fraction(self.epsilon)})
+        if self.rho is not None:
+            out["rho"] = format_fraction(self.rho)
+        out.update({"delta": format_fraction(self.delta), "noisy_values": self.queries,
+                    "noise_sd": None if self.noise_sd is None else round(self.noise_sd, 4),
+                    "composition": self.composition})
+        return out
+
+
+def _number(value: Fraction):
+    value = Fraction(value)
+    return int(value) if value.denominator == 1 else format_fraction(value)
