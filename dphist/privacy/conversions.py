@@ -63,12 +63,19 @@ class ConversionError(UsageError, ValueError):
     """A bad amount given to a conversion: a ValueError, and a UsageError so the CLI prints it as one line."""
 
 
-def _amount(value: Any, what: str) -> float:
-    """ρ or ε as a float in [_MIN_AMOUNT, _MAX_AMOUNT]; refuses anything else with one line."""
+def _exact(value: Any, what: str) -> Fraction:
+    """The exact amount; a float subclass (numpy.float64) is read as the plain float it is."""
+    if isinstance(value, float) and type(value) is not float:
+        value = float(value)  # exact_fraction reads repr(), which for numpy 2 is 'np.float64(0.5)'
     try:
-        exact = exact_fraction(value, what)
+        return exact_fraction(value, what)
     except UsageError as exc:
         raise ConversionError(str(exc)) from None
+
+
+def _amount(value: Any, what: str) -> float:
+    """ρ or ε as a float in [_MIN_AMOUNT, _MAX_AMOUNT]; refuses anything else with one line."""
+    exact = _exact(value, what)
     if exact <= 0:
         raise ConversionError(f"{what} must be greater than 0, got {format_fraction(exact)}")
     number = float(exact)
@@ -79,10 +86,7 @@ def _amount(value: Any, what: str) -> float:
 
 def _log_inverse_delta(value: Any) -> float:
     """ln(1/δ) > 0 for 0 < δ < 1, computed from the exact δ so that δ near 0 or near 1 loses nothing."""
-    try:
-        exact = exact_fraction(value, "delta")
-    except UsageError as exc:
-        raise ConversionError(str(exc)) from None
+    exact = _exact(value, "delta")
     if not 0 < exact < 1:
         raise ConversionError(f"delta must be greater than 0 and less than 1, got {format_fraction(exact)}")
     if exact > Fraction(1, 2):
