@@ -17,6 +17,12 @@ fraction U, read 32 bits at a time, with the binary expansion of p, read 32 bits
 32-bit word where they differ.  That decides ``U < p`` exactly, and the digits of p are computed with verified
 error bounds (``decimal`` is correctly rounded), to as many words as a tie ever needs.  A tie on the first word
 happens with probability 2^-32, so the vectorised path almost never leaves numpy.
+
+The discrete Gaussian sampler (``discrete_gaussian``, CKS20 Algorithm 3) is exact for the same reasons: its
+candidates are exact discrete Laplace draws of integer scale t = floor(σ) + 1 (found by an integer square root),
+and each is accepted by an exact coin of probability exp(-x), x = (|Y|·t - σ²)² / (2σ²t²) a rational; x = 0 is
+accepted without a coin.  The first word of each exp(-x) is cached per (σ², |Y|), so a batch compares its
+uniform words with a gathered array of words; ties go on word by word.  Details above ``discrete_gaussian``.
 """
 
 from __future__ import annotations
