@@ -39,10 +39,12 @@ bench: install
 	$(PY) bench/auto_rules.py --evaluate
 	$(PY) bench/large_scale.py
 	$(PY) bench/marginals.py
+	$(PY) bench/zcdp.py
 
 bench-quick: install
 	$(PY) bench/run.py --quick
 	$(PY) bench/dpbench.py --quick
+	$(PY) bench/zcdp.py --quick
 
 clean:
 	rm -rf $(VENV) demo_release demo_ledger.sqlite release .pytest_cache .hypothesis build *.egg-info
