@@ -12,6 +12,12 @@ Two strategies, chosen before any data is read:
 
 ``auto`` picks the one with the lower expected squared error, computed from public facts alone (the marginals'
 shapes, ε and the noise distribution).
+
+Under zCDP (``noise="gaussian"``, amounts ρ) the same two strategies apply with discrete Gaussian noise: "full"
+measures the table over the union with Δ₂² = 1 at ρ (σ² = 1/(2ρ) per cell); "separate" measures each marginal with
+identity on its part ρ/k (σ² = k/(2ρ): the k marginals of one record have Δ₂² = k together, so this is the same
+noise as one joint measurement at ρ), and the least squares weights use those variances.  The variance of
+"separate" grows as k under L2 against k² under Laplace, which is why marginal sets favour Gaussian noise.
 """
 
 from __future__ import annotations
@@ -27,9 +33,10 @@ import pandas as pd
 from .marginal_consistency import check_separable, expected_errors, full_table_errors, shared_subsets
 from .errors import UsageError
 from .privacy import discrete_laplace_variance
+from .privacy.samplers import discrete_gaussian_variance
 
 __all__ = ["parse_marginals", "union_of", "derive_marginal", "labelled_frame", "STRATEGIES", "MarginalPlan",
-           "plan_marginals", "SEPARATE_MAX_CELLS"]
+           "plan_marginals", "cell_variance", "SEPARATE_MAX_CELLS"]
 
 STRATEGIES = ("auto", "full", "separate")
 #: Strategy "separate" solves a transportation problem per table; beyond this many cells it is too slow.
@@ -112,14 +119,21 @@ class MarginalPlan:
 
 
 def plan_marginals(marginals: list[tuple[str, ...]], sizes: dict[str, int], epsilon: Fraction,
-                   algorithm: str, strategy: str = "auto", full_limit: str | None = None) -> MarginalPlan:
-    """Choose the strategy for ``marginals`` from public facts: the columns' sizes, ε and the algorithm.
+                   algorithm: str, strategy: str = "auto", full_limit: str | None = None, *,
+                   noise: str = "laplace") -> MarginalPlan:
+    """Choose the strategy for ``marginals`` from public facts: the columns' sizes, the amount and the algorithm.
 
-    Expected errors are exact for the identity mechanism (discrete Laplace noise, Δ₁ = 1 per measured table):
-    "full" measures the table over all the columns at ε; "separate" measures each marginal at ε/k and combines
-    them by least squares.  With another algorithm only "full" applies (its error is not computed here).
-    ``full_limit`` says why the full table cannot be released (too many columns or cells), if so.
+    ``epsilon`` is the amount per row of the protected unit: ε/factor for pure ε (``noise="laplace"``), or
+    ρ/factor² for zCDP (``noise="gaussian"``: a unit of K rows multiplies Δ₂² by K²).
+    Expected errors are exact for the identity mechanism (Δ₁ = Δ₂ = 1 per measured table): "full" measures the
+    table over all the columns with all of the amount; "separate" measures each marginal with a k-th of it and
+    combines them by least squares; the per-cell variances are the exact ones of discrete Laplace noise of scale
+    1/ε (k/ε) or of discrete Gaussian noise of σ² = 1/(2ρ) (k/(2ρ)).  With another algorithm only "full"
+    applies (its error is not computed here).  ``full_limit`` says why the full table cannot be released (too
+    many columns or cells), if so.
     """
+    if noise not in ("laplace", "gaussian"):
+        raise UsageError(f"unknown noise '{noise}' for a marginal set (laplace or gaussian)")
     if strategy not in STRATEGIES:
         raise UsageError(f"unknown marginal strategy '{strategy}' (choose one of {', '.join(STRATEGIES)})")
     k = len(marginals)
@@ -138,13 +152,13 @@ def plan_marginals(marginals: list[tuple[str, ...]], sizes: dict[str, int], epsi
     expected: dict[str, Any] = {"measure": ERROR_MEASURE}
     full_errors = None
     if algorithm == "identity":
-        full_errors = full_table_errors(marginals, sizes, discrete_laplace_variance(1 / epsilon))
+        full_errors = full_table_errors(marginals, sizes, cell_variance(noise, epsilon, 1))
         expected["full"] = summary(full_errors)
     else:
         expected["full"] = {"not_computed": f"exact for identity only; algorithm '{algorithm}' was chosen"}
     separate_errors = None
     if separable is None or algorithm != "identity":
-        variance = discrete_laplace_variance(Fraction(k) / epsilon)
+        variance = cell_variance(noise, epsilon, k)
         separate_errors = expected_errors(marginals, sizes, [variance] * k)
         expected["separate"] = summary(separate_errors)
         if separable is not None:
@@ -171,7 +185,18 @@ def plan_marginals(marginals: list[tuple[str, ...]], sizes: dict[str, int], epsi
     else:
         chosen = "separate" if sum(separate_errors) < sum(full_errors) else "full"
         why = "auto: the lower expected error"
+    if noise == "gaussian":  # (the pure-ε report is unchanged)
+        expected["noise"] = "discrete Gaussian, amounts are rho"
     return MarginalPlan(marginals, chosen, why, expected, shared_subsets(marginals)[1:])
+
+
+def cell_variance(noise: str, amount, parts: int) -> float:
+    """The exact noise variance of one identity cell (Δ₁ = Δ₂ = 1) measured with ``amount``/``parts``: discrete
+    Laplace of scale parts/ε, or discrete Gaussian of σ² = parts/(2ρ)."""
+    amount = Fraction(amount)
+    if noise == "gaussian":
+        return discrete_gaussian_variance(Fraction(parts) / (2 * amount))
+    return discrete_laplace_variance(Fraction(parts) / amount)
 
 
 def _sig(value: float) -> float:

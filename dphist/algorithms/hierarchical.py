@@ -1,46 +1,75 @@
 """Hierarchical methods: H (binary ranges), Hb (branching chosen for the domain), quadtree (algorithms.md §3).
 
     strategy:  a public tree of nested ranges (1-D) or boxes (d-D) over the cells, from the shape and b only
-    measure:   every node of each measured level + DLap(1/ε_l); a level partitions the cells, so its L1
-               sensitivity is 1 and the levels compose sequentially: Σ_l ε_l = ε
+    measure:   every node of each measured level + the budget's noise for linear queries: a level partitions
+               the cells, so its L1 and squared L2 sensitivities are both 1, and the levels compose
+               sequentially by the split: DLap(1/ε_l) with Σ_l ε_l = ε (pure ε), or a discrete Gaussian of
+               variance 1/(2ρ_l) with Σ_l ρ_l = ρ (zCDP; with uniform shares the whole tree has Δ₂² = h)
     infer:     exact tree least squares with the levels' noise variances (two passes), then top-down
                non-negativity and integer rounding that keep every parent equal to the sum of its children
 
 Defaults: the root is not measured (its total is recovered from its children, and the saved budget lowers the
 error on range queries, algorithms.md §3.1, §3.3); budgets are uniform over levels for ``h``/``hb`` and
 geometric (more to the leaves) for ``quadtree`` (Cormode et al. 2012).
+
+Under zCDP (``budget.noise == "gaussian"``) a level costs √h, not h, in noise standard deviation, so the choices
+that depend on the noise are re-derived for L2 (algorithms.md §3.3, §8):
+
+* Hb's branching minimises the L2 version of Qardaji et al.'s cost (:func:`best_branching`): the same count of
+  nodes a range query needs, times a per-node variance of h (Δ₂² = h) instead of h² (Δ₁² = h²).
+* Geometric level shares: with c_l nodes of level l cut by a query and variance 1/(2ρ_l) per node, minimising
+  Σ_l c_l/ρ_l subject to Σ_l ρ_l = ρ gives ρ_l ∝ √c_l (Lagrange), against ε_l ∝ c_l^(1/3) for Laplace, whose
+  variance is 2/ε_l²; with c_l ∝ 2^((d−1)i) at i steps above the leaves the weight is 2^(−(d−1)i/2).
 """
 
 from __future__ import annotations
 
 import math
 from fractions import Fraction
+from functools import lru_cache
 
 import numpy as np
 
 from ..inference import tree_least_squares, tree_nonnegative_integers
 from ..privacy import PrivacyBudget
-from ..trees import Tree, height_for, product_tree
+from ..trees import Tree, height_for, product_tree, range_tree
 from . import options as option
 from .base import Algorithm, Estimate
 
-__all__ = ["H", "Hb", "QuadTree", "best_branching", "level_weights"]
+__all__ = ["H", "Hb", "QuadTree", "best_branching", "level_weights", "l2_range_error"]
 
-def best_branching(shape: tuple[int, ...]) -> int:
+#: One record lies in exactly one node of a level and changes its sum by 1.
+LEVEL_L1 = 1
+LEVEL_L2_SQUARED = 1
+
+def best_branching(shape: tuple[int, ...], noise: str = "laplace") -> int:
     """The branching factor per axis that minimises the closed-form error of Qardaji, Yang and Li (PVLDB 2013).
 
     1-D: (b-1)h³ - 2(b+1)h²/3 with h the least integer with b**h >= n.  d-D (d >= 2), per axis with side
     n = round(N**(1/d)): b^(d-1) (n^(d-1) - 1) h², which is the paper's 2-D expression b (n-1) h² for d = 2 (for
     d >= 3 it is our extension of it).  Integer arithmetic only; ties go to the smaller b.
+
+    ``noise="gaussian"`` (zCDP): the costs are the number of nodes a query needs times the per-node noise
+    variance, which is ∝ Δ₁² = h² under Laplace and ∝ Δ₂² = h under the Gaussian, so both costs are divided by
+    h: (b-1)h² - 2(b+1)h/3 (1-D) and b^(d-1) (n^(d-1) - 1) h (d-D).  This picks b = 4 at n = 256 ... 4096,
+    where the exact GLS errors of algorithms.md §8 put H₄ within 2.5 % (n = 1024) and 4 % (n = 4096) of the
+    best tree, H₂, and 1.4 times below H₁₆ (the pure-ε choice).
     """
+    if noise not in ("laplace", "gaussian"):
+        raise ValueError(f"noise must be 'laplace' or 'gaussian', got {noise!r}")
+    if noise == "gaussian" and len(shape) == 1 and 2 <= int(shape[0]) <= EXACT_L2_CELLS:
+        n = int(shape[0])
+        errors = {b: l2_range_error(n, b) for b in range(2, min(n, L2_CANDIDATES) + 1)}
+        return min(errors, key=lambda b: (round(errors[b], 9), b))
+    power = 3 if noise == "laplace" else 2  # the 1-D cost's leading power of h
     d = len(shape)
     cells = int(np.prod(shape))
     if d == 1:
         n = cells
-        cost = lambda b, h: 3 * (b - 1) * h**3 - 2 * (b + 1) * h**2  # noqa: E731  (x3 keeps it integral)
+        cost = lambda b, h: 3 * (b - 1) * h**power - 2 * (b + 1) * h ** (power - 1)  # noqa: E731  (x3: integral)
     else:
         n = max(2, round(cells ** (1 / d)))
-        cost = lambda b, h: b ** (d - 1) * (n ** (d - 1) - 1) * h**2  # noqa: E731
+        cost = lambda b, h: b ** (d - 1) * (n ** (d - 1) - 1) * h ** (power - 1)  # noqa: E731
     if n < 2:
         return 2
     best = None
@@ -51,17 +80,59 @@ def best_branching(shape: tuple[int, ...]) -> int:
     return best[1]
 
 
-def level_weights(measured: list[int], leaf_level: int, split: str, d: int) -> list[Fraction]:
+#: Up to this many cells (1-D) the Gaussian branching is chosen from exact errors (half a second at the limit; O(n²)).
+EXACT_L2_CELLS = 1024
+#: The branchings compared exactly; under L2 errors grow with b beyond 3 or 4 (algorithms.md §8: H₁₆, H₃₂ worse).
+L2_CANDIDATES = 8
+
+
+@lru_cache(maxsize=256)
+def l2_range_error(n: int, b: int) -> float:
+    """The exact average variance over all n(n+1)/2 ranges of the GLS estimate of a b-ary range tree over n cells,
+    root not measured, every other level measured with variance h (Δ₂² = h: ρ split uniformly over h levels),
+    per unit σ² (σ² = 1/(2ρ)).
+
+    Σ_k v_k ‖W L e_k‖² / |W| over the measured nodes k, with L the (linear) tree least squares: each node's unit
+    noise is pushed through :func:`~dphist.inference.tree_least_squares` in batches, and ‖W z‖² = m·Σ(D − D̄)²
+    over the prefix sums D of z (m = n + 1).  O(nodes · n) time."""
+    tree = range_tree(n, b)
+    levels = tree.levels
+    measured = list(range(1 if levels > 1 else 0, levels))
+    h = len(measured)
+    variances = [math.inf] * levels
+    for level in measured:
+        variances[level] = float(h)
+    total = 0.0
+    chunk = max(1, 2**21 // n)  # about 16 MiB of float64 per batch of leaves
+    for level in measured:
+        size = tree.sizes[level]
+        for start in range(0, size, chunk):
+            k = min(chunk, size - start)
+            noisy: list[np.ndarray | None] = [None] * levels
+            for other in measured:
+                noisy[other] = np.zeros((k, tree.sizes[other]))
+            noisy[level][np.arange(k), start + np.arange(k)] = 1.0
+            leaves = tree_least_squares(tree, noisy, variances).values[-1]
+            prefix = np.zeros((k, n + 1))
+            np.cumsum(leaves, axis=1, out=prefix[:, 1:])
+            prefix -= prefix.mean(axis=1, keepdims=True)
+            total += h * (n + 1) * float(np.einsum("ij,ij->", prefix, prefix))
+    return total / (n * (n + 1) / 2)
+
+
+def level_weights(measured: list[int], leaf_level: int, split: str, d: int, noise: str = "laplace") -> list[Fraction]:
     """Relative budget shares of the ``measured`` levels (the budget splits in proportion to them).
 
     uniform: equal shares.  geometric: a level i steps above the leaves gets weight 2^(-(d-1) i / 3), which
     minimises the variance of a d-dimensional range query (Cormode et al. 2012; in 1-D, where that is uniform,
-    2^(-i/3)).  The irrational weights are rounded to rationals first, so the split itself stays exact.
+    2^(-i/3)).  Under ``noise="gaussian"`` the shares are of ρ and the weight is 2^(-(d-1) i / 2) (ρ_l ∝ √c_l,
+    see the module docstring; in 1-D 2^(-i/2)).  The irrational weights are rounded to rationals first, so the
+    split itself stays exact.
     """
     if split == "uniform":
         weights = [Fraction(1)] * len(measured)
     else:
-        exponent = max(d - 1, 1) / 3
+        exponent = max(d - 1, 1) / (3 if noise == "laplace" else 2)
         weights = [Fraction(2 ** (-exponent * (leaf_level - l))).limit_denominator(10**6) for l in measured]
     return weights
 
@@ -77,28 +148,30 @@ class _TreeMethod(Algorithm):
         "root": ("auto", option.choice("auto", "keep", "drop")),
     }
 
-    def tree_for(self, shape: tuple[int, ...]) -> tuple[Tree, int]:
+    def tree_for(self, shape: tuple[int, ...], noise: str = "laplace") -> tuple[Tree, int]:
+        """The public tree for ``shape`` and its branching (chosen for the noise when it is "auto")."""
         b = self.params["branching"] or self.default_branching
         if b == "auto":
-            b = best_branching(shape)
+            b = best_branching(shape, noise)
         return product_tree(shape, b), b
 
     def run(self, counts: np.ndarray, budget: PrivacyBudget, columns=None) -> Estimate:
         # select: the public tree and the levels to measure
         shape = counts.shape
-        tree, b = self.tree_for(shape)
+        noise = budget.noise
+        tree, b = self.tree_for(shape, noise)
         keep_root = self.params["root"] == "keep" or tree.levels == 1
         measured = list(range(0 if keep_root else 1, tree.levels))
         split = self.params["budget_split"] or self.default_split
-        level_budgets = budget.split(level_weights(measured, tree.levels - 1, split, len(shape)))
+        level_budgets = budget.split(level_weights(measured, tree.levels - 1, split, len(shape), noise))
 
-        # measure: each level's node sums (a level partitions the cells: Δ = 1)
+        # measure: each level's node sums (a level partitions the cells: Δ₁ = Δ₂² = 1 per level)
         sums = tree.level_sums(counts)
         noisy: list[np.ndarray | None] = [None] * tree.levels
         variances: list[float] = [math.inf] * tree.levels
         for level, part in zip(measured, level_budgets):
-            noisy[level], record = part.laplace(
-                sums[level], 1, part.amount, f"tree level {level} ({tree.sizes[level]} nodes)",
+            noisy[level], record = part.measure(
+                sums[level], LEVEL_L1, LEVEL_L2_SQUARED, part.amount, f"tree level {level} ({tree.sizes[level]} nodes)",
                 composition="parallel over the level's disjoint nodes; levels add up sequentially")
             variances[level] = record.noise_variance
 
@@ -110,7 +183,8 @@ class _TreeMethod(Algorithm):
             variance=fit.variances[-1].reshape(shape),
             total=fit.values[0][..., 0] if leaves.ndim > 1 else float(fit.values[0][0]),
             integers=lambda: tree_nonnegative_integers(tree, fit),
-            structure={"branching": b, "root_measured": keep_root, "budget_split": split, **tree.describe()},
+            structure={"branching": b, "root_measured": keep_root, "budget_split": split, "noise": noise,
+                       **tree.describe()},
         )
 
 

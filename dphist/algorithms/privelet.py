@@ -15,12 +15,36 @@ most L = ⌈log₂ n⌉ of them (the tree splits a range of s cells into ⌊s/2�
 is a single cell; no padding, nothing unmeasured).  So the L1 change is at most 1 + L, reached by a cell on a
 deepest path.  For the d-way transform the coefficient vector of a unit table is the outer product of the
 per-axis vectors, whose L1 norm is the product of the per-axis norms: ρ = Π_k (1 + L_k), and no more.
+
+Under zCDP (``budget.noise == "gaussian"``, algorithms.md §1.4, §8) the coefficients get discrete Gaussian noise
+of variance σ²·g_c², σ² = Δ₂²/(2ρ), with a relative scale g_c per coefficient:
+
+* ``weights=uniform``: g = 1 on every Haar coefficient.  A record changes the total and one difference per level
+  by 1, so Δ₂² = 1 + L per Haar axis.
+* ``weights=l2`` (the default under Gaussian noise): the level weights re-derived for L2.  With g_l on every
+  coefficient of level l (level 0: the total), a record's weighted change is Σ_l 1/g_l² (one coefficient per
+  level on its path), and the all-ranges average variance is σ²·Σ_l c_l g_l², c_l the average over all ranges of
+  the variance their answer takes from unit-variance noise on level l (:meth:`HaarAxis.level_costs`, exact, from
+  the §2.2 formula).  Minimising (Σ_l 1/g_l²)(Σ_l c_l g_l²) gives, by Cauchy-Schwarz, g_l² ∝ 1/√c_l and the
+  error (Σ_l √c_l)², against (1 + L)·Σ_l c_l for uniform weights.  The g_l are rounded to 8 significant bits
+  (the optimum is flat) so that the products of per-axis scales are exact in float64, and Δ₂² is computed
+  exactly from the rounded values.
+
+For a d-way table the weighted change of the outer-product coefficients is the product of the per-axis sums
+(Σ over a product of squares), so Δ₂² = Π_k Δ₂,k², and for a product workload the average variance is the
+product of the per-axis ones, so the per-axis optimum is the joint one.  Nominal axes keep their relative scales
+2(f − 1) (not re-derived), with Δ₂² = 1 + Σ over the groups on the worst path of f/(4(f − 1)).
 """
 
 from __future__ import annotations
 
+import math
+from fractions import Fraction
 
 import numpy as np
+
+from ..errors import UsageError
+from ..privacy.samplers import discrete_gaussian_variance
 
 from ..inference import sum_by_parent
 from ..privacy import PrivacyBudget
@@ -45,11 +69,88 @@ class HaarAxis:
         self.sensitivity = 1 + self.height
         self.relative_scales = np.ones(n)
         cuts = range_boundaries(n, 2)
+        self._cuts = cuts
         self._levels = []  # per level: (first child of every node, index of nodes that split)
         for upper, lower in zip(cuts, cuts[1:]):
             first = np.searchsorted(lower, upper[:-1])
             children = np.searchsorted(lower, upper[1:]) - first
             self._levels.append((first, np.flatnonzero(children == 2), len(lower) - 1))
+        # The level of every coefficient (0: the total), in coefficient order.
+        self.level_of = np.repeat(np.arange(self.height + 1), [1] + [split.size for _, split, _ in self._levels])
+        self.level_scales = np.ones(self.height + 1)
+
+    @property
+    def l2_squared(self) -> Fraction:
+        """Σ_c (Δc / g_c)² for one record in the worst cell: 1/g_0² for the total plus 1/g_l² for every level
+        whose split lies on the cell's path (a deepest cell has one on every level).  Exact in the float g_l."""
+        return max(sum((Fraction(float(self.level_scales[l])) ** -2 for l in levels), Fraction(0))
+                   for levels in self._path_levels())
+
+    def _path_levels(self) -> set[tuple[int, ...]]:
+        """The distinct sets of levels with a split on a cell's path (level 0, the total, on every path)."""
+        paths = [(0,)]
+        for level, (first, split, size) in enumerate(self._levels, start=1):
+            nxt = [None] * size
+            splits = set(split.tolist())
+            for node, start in enumerate(first.tolist()):
+                if node in splits:
+                    nxt[start] = nxt[start + 1] = paths[node] + (level,)
+                else:
+                    nxt[start] = paths[node]
+            paths = nxt
+        return set(paths)
+
+    def use_weights(self, level_scales) -> None:
+        """Give every coefficient of level l the relative noise scale ``level_scales[l]``."""
+        self.level_scales = np.asarray(level_scales, dtype=np.float64)
+        self.relative_scales = self.level_scales[self.level_of]
+
+    def level_costs(self) -> np.ndarray:
+        """c_l, l = 0..L: the variance that unit-variance noise on every coefficient of level l adds to a range
+        query, averaged over all n(n+1)/2 ranges (exact).
+
+        A range's answer from the inverse is Σ_c M[R, c]·y_c, so c_l = Σ_{c in level l} ‖W M e_c‖² / |W| with
+        ‖W z‖² = m·ΣD² − (ΣD)² over the prefix sums D of z (m = n + 1).  A difference coefficient's column
+        M e_c lives on its node's range and sums to zero, so its D vanishes outside the node: the columns of one
+        level have disjoint prefix sums, and one inverse transform per level gives all of them (O(n L))."""
+        n = self.n
+        ranges = n * (n + 1) / 2
+        costs = np.empty(self.height + 1)
+        for level in range(self.height + 1):
+            unit = (self.level_of == level).astype(np.float64)
+            d = np.zeros(n + 1)
+            np.cumsum(self.inverse(unit, 0), out=d[1:])
+            if level == 0:
+                centred = d - d.mean()
+                costs[0] = (n + 1) * np.dot(centred, centred) / ranges
+                continue
+            parents = self._cuts[level - 1][:-1]  # each node of the level above starts a disjoint block of D
+            per_node = np.add.reduceat(d[:n], parents)
+            costs[level] = ((n + 1) * np.dot(d, d) - np.dot(per_node, per_node)) / ranges
+        return costs
+
+    def l2_weights(self) -> np.ndarray:
+        """The L2-optimal level scales g_l ∝ c_l^(-1/4), rounded to 8 significant bits, normalised so that
+        Σ_l 1/g_l² is about L + 1 (the noise σ² then stays comparable to uniform weights)."""
+        g = self.level_costs() ** -0.25
+        g = g * math.sqrt(np.sum(g**-2.0) / (self.height + 1))
+        return np.array([_short(v) for v in g])
+
+    def variance_factors_by_class(self) -> tuple[np.ndarray, np.ndarray]:
+        """``(scales, F)``: the distinct relative scales G_j of the coefficients, and F[i, j] the variance of cell
+        i when every coefficient of scale G_j has unit variance and the others none (Σ_j F[:, j] is
+        :meth:`variance_factors`)."""
+        scales, klass = np.unique(self.level_scales, return_inverse=True)
+        v = np.zeros((1, scales.size))
+        v[0, klass[0]] = 1.0
+        for level, (first, split, size) in enumerate(self._levels, start=1):
+            nxt = np.empty((size, scales.size))
+            nxt[first] = v
+            step = np.zeros(scales.size)
+            step[klass[level]] = 1.0
+            nxt[first[split]] = nxt[first[split] + 1] = (v[split] + step) / 4
+            v = nxt
+        return scales, v
 
     def forward(self, x: np.ndarray, axis: int) -> np.ndarray:
         """The coefficients of ``x`` along ``axis`` (integer in, integer out)."""
@@ -123,6 +224,17 @@ class NominalAxis:
             splits_on_path += np.isin(tree.labels(l), kept)
         self.sensitivity = 1 + int(splits_on_path.max())
         self.relative_scales = np.concatenate(scales)
+        # Weighted squared change per sibling group on the path: own node ((f−1)/g)² = 1/4, each of the f − 1
+        # siblings (1/g)², in all f/(4(f − 1)); plus 1 for the total.  The worst path is the maximum.
+        worst = np.zeros(n, dtype=object)
+        worst[:] = Fraction(1)
+        for l in range(1, tree.levels):
+            parent = tree.parents[l]
+            fan_out = tree.child_counts[l - 1][parent]
+            node_term = np.array([Fraction(int(f), 4 * (int(f) - 1)) if f >= 2 else Fraction(0) for f in fan_out],
+                                 dtype=object)
+            worst = worst + node_term[tree.labels(l)]
+        self.l2_squared = max(worst.tolist())
 
     def _sums(self, x: np.ndarray) -> list[np.ndarray]:
         """Node sums per level along the last axis (leading axes carried along)."""
@@ -170,15 +282,34 @@ class NominalAxis:
             v = nxt
         return v
 
+    def variance_factors_by_class(self) -> tuple[np.ndarray, np.ndarray]:
+        """``(scales, F)`` as :meth:`HaarAxis.variance_factors_by_class`: unit variance per coefficient of each
+        distinct relative scale (the total's scale is 1)."""
+        scales = np.unique(self.relative_scales)
+        v = np.zeros((1, scales.size))
+        v[0, np.searchsorted(scales, 1.0)] = 1.0
+        for l, (kept, parents, fan_out) in enumerate(self._groups, start=1):
+            parent_all = self._tree.parents[l]
+            fan_all = self._tree.child_counts[l - 1][parent_all]
+            nxt = v[parent_all] / (fan_all**2)[:, None]
+            klass = np.searchsorted(scales, 2.0 * (fan_out - 1))
+            np.add.at(nxt, (kept, klass), (1 - 1 / fan_out) / fan_out**2)
+            v = nxt
+        return scales, v
+
 
 class _IdentityAxis:
     """An axis left untransformed (small domains): sensitivity 1, unit variance factors."""
 
     sensitivity = 1
+    l2_squared = Fraction(1)
 
     def __init__(self, n: int):
         self.n = n
         self.relative_scales = np.ones(n)
+
+    def variance_factors_by_class(self):
+        return np.ones(1), np.ones((self.n, 1))
 
     def forward(self, x, axis):
         return np.asarray(x)
@@ -193,7 +324,10 @@ class _IdentityAxis:
 class Privelet(Algorithm):
     name = "privelet"
     summary = "Haar wavelet coefficients with noise (Xiao et al. 2010); range queries, any number of columns"
-    options = {"small_axis": (16, option.non_negative_int)}  # 0: transform every axis
+    options = {"small_axis": (16, option.non_negative_int),  # 0: transform every axis
+               "weights": ("auto", option.choice("auto", "uniform", "l2"))}
+    option_help = {"weights": "Haar level weights under zCDP: uniform, or l2 (re-derived for Gaussian noise; "
+                              "auto: l2 under zCDP, the paper's under pure epsilon)"}
 
     def axes_for(self, shape: tuple[int, ...], columns=None) -> list:
         """Per axis: the nominal wavelet for a categorical column with a declared hierarchy, else Haar, or no
@@ -208,14 +342,32 @@ class Privelet(Algorithm):
                 axes.append(HaarAxis(n) if n > limit else _IdentityAxis(n))
         return axes
 
+    def weights_for(self, noise: str) -> str:
+        """The Haar level weights a budget of ``noise`` gets: "l2" is for Gaussian noise only (its scales are not
+        whole numbers, which weighted Laplace noise needs)."""
+        weights = self.params["weights"]
+        if weights == "auto":
+            return "l2" if noise == "gaussian" else "uniform"
+        if weights == "l2" and noise != "gaussian":
+            raise UsageError("privelet: weights=l2 is for zCDP budgets (Gaussian noise); use weights=uniform")
+        return weights
+
     def run(self, counts: np.ndarray, budget: PrivacyBudget, columns=None) -> Estimate:
+        gaussian = budget.noise == "gaussian"
+        weights = self.weights_for(budget.noise)
         # select: the wavelet coefficients, axis after axis, and each one's relative noise scale
         axes = self.axes_for(counts.shape, columns)
+        if weights == "l2":
+            for axis in axes:
+                if isinstance(axis, HaarAxis):
+                    axis.use_weights(axis.l2_weights())
         coefficients = counts
         for k, axis in enumerate(axes):
             coefficients = axis.forward(coefficients, k)
         relative = _outer([a.relative_scales for a in axes])
         sensitivity = int(np.prod([a.sensitivity for a in axes]))
+        if gaussian:
+            return self._run_gaussian(counts, budget, axes, coefficients, relative, sensitivity, weights)
 
         # measure: every coefficient at once, with its weighted scale
         noisy, record = budget.laplace_weighted(coefficients, relative, sensitivity, budget.amount,
@@ -238,6 +390,71 @@ class Privelet(Algorithm):
             structure={"transforms": [_kind(a) for a in axes],
                        "sensitivity_factors": [a.sensitivity for a in axes]},
         )
+
+    def _run_gaussian(self, counts, budget, axes, coefficients, relative, sensitivity, weights) -> Estimate:
+        """Discrete Gaussian noise of variance σ²·g_c² on coefficient c, σ² = Δ₂²/(2ρ), Δ₂² = Π_k Δ₂,k²."""
+        l2_squared = math.prod((a.l2_squared for a in axes), start=Fraction(1))
+        _check_exact_products(axes)
+        noisy, record = budget.measure_weighted(
+            coefficients, relative, sensitivity, l2_squared, budget.amount,
+            f"wavelet coefficients ({weights} level weights)",
+            composition="one measurement of all coefficients; its weighted squared L2 sensitivity is the product "
+                        "of the per-column factors")
+        values = noisy
+        lead = noisy.ndim - counts.ndim
+        for k, axis in enumerate(axes):
+            values = axis.inverse(values, lead + k)
+        return Estimate(
+            values=values,
+            variance=gaussian_cell_variance(axes, record.sigma2),
+            structure={"transforms": [_kind(a) for a in axes],
+                       "sensitivity_factors": [a.sensitivity for a in axes],
+                       "l2_sensitivity_squared_factors": [str(a.l2_squared) for a in axes],
+                       "noise": "gaussian", "weights": weights,
+                       "level_scales": [[float(g) for g in a.level_scales] if isinstance(a, HaarAxis) else None
+                                        for a in axes]},
+        )
+
+
+def gaussian_cell_variance(axes, sigma2) -> np.ndarray:
+    """The exact variance of every reconstructed cell when coefficient c has discrete Gaussian noise of variance
+    parameter σ²·g_c² (g_c the product of its per-axis relative scales).
+
+    The inverse is a Kronecker product, so cell i's variance is Σ over the combinations j of per-axis scale
+    classes of Var DG(σ²·Π_k G_k[j_k]²) · Π_k F_k[i_k, j_k] (:meth:`HaarAxis.variance_factors_by_class`).  When
+    every combination's exact variance is its continuous one times the same factor (σ² large: the discrete
+    Gaussian's variance is σ² up to e^(−2π²σ²)), the sum factorises and is computed as a product."""
+    classes = [a.variance_factors_by_class() for a in axes]
+    combos = list(np.ndindex(*[scales.size for scales, _ in classes]))
+    exact = {}
+    for combo in combos:
+        g2 = math.prod(float(classes[k][0][j]) ** 2 for k, j in enumerate(combo))
+        exact[combo] = discrete_gaussian_variance(Fraction(sigma2) * Fraction(g2))
+    base = discrete_gaussian_variance(Fraction(sigma2))
+    separable = all(abs(v - base * math.prod(float(classes[k][0][j]) ** 2 for k, j in enumerate(c)))
+                    <= 1e-13 * v for c, v in exact.items())
+    if separable:
+        return base * _outer([(F * scales**2).sum(axis=1) for scales, F in classes])
+    out = 0.0
+    for combo, v in exact.items():
+        out = out + v * _outer([F[:, j] for (_, F), j in zip(classes, combo)])
+    return np.asarray(out)
+
+
+def _check_exact_products(axes) -> None:
+    """The relative scales are per-axis floats multiplied in float64; the sensitivity Π_k Δ₂,k² is exact only if
+    those products are exact, which 8-bit mantissas (and small whole numbers) guarantee: check it."""
+    per_axis = [np.unique(a.relative_scales) for a in axes]
+    for combo in np.ndindex(*[p.size for p in per_axis]):
+        values = [float(per_axis[k][j]) for k, j in enumerate(combo)]
+        if Fraction(math.prod(values)) != math.prod((Fraction(v) for v in values), start=Fraction(1)):
+            raise ValueError("privelet: a product of relative noise scales is not exact in float64")
+
+
+def _short(value: float, bits: int = 8) -> float:
+    """``value`` rounded to ``bits`` significant bits (products of a few such numbers are exact in float64)."""
+    mantissa, exponent = math.frexp(value)
+    return math.ldexp(round(mantissa * 2**bits) / 2**bits, exponent)
 
 
 def _outer(vectors: list[np.ndarray]) -> np.ndarray:
