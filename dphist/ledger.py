@@ -2,7 +2,7 @@
 
 One SQLite file holds an append-only, hash-chained list of entries (privacy-engineering.md §4).  A release goes
 
-    RESERVE  (before any row is read: refused if spent + ε would exceed the cap; claims the run key)
+    RESERVE  (before any row is read: refused if it would take the spend past the cap; claims the run key)
     READ     (written just before the first row is read: from here on the budget is spent for good)
     COMMIT   (the release is complete in its staging folder; the entry holds the files' hashes)
     PUBLISH  (the release was moved into place)
@@ -13,9 +13,40 @@ the disk holds in each state, and recovery after a kill) lives in :mod:`dphist.p
 the entries.  Every write is one ``BEGIN IMMEDIATE`` transaction, so overlapping cron runs queue for the lock and
 each sees the others' reservations.  Budgets are exact fractions, stored as text.
 
-spent(data set, unit) = Σ ε of its RESERVE entries whose run has no ABORT.  Each entry's hash is SHA-256 of the
-previous entry's hash and the entry's canonical JSON, so editing, deleting or reordering rows breaks the chain
-(``verify``).  The cap is itself an entry (CAP), so changing it leaves a trace.
+Each entry's hash is SHA-256 of the previous entry's hash and the entry's canonical JSON, so editing, deleting or
+reordering rows breaks the chain (``verify``).  The cap is itself an entry (CAP), so changing it leaves a trace.
+
+Budget definitions.  A release is charged in one of three definitions:
+
+    pure         ε, and a δ only for partition selection     epsilon column ε, delta column δ
+    zcdp         ρ (--rho)                                   epsilon column "" (none), delta 0; ρ in detail
+    approximate  (ε, δ), run as ρ-zCDP with ρ = rho_for(ε, δ) epsilon ε, delta δ; ρ in detail; both guarantees hold
+
+New RESERVE entries name their definition in the entry's ``detail`` JSON ("definition", and "rho" as an exact
+fraction); an entry without one is pure, as is every entry written before definitions existed.  The table and
+the hashes of old entries are unchanged, so old ledgers verify as they did, and the ρ and definition of new
+entries are covered by the chain like every other field.  An entry with no ε (a zcdp RESERVE, a ρ CAP) holds the
+empty string in its epsilon column: a dphist from before definitions stops on it rather than counting it as 0.
+
+A data set is capped in ε with δ (its definition is "pure" if δ = 0, else "approximate") or in ρ ("zcdp"), and
+every release is counted in the cap's definition, exactly (fractions):
+
+    against a ρ cap    zcdp and approximate releases count their ρ; a pure release with δ = 0 counts ε²/2
+                       (ε-DP implies ε²/2-zCDP: Bun and Steinke 2016, Prop. 1.4); a pure release with δ > 0 has
+                       no ρ (no (ε, δ) guarantee with δ > 0 implies any zCDP bound) and is refused
+    against an ε cap   pure and approximate releases count (ε, δ); a zcdp release has no (ε, δ) until a δ is
+                       chosen for it, and is refused (release it with --epsilon E --delta D --noise gaussian, or
+                       cap the data set in ρ)
+    without a cap      everything is accepted and recorded
+
+spent = the sum of the counted amounts of the RESERVE entries whose run has no ABORT; a refusal charges nothing.
+A cap set after releases that cannot be counted in its definition (a pure release with δ > 0 before a ρ cap, a
+zcdp release before an ε cap) is recorded, but the data set's spend then has no bound in that definition, so
+every further release is refused until the cap is set in a definition that counts them all (``status`` says so
+in ``cap_note``).  ``status`` also shows the other definition, converted: where the cap is in ρ (or there is no
+cap and some release has no ε) the ε that the spent ρ and the cap's ρ imply at a reference δ (the δ given with the
+ρ cap, else 1e-6) by the tight CKS20 conversion, rounded up; under an ε cap, the ρ its releases add up to when
+every one of them has a ρ.
 
 A ledger that cannot be used (not a file, not SQLite, damaged, read-only, full) raises :class:`LedgerError` with
 one line; nothing is written to it then.
@@ -38,10 +69,11 @@ from fractions import Fraction
 from pathlib import Path
 
 from .privacy import format_fraction
-from .errors import DphistError
+from .errors import DphistError, UsageError
 
 __all__ = ["Ledger", "Reservation", "Existing", "OpenRun", "BudgetExhausted", "LedgerLocked", "LedgerError",
-           "RunKeyBusy", "RunKeySpent", "default_ledger_path", "GENESIS", "ROW_UNIT"]
+           "RunKeyBusy", "RunKeySpent", "default_ledger_path", "GENESIS", "ROW_UNIT", "DEFINITIONS",
+           "REFERENCE_DELTA", "Charge", "Cap"]
 
 GENESIS = "0" * 64
 ROW_UNIT = "row"  # the privacy unit of every release so far: one record
@@ -49,6 +81,10 @@ KINDS = ("CAP", "RESERVE", "READ", "COMMIT", "PUBLISH", "FAIL", "ABORT")
 _COLUMNS = ("seq", "ts", "dataset", "unit", "kind", "run_id", "run_key", "epsilon", "delta", "detail", "prev_hash")
 _TABLE = ("seq", "ts", "dataset", "unit", "kind", "run_id", "run_key", "epsilon", "delta", "detail", "prev_hash",
           "hash")
+DEFINITIONS = ("pure", "zcdp", "approximate")
+#: The δ at which a spend counted in ρ is shown as (ε, δ) when its ρ cap names none.
+REFERENCE_DELTA = Fraction(1, 10**6)
+_NO_EPSILON = ""  # the epsilon column of an entry that has no ε (a zcdp RESERVE, a ρ CAP)
 #: Ledger writes after a run has read data must not give up as quickly as the reservation may (--lock-timeout 0):
 #: they are short, and failing them would leave a paid-for release unpublished.
 AFTER_READ_TIMEOUT = 600.0
@@ -89,16 +125,55 @@ def default_ledger_path() -> Path:
 
 
 @dataclass(frozen=True)
+class Charge:
+    """What one release costs, in its definition: pure (ε, δ), zcdp (ρ alone) or approximate ((ε, δ) and ρ)."""
+
+    definition: str
+    epsilon: Fraction | None
+    delta: Fraction
+    rho: Fraction | None
+
+    def in_epsilon(self) -> tuple[Fraction, Fraction] | None:
+        """(ε, δ) as counted against an ε cap; None for a zcdp release (no δ was chosen for it)."""
+        return None if self.epsilon is None else (self.epsilon, self.delta)
+
+    def in_rho(self) -> Fraction | None:
+        """ρ as counted against a ρ cap: its own ρ, or ε²/2 for a pure release with δ = 0 (ε-DP implies
+        ε²/2-zCDP, Bun and Steinke 2016 Prop. 1.4); None for a pure release with δ > 0, which has no ρ."""
+        if self.rho is not None:
+            return self.rho
+        return self.epsilon * self.epsilon / 2 if self.delta == 0 else None
+
+
+@dataclass(frozen=True)
+class Cap:
+    """A data set's cap: in ε with δ ("pure" if δ = 0, else "approximate"), or in ρ ("zcdp"; ``delta`` is then
+    only the reference δ at which the spend is shown as (ε, δ), 0 if none was given)."""
+
+    definition: str
+    epsilon: Fraction | None
+    delta: Fraction
+    rho: Fraction | None
+
+
+@dataclass(frozen=True)
 class Reservation:
+    """A reservation.  ``epsilon`` is None for a zcdp release; ``spent_before`` and ``cap`` are in ε (None where
+    the spend has no ε, or the cap is not in ε), ``rho_spent_before`` and ``rho_cap`` in ρ (None likewise)."""
+
     run_id: str
     dataset: str
     unit: str
-    epsilon: Fraction
+    epsilon: Fraction | None
     delta: Fraction
     entry_hash: str
-    spent_before: Fraction
+    spent_before: Fraction | None
     cap: Fraction | None
     run_key: str | None = None
+    rho: Fraction | None = None
+    definition: str = "pure"
+    rho_spent_before: Fraction | None = None
+    rho_cap: Fraction | None = None
 
 
 @dataclass(frozen=True)
@@ -264,55 +339,72 @@ class Ledger:
     # ----------------------------------------------------------------------------------------------------------
     # Writing
 
-    def set_cap(self, dataset: str, unit: str, epsilon, delta=0, reason: str = "") -> str:
-        """Set the data set's cap (a CAP entry); returns its hash.  A cap below what is already spent is
-        allowed (it stops further releases) and says so in the entry."""
-        epsilon, delta = Fraction(epsilon), Fraction(delta)
+    def set_cap(self, dataset: str, unit: str, epsilon=None, delta=0, reason: str = "", *, rho=None) -> str:
+        """Set the data set's cap (a CAP entry) in ε with δ, or in ρ (``rho``; ``delta`` is then the reference δ at
+        which the spend is shown as (ε, δ), nothing is counted against it); returns the entry's hash.  A cap
+        below what is already spent is allowed (it stops further releases) and says so in the entry; so is one
+        that earlier releases cannot be counted in (every further release is then refused: ``status`` shows
+        ``cap_note``)."""
+        if (epsilon is None) == (rho is None):
+            raise UsageError("a cap is set in epsilon (with delta) or in rho: give exactly one of them")
+        delta = Fraction(delta)
+        if not 0 <= delta < 1:
+            raise UsageError(f"the cap's delta must be at least 0 and less than 1, got {format_fraction(delta)}")
+        if rho is not None:
+            rho = Fraction(rho)
+            if rho < 0:
+                raise UsageError(f"the cap's rho must be at least 0, got {format_fraction(rho)}")
         with self.transaction():
-            spent = self._spent(dataset, unit)
-            detail = {"reason": reason, "operator": _operator(), "spent_at_change": _pair(*spent)}
+            spend = self._spend(dataset, unit)
+            detail = {"reason": reason, "operator": _operator(), "spent_at_change": spend.as_text()}
+            if rho is not None:
+                detail.update(definition="zcdp", rho=str(rho))
             return self._append(dataset, unit, "CAP", uuid.uuid4().hex, None, epsilon, delta, detail)
 
     def reserve(self, dataset: str, unit: str, epsilon, delta=0, run_key: str | None = None,
                 detail: dict | None = None, recover: Callable[[Ledger], None] | None = None,
-                run_id: str | None = None) -> Reservation | Existing:
+                run_id: str | None = None, *, rho=None) -> Reservation | Existing:
         """Reserve a release's budget before any data is read, claiming ``run_key`` in the same transaction.
+
+        The release's definition follows from what is given: ``epsilon`` (and a ``delta`` for partition selection)
+        alone is pure; ``rho`` alone (epsilon None, delta 0) is zcdp; ``epsilon``, ``delta`` > 0 and ``rho`` (at
+        most rho_for(ε, δ), so the (ε, δ) claim holds) is approximate.  It is counted in the cap's definition (the
+        module docstring); a release that cannot be counted there is refused like one past the cap.
 
         Returns the committed release instead if ``run_key`` was committed (nothing is charged).  Raises
         RunKeyBusy (exit 4) if another run holds the key, RunKeySpent (exit 3) if the key's run read data and
-        ended without a release, BudgetExhausted past the cap, LedgerLocked if the lock is not had within the
-        timeout.  ``recover(ledger)`` runs first inside the transaction (see :func:`dphist.publish.recover`)."""
-        epsilon, delta = Fraction(epsilon), Fraction(delta)
+        ended without a release, BudgetExhausted past the cap or in the wrong definition (exit 3, nothing
+        charged), LedgerLocked if the lock is not had within the timeout, UsageError for amounts that name no
+        definition.  ``recover(ledger)`` runs first inside the transaction (see :func:`dphist.publish.recover`)."""
+        charge = _request(epsilon, delta, rho)
         with self.transaction():
             self.release_dead()
             if recover is not None:
                 recover(self)
             try:  # a refusal still commits what recovery recorded
-                return self._reserve(dataset, unit, epsilon, delta, run_key, detail, run_id)
+                return self._reserve(dataset, unit, charge, run_key, detail, run_id)
             except (BudgetExhausted, LedgerLocked) as exc:
                 refusal = exc
         raise refusal
 
-    def _reserve(self, dataset, unit, epsilon, delta, run_key, detail, run_id) -> Reservation | Existing:
+    def _reserve(self, dataset, unit, charge: Charge, run_key, detail, run_id) -> Reservation | Existing:
         if run_key is not None:
             done = self.claimed(dataset, unit, run_key)
             if done is not None:
                 return done
-        spent_eps, spent_delta = self._spent(dataset, unit)
+        spend = self._spend(dataset, unit)
         cap = self._cap(dataset, unit)
-        if cap is not None and (spent_eps + epsilon > cap[0] or spent_delta + delta > cap[1]):
-            left = (max(cap[0] - spent_eps, Fraction(0)), max(cap[1] - spent_delta, Fraction(0)))
-            raise BudgetExhausted(
-                f"data set '{dataset}': this release needs epsilon {format_fraction(epsilon)}"
-                + (f", delta {format_fraction(delta)}" if delta else "")
-                + f" but only epsilon {format_fraction(left[0])}"
-                + (f", delta {format_fraction(left[1])}" if cap[1] or delta else "")
-                + f" of the cap {format_fraction(cap[0])} is left (see 'dphist budget show')")
+        if cap is not None:
+            _check_cap(dataset, cap, spend, charge)
         run_id = run_id or uuid.uuid4().hex
-        info = {**(detail or {}), **process_identity()}
-        entry = self._append(dataset, unit, "RESERVE", run_id, run_key, epsilon, delta, info)
-        return Reservation(run_id, dataset, unit, epsilon, delta, entry, spent_eps,
-                           None if cap is None else cap[0], run_key)
+        info = {**(detail or {}), **process_identity(), "definition": charge.definition}
+        info.pop("rho", None)  # only the ledger's own ρ is ever read back from an entry
+        if charge.rho is not None:
+            info["rho"] = str(charge.rho)
+        entry = self._append(dataset, unit, "RESERVE", run_id, run_key, charge.epsilon, charge.delta, info)
+        return Reservation(run_id, dataset, unit, charge.epsilon, charge.delta, entry, spend.epsilon,
+                           None if cap is None else cap.epsilon, run_key, charge.rho, charge.definition,
+                           spend.rho, None if cap is None else cap.rho)
 
     def claimed(self, dataset: str, unit: str, run_key: str) -> Existing | None:
         """The run key's state: its committed release, or None if it is free; raises if a run holds it."""
@@ -397,7 +489,17 @@ class Ledger:
         return runs
 
     def status(self, dataset: str | None = None) -> list[dict]:
-        """Per (data set, unit): cap, spent and remaining (exact, as text), releases and the last entry's time."""
+        """Per (data set, unit), amounts as exact text (None where the spend or cap has no figure in that
+        definition):
+
+        ``definition`` (the cap's: "pure", "approximate", "zcdp", or "none"), ``epsilon_spent``,
+        ``delta_spent``, ``epsilon_cap``, ``delta_cap``, ``epsilon_remaining`` (the ε account: pure and
+        approximate releases), ``rho_spent``, ``rho_cap``, ``rho_remaining`` (the ρ account: zcdp and approximate
+        releases, and pure ones with δ = 0 as ε²/2); shown as converted, where the cap is in ρ or (uncapped) some
+        release has no ε: ``reference_delta`` and the ε that the spent ρ (``epsilon_spent_at_delta``) and the ρ
+        cap (``epsilon_cap_at_delta``) imply at it by the tight CKS20 conversion, as decimals rounded up;
+        ``cap_note`` (why no release fits the cap's definition any more, else None); ``releases`` and
+        ``last_entry``."""
         if not self.readonly:
             with self.transaction():
                 self.release_dead()
@@ -405,18 +507,29 @@ class Ledger:
                            else "") + " ORDER BY dataset, unit", (dataset,) if dataset else ())
         out = []
         for ds, unit in rows:
-            spent = self._spent(ds, unit)
+            spend = self._spend(ds, unit)
             cap = self._cap(ds, unit)
             releases = self._query("SELECT COUNT(*) FROM entries WHERE dataset=? AND unit=? AND kind='COMMIT'",
                                    (ds, unit))[0][0]
             last = self._query("SELECT ts FROM entries WHERE dataset=? AND unit=? ORDER BY seq DESC LIMIT 1",
                                (ds, unit))[0][0]
-            out.append({"dataset": ds, "unit": unit, "epsilon_spent": format_fraction(spent[0]),
-                        "delta_spent": format_fraction(spent[1]),
-                        "epsilon_cap": None if cap is None else format_fraction(cap[0]),
-                        "delta_cap": None if cap is None else format_fraction(cap[1]),
-                        "epsilon_remaining": None if cap is None else format_fraction(max(cap[0] - spent[0], 0)),
-                        "releases": releases, "last_entry": last})
+            eps_cap = None if cap is None else cap.epsilon
+            rho_cap = None if cap is None else cap.rho
+            row = {"dataset": ds, "unit": unit, "definition": "none" if cap is None else cap.definition,
+                   "epsilon_spent": _text(spend.epsilon), "delta_spent": _text(spend.delta),
+                   "epsilon_cap": _text(eps_cap), "delta_cap": None if eps_cap is None else _text(cap.delta),
+                   "epsilon_remaining": _remaining(eps_cap, spend.epsilon),
+                   "rho_spent": _text(spend.rho), "rho_cap": _text(rho_cap),
+                   "rho_remaining": _remaining(rho_cap, spend.rho),
+                   "reference_delta": None, "epsilon_spent_at_delta": None, "epsilon_cap_at_delta": None,
+                   "cap_note": None if cap is None else _cap_note(cap, spend),
+                   "releases": releases, "last_entry": last}
+            if rho_cap is not None or (cap is None and spend.epsilon is None and spend.rho is not None):
+                ref = cap.delta if rho_cap is not None and cap.delta > 0 else REFERENCE_DELTA
+                row.update(reference_delta=format_fraction(ref),
+                           epsilon_spent_at_delta=_epsilon_at(spend.rho, ref),
+                           epsilon_cap_at_delta=_epsilon_at(rho_cap, ref))
+            out.append(row)
         return out
 
     def history(self, dataset: str) -> list[dict]:
@@ -520,7 +633,8 @@ class Ledger:
             seq = (self._db.execute("SELECT MAX(seq) FROM entries").fetchone()[0] or 0) + 1
             body = {"seq": seq, "ts": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "dataset": dataset,
                     "unit": unit, "kind": kind, "run_id": run_id, "run_key": run_key,
-                    "epsilon": str(Fraction(epsilon)), "delta": str(Fraction(delta)),
+                    "epsilon": _NO_EPSILON if epsilon is None else str(Fraction(epsilon)),
+                    "delta": str(Fraction(delta)),
                     "detail": json.dumps(detail, sort_keys=True)}
             prev = self.head()
             digest = _hash(prev, body)
@@ -534,19 +648,28 @@ class Ledger:
     def _has(self, run_id: str, kind: str) -> bool:
         return bool(self._query("SELECT 1 FROM entries WHERE run_id=? AND kind=?", (run_id, kind)))
 
-    def _spent(self, dataset: str, unit: str) -> tuple[Fraction, Fraction]:
-        eps, delta = Fraction(0), Fraction(0)
-        for e, d in self._query("SELECT epsilon, delta FROM entries r WHERE dataset=? AND unit=? AND "
-                                "kind='RESERVE' AND NOT EXISTS (SELECT 1 FROM entries a WHERE "
-                                "a.run_id=r.run_id AND a.kind='ABORT')", (dataset, unit)):
-            eps += Fraction(e)
-            delta += Fraction(d)
-        return eps, delta
+    def _charges(self, dataset: str, unit: str) -> list[Charge]:
+        """What each RESERVE entry of the data set whose run has no ABORT was charged."""
+        return [_entry_charge(self.path, *row) for row in self._query(
+            "SELECT epsilon, delta, detail FROM entries r WHERE dataset=? AND unit=? AND kind='RESERVE' AND NOT "
+            "EXISTS (SELECT 1 FROM entries a WHERE a.run_id=r.run_id AND a.kind='ABORT')", (dataset, unit))]
 
-    def _cap(self, dataset: str, unit: str) -> tuple[Fraction, Fraction] | None:
-        row = self._query("SELECT epsilon, delta FROM entries WHERE dataset=? AND unit=? AND kind='CAP' "
+    def _spend(self, dataset: str, unit: str) -> _Spend:
+        return _Spend.of(self._charges(dataset, unit))
+
+    def _cap(self, dataset: str, unit: str) -> Cap | None:
+        row = self._query("SELECT epsilon, delta, detail FROM entries WHERE dataset=? AND unit=? AND kind='CAP' "
                           "ORDER BY seq DESC LIMIT 1", (dataset, unit))
-        return None if not row else (Fraction(row[0][0]), Fraction(row[0][1]))
+        if not row:
+            return None
+        eps, delta, detail = row[0]
+        info = json.loads(detail)
+        if info.get("definition") == "zcdp" and eps == _NO_EPSILON and "rho" in info:
+            return Cap("zcdp", None, Fraction(delta), Fraction(info["rho"]))
+        if eps == _NO_EPSILON:
+            raise LedgerError(f"ledger {self.path}: a CAP entry of data set '{dataset}' has neither epsilon nor rho")
+        eps, delta = Fraction(eps), Fraction(delta)
+        return Cap("pure" if delta == 0 else "approximate", eps, delta, None)
 
     def release_dead(self) -> None:
         """Give back the reservations of runs on this host whose process died before reading data."""
@@ -560,8 +683,146 @@ class Ledger:
                              {"reason": f"process {run.detail.get('pid')} ended before reading any data"})
 
 
-def _pair(eps: Fraction, delta: Fraction) -> dict:
-    return {"epsilon": format_fraction(eps), "delta": format_fraction(delta)}
+@dataclass(frozen=True)
+class _Spend:
+    """A data set's spend in each account: Σ(ε, δ) (None if some release has no ε) and Σρ (None if some release
+    has no ρ).  Exact."""
+
+    epsilon: Fraction | None
+    delta: Fraction | None
+    rho: Fraction | None
+
+    @classmethod
+    def of(cls, charges: list[Charge]) -> _Spend:
+        eps, delta, rho = Fraction(0), Fraction(0), Fraction(0)
+        for c in charges:
+            pair, r = c.in_epsilon(), c.in_rho()
+            if eps is not None:
+                eps, delta = (None, None) if pair is None else (eps + pair[0], delta + pair[1])
+            if rho is not None:
+                rho = None if r is None else rho + r
+        return cls(eps, delta, rho)
+
+    def as_text(self) -> dict:
+        return {"epsilon": _text(self.epsilon), "delta": _text(self.delta), "rho": _text(self.rho)}
+
+
+def _request(epsilon, delta, rho) -> Charge:
+    """The charge a reservation asks for, its definition read from which amounts are given."""
+    delta = Fraction(delta)
+    if not 0 <= delta < 1:
+        raise UsageError(f"delta must be at least 0 and less than 1, got {format_fraction(delta)}")
+    if rho is not None:
+        rho = Fraction(rho)
+        if rho <= 0:
+            raise UsageError(f"rho must be greater than 0, got {format_fraction(rho)}")
+    if epsilon is None:
+        if rho is None:
+            raise UsageError("a reservation needs an epsilon or a rho")
+        if delta != 0:
+            raise UsageError("a zCDP (rho) release has no delta; give its (epsilon, delta) as well to reserve it "
+                             "as approximate DP")
+        return Charge("zcdp", None, delta, rho)
+    epsilon = Fraction(epsilon)
+    if epsilon < 0:
+        raise UsageError(f"epsilon must be at least 0, got {format_fraction(epsilon)}")
+    if rho is None:
+        return Charge("pure", epsilon, delta, None)
+    if delta == 0 or epsilon == 0:
+        raise UsageError("an approximate (epsilon, delta) release run as rho-zCDP needs epsilon > 0 and delta > 0")
+    from .privacy.conversions import rho_for  # scipy: only when a release is approximate
+
+    if rho > rho_for(epsilon, delta):  # then the release would not be (ε, δ)-DP: a planning bug
+        raise UsageError(f"rho {format_fraction(rho)} is more than the (epsilon {format_fraction(epsilon)}, delta "
+                         f"{format_fraction(delta)}) guarantee allows ({format_fraction(rho_for(epsilon, delta))})")
+    return Charge("approximate", epsilon, delta, rho)
+
+
+def _entry_charge(path, eps: str, delta: str, detail: str) -> Charge:
+    """The charge a RESERVE entry records.  An entry that names no definition is pure (every entry written before
+    definitions existed)."""
+    info = json.loads(detail)
+    definition = info.get("definition", "pure")
+    rho = Fraction(info["rho"]) if definition in ("zcdp", "approximate") and "rho" in info else None
+    if definition not in DEFINITIONS or (definition != "pure" and rho is None) or \
+            (eps == _NO_EPSILON) != (definition == "zcdp"):
+        raise LedgerError(f"ledger {path}: a RESERVE entry with an inconsistent budget definition "
+                          f"({definition!r}); see 'dphist budget verify'")
+    return Charge(definition, None if eps == _NO_EPSILON else Fraction(eps), Fraction(delta), rho)
+
+
+def _check_cap(dataset: str, cap: Cap, spend: _Spend, charge: Charge) -> None:
+    """Raise BudgetExhausted (one line; nothing is charged) unless the release fits the cap in its definition."""
+    where = f"data set '{dataset}'"
+    if cap.rho is not None:
+        need = charge.in_rho()
+        if need is None:
+            raise BudgetExhausted(
+                f"{where} is capped in rho (zCDP), and this release's epsilon {format_fraction(charge.epsilon)} "
+                f"with delta {format_fraction(charge.delta)} > 0 (partition selection) has no rho; nothing was "
+                f"charged (release without a delta, or cap the data set in epsilon: 'dphist budget set "
+                f"{dataset} --epsilon E --delta D')")
+        if spend.rho is None:
+            raise BudgetExhausted(f"{where} is capped in rho (zCDP), but {_cap_note(cap, spend)}; nothing was "
+                                  "charged")
+        if spend.rho + need > cap.rho:
+            counted = "" if charge.rho is not None else                 f" (epsilon {format_fraction(charge.epsilon)} counted as epsilon^2/2)"
+            raise BudgetExhausted(
+                f"{where}: this release needs rho {format_fraction(need)}{counted} but only rho "
+                f"{format_fraction(max(cap.rho - spend.rho, Fraction(0)))} of the cap {format_fraction(cap.rho)} "
+                "is left (see 'dphist budget show')")
+        return
+    if charge.epsilon is None:
+        raise BudgetExhausted(
+            f"{where} is capped in epsilon, and a --rho release has no (epsilon, delta) until a delta is chosen; "
+            f"nothing was charged (release with --epsilon E --delta D --noise gaussian, or cap the data set in rho: "
+            f"'dphist budget set {dataset} --rho R')")
+    if spend.epsilon is None:
+        raise BudgetExhausted(f"{where} is capped in epsilon, but {_cap_note(cap, spend)}; nothing was charged")
+    epsilon, delta = charge.epsilon, charge.delta
+    if spend.epsilon + epsilon > cap.epsilon or spend.delta + delta > cap.delta:
+        left = (max(cap.epsilon - spend.epsilon, Fraction(0)), max(cap.delta - spend.delta, Fraction(0)))
+        raise BudgetExhausted(
+            f"{where}: this release needs epsilon {format_fraction(epsilon)}"
+            + (f", delta {format_fraction(delta)}" if delta else "")
+            + f" but only epsilon {format_fraction(left[0])}"
+            + (f", delta {format_fraction(left[1])}" if cap.delta or delta else "")
+            + f" of the cap {format_fraction(cap.epsilon)} is left (see 'dphist budget show')")
+
+
+def _cap_note(cap: Cap, spend: _Spend) -> str | None:
+    """Why no release fits the cap any more because of what was spent before it, else None."""
+    if cap.rho is not None and spend.rho is None:
+        return ("an earlier release spent (epsilon, delta) with delta > 0, which has no rho, so the data set's "
+                "spend has no rho bound and no release is accepted under this cap (cap it in epsilon with "
+                "--epsilon E --delta D instead)")
+    if cap.epsilon is not None and spend.epsilon is None:
+        return ("an earlier release spent rho alone, which has no (epsilon, delta) without a chosen delta, so no "
+                "release is accepted under this cap (cap it in rho with --rho R instead)")
+    return None
+
+
+def _text(value: Fraction | None) -> str | None:
+    return None if value is None else format_fraction(value)
+
+
+def _remaining(cap: Fraction | None, spent: Fraction | None) -> str | None:
+    return None if cap is None or spent is None else format_fraction(max(cap - spent, Fraction(0)))
+
+
+def _epsilon_at(rho: Fraction | None, delta: Fraction) -> str | None:
+    """The ε that ρ-zCDP implies at δ (tight CKS20 conversion), as a decimal of 6 significant digits rounded up
+    (so it never understates the loss); "0" for ρ = 0."""
+    if rho is None:
+        return None
+    if rho == 0:
+        return "0"
+    from decimal import ROUND_CEILING, Context, Decimal
+
+    from .privacy.conversions import epsilon_for  # scipy: only when a spend is shown converted
+
+    eps = Context(prec=6, rounding=ROUND_CEILING).plus(Decimal(epsilon_for(rho, delta)))
+    return format_fraction(Fraction(eps))
 
 
 def _operator() -> str:

@@ -77,7 +77,10 @@ def default_dataset_id(source) -> str:
 def charged_run(plan, work: Callable[[dict], object], ledger: Ledger, dataset_id: str | None = None,
                 run_key: str | None = None, detail: dict | None = None,
                 files: FileRelease | None = None) -> Charged:
-    """Run ``work(ledger_info)`` (which reads the data) with the plan's ε reserved, then commit it.
+    """Run ``work(ledger_info)`` (which reads the data) with the plan's budget reserved, then commit it.
+
+    The reservation is in the plan's ``definition`` (default "pure"): pure reserves ``plan.epsilon`` and
+    ``plan.delta``; zcdp ``plan.rho`` alone; approximate ``plan.epsilon``, ``plan.delta`` and ``plan.rho``.
 
     With ``files``, the value is written into a staging folder, committed with its files' hashes and moved into
     place (the table in the module docstring).  ``ledger_info`` is the block for the published report.  A run
@@ -99,15 +102,22 @@ def charged_run(plan, work: Callable[[dict], object], ledger: Ledger, dataset_id
         out = files.destination.out
         info.update(out=str(out), staging=str(files.destination.staging_path(run_id)),
                     overwrite=files.destination.overwrite)
-    reserved = ledger.reserve(dataset, unit, plan.epsilon, getattr(plan, "delta", 0), run_key, detail=info,
-                              recover=recover, run_id=run_id)
+    # The plan's definition says what the ledger is charged: pure ε (δ for partition selection), zcdp ρ alone, or
+    # approximate (ε, δ) run as ρ-zCDP (both recorded; the data set's cap counts the one it is set in).
+    definition = getattr(plan, "definition", "pure")
+    epsilon = None if definition == "zcdp" else plan.epsilon
+    rho = getattr(plan, "rho", None) if definition != "pure" else None
+    reserved = ledger.reserve(dataset, unit, epsilon, getattr(plan, "delta", 0) or 0, run_key, detail=info,
+                              recover=recover, run_id=run_id, rho=rho)
     if isinstance(reserved, Existing):
         return Charged(dataset, existing=reserved)
     report_info = {"dataset": dataset_id or plan.source.public_name, "privacy_unit": unit,
                    "reservation_entry": reserved.entry_hash,
-                   "epsilon_spent_before": format_fraction(reserved.spent_before),
-                   "epsilon_cap": None if reserved.cap is None else format_fraction(reserved.cap),
+                   "epsilon_spent_before": _text(reserved.spent_before),
+                   "epsilon_cap": _text(reserved.cap),
                    **({"run_key": run_key} if run_key else {})}
+    if reserved.definition != "pure" or reserved.rho_cap is not None:  # pure releases keep the report they had
+        report_info.update(rho_spent_before=_text(reserved.rho_spent_before), rho_cap=_text(reserved.rho_cap))
     staging, reading = None, False
     try:
         checkpoint("reserved")
@@ -153,6 +163,10 @@ def charged_run(plan, work: Callable[[dict], object], ledger: Ledger, dataset_id
         raise
     paths = [] if files is None else [files.destination.out / n for n in names]
     return Charged(dataset, value=value, commit_entry=entry, info=report_info, paths=paths)
+
+
+def _text(value) -> str | None:
+    return None if value is None else format_fraction(value)
 
 
 def _claimed(ledger: Ledger, dataset: str, unit: str, run_key: str) -> Existing | None:
