@@ -658,6 +658,7 @@ def budget_group():
 
     \b
     dphist budget set ID --epsilon 5          # cap a data set (releases past it exit 3)
+    dphist budget set ID --rho 0.5            # or cap it in rho (zCDP)
     dphist budget show [ID]                   # spent, remaining, number of releases
     dphist budget history ID [--format json]  # every entry, oldest first
     dphist budget verify                      # check the file and the hash chain (exit 1 if damaged)
@@ -670,22 +671,46 @@ _ledger_option = click.option("--ledger", "ledger_path", metavar="PATH", help=f"
 
 @budget_group.command("set")
 @click.argument("dataset")
-@click.option("--epsilon", "-e", required=True, metavar="E", help="The data set's total ε over all releases.")
-@click.option("--delta", default="0", show_default=True, metavar="D", help="The data set's total δ.")
+@click.option("--epsilon", "-e", metavar="E", help="Cap the data set in epsilon: its total ε over all releases "
+              "(pure and --noise gaussian (ε, δ) releases count their ε and δ; --rho releases are refused).")
+@click.option("--rho", metavar="R", help="Cap the data set in rho (zCDP) instead: its total ρ over all releases "
+              "(--rho and --noise gaussian releases count their ρ, pure ones ε²/2; pure releases with a δ are "
+              "refused).")
+@click.option("--delta", default="0", show_default=True, metavar="D", help="With --epsilon, the data set's total "
+              "δ; with --rho, the δ at which its spend is shown as (ε, δ) (default then 1e-6).")
 @click.option("--reason", default="", metavar="TEXT", help="Why the cap is set or changed (kept in the ledger).")
 @click.option("--privacy-unit", metavar="COLUMN", help="Cap the budget of releases protecting each COLUMN value "
               "(release --privacy-unit COLUMN), a separate account from the per-row budget.")
 @_ledger_option
-def budget_set(dataset, epsilon, delta, reason, privacy_unit, ledger_path):
-    """Set (or change) the cap of DATASET; the change is itself a ledger entry."""
-    eps = parse_epsilon(epsilon)
+def budget_set(dataset, epsilon, rho, delta, reason, privacy_unit, ledger_path):
+    """Set (or change) the cap of DATASET, in epsilon (--epsilon, with --delta) or in rho (--rho); the change is
+    itself a ledger entry. Every release is counted in the cap's definition (see 'dphist budget show')."""
+    from .privacy import exact_fraction
+
+    if epsilon is not None and rho is not None:
+        raise click.UsageError("give the cap as --epsilon E (with --delta D) or as --rho R, not both")
+    if epsilon is None and rho is None:
+        raise click.UsageError("missing --epsilon E or --rho R (the data set's total budget, e.g. --epsilon 5)")
+    eps = None if epsilon is None else parse_epsilon(epsilon)
+    r = None if rho is None else exact_fraction(rho, "--rho")
+    if r is not None and r <= 0:
+        raise UsageError(f"--rho must be greater than 0, got {format_fraction(r)}")
     dlt = parse_delta(delta, "--delta")
     ledger = Ledger(ledger_path)
     unit = ROW_UNIT if privacy_unit is None else f"unit:{privacy_unit}"
-    ledger.set_cap(dataset, unit, eps, dlt, reason)
+    ledger.set_cap(dataset, unit, eps, dlt, reason, rho=r)
     row = next(r for r in ledger.status(dataset) if r["unit"] == unit)
-    click.echo(f"{dataset}{'' if privacy_unit is None else ' (per ' + privacy_unit + ')'}: cap epsilon {row['epsilon_cap']}, delta {row['delta_cap']}; spent epsilon "
-               f"{row['epsilon_spent']}, remaining {row['epsilon_remaining']}")
+    who = f"{dataset}{'' if privacy_unit is None else ' (per ' + privacy_unit + ')'}"
+    if row["rho_cap"] is not None:
+        spent = "not expressible in rho" if row["rho_spent"] is None else row["rho_spent"]
+        click.echo(f"{who}: cap rho {row['rho_cap']} (epsilon {row['epsilon_cap_at_delta']} at delta "
+                   f"{row['reference_delta']}); spent rho {spent}, remaining {row['rho_remaining']}")
+    else:
+        spent = "not expressible in epsilon" if row["epsilon_spent"] is None else row["epsilon_spent"]
+        click.echo(f"{who}: cap epsilon {row['epsilon_cap']}, delta {row['delta_cap']}; spent epsilon {spent}, "
+                   f"remaining {row['epsilon_remaining']}")
+    if row["cap_note"]:
+        _notice(f"{who}: {row['cap_note']}")
 
 
 @budget_group.command("show")
@@ -693,7 +718,9 @@ def budget_set(dataset, epsilon, delta, reason, privacy_unit, ledger_path):
 @click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
 @_ledger_option
 def budget_show(dataset, fmt, ledger_path):
-    """Cap, spent and remaining budget of DATASET (or of every data set in the ledger)."""
+    """Cap, spent and remaining budget of DATASET (or of every data set in the ledger), in the cap's definition
+    (epsilon or rho), and the other definition as converted: a rho cap and its spend as epsilon at a reference
+    delta (the cap's, else 1e-6; tight conversion, rounded up), an epsilon-capped spend as rho."""
     ledger = _reading_ledger(ledger_path)
     rows = [] if ledger is None else ledger.status(dataset)
     if dataset and not rows:
@@ -702,9 +729,32 @@ def budget_show(dataset, fmt, ledger_path):
         click.echo(json.dumps(rows, indent=2))
         return
     for r in rows:
-        cap = "no cap" if r["epsilon_cap"] is None else f"cap {r['epsilon_cap']}, remaining {r['epsilon_remaining']}"
-        click.echo(f"{r['dataset']} ({r['unit']}): epsilon spent {r['epsilon_spent']}, {cap}; "
-                   f"{r['releases']} release(s), last entry {r['last_entry']}")
+        parts = []
+        if r["definition"] == "zcdp":
+            spent = "n/a (a release with a delta has no rho)" if r["rho_spent"] is None else r["rho_spent"]
+            remaining = "" if r["rho_remaining"] is None else f", remaining {r['rho_remaining']}"
+            parts.append(f"rho spent {spent}, cap {r['rho_cap']}{remaining}")
+        else:
+            spent = "n/a (a --rho release has no epsilon)" if r["epsilon_spent"] is None else r["epsilon_spent"]
+            text = f"epsilon spent {spent}"
+            if r["delta_spent"] not in (None, "0"):
+                text += f", delta spent {r['delta_spent']}"
+            if r["epsilon_cap"] is None:
+                text += ", no cap"
+            else:
+                text += f", cap {r['epsilon_cap']}" + ("" if r["delta_cap"] == "0" else f" delta {r['delta_cap']}")
+                text += "" if r["epsilon_remaining"] is None else f", remaining {r['epsilon_remaining']}"
+            parts.append(text)
+            if r["rho_spent"] is not None and r["rho_spent"] != "0":
+                parts.append(f"as rho: spent {r['rho_spent']}")
+        if r["epsilon_spent_at_delta"] is not None:
+            cap = "" if r["epsilon_cap_at_delta"] is None else f" of {r['epsilon_cap_at_delta']}"
+            parts.append(f"as (epsilon, delta): epsilon {r['epsilon_spent_at_delta']}{cap} at delta "
+                         f"{r['reference_delta']}")
+        if r["cap_note"]:
+            parts.append(f"note: {r['cap_note']}")
+        click.echo(f"{r['dataset']} ({r['unit']}): {'; '.join(parts)}; {r['releases']} release(s), last entry "
+                   f"{r['last_entry']}")
 
 
 @budget_group.command("history")
@@ -721,7 +771,16 @@ def budget_history(dataset, fmt, ledger_path):
         click.echo(json.dumps(entries, indent=2))
         return
     for e in entries:
-        amount = f" epsilon {format_fraction(Fraction(e['epsilon']))}" if e["kind"] in ("RESERVE", "CAP") else ""
+        amount = ""
+        if e["kind"] in ("RESERVE", "CAP"):
+            # An entry with no ε (a --rho release, a rho cap) has an empty epsilon column; ρ is in its detail.
+            detail = e["detail"]
+            if e["epsilon"]:
+                amount += f" epsilon {format_fraction(Fraction(e['epsilon']))}"
+            if e["delta"] not in ("", "0") and not (e["kind"] == "CAP" and detail.get("definition") == "zcdp"):
+                amount += f" delta {format_fraction(Fraction(e['delta']))}"
+            if detail.get("definition") in ("zcdp", "approximate") and "rho" in detail:
+                amount += f" rho {format_fraction(Fraction(detail['rho']))}"
         key = f" key {e['run_key']}" if e["run_key"] else ""
         click.echo(f"{e['seq']:>6} {e['ts']} {e['kind']:<7} run {e['run_id'][:8]}{amount}{key}")
 
