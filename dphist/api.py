@@ -19,20 +19,35 @@ from .planning import DEFAULT_ALGORITHM, ReleaseOptions, ReleasePlan, make_plan
 __all__ = ["Release", "ReleasePlan", "ReleaseOptions", "release", "plan_release", "run_plan", "DEFAULT_ALGORITHM"]
 
 
-def release(source: Any, epsilon: Any, schema: Any = None, *, ledger: Ledger | str | os.PathLike | None = None,
-            dataset_id: str | None = None, **options: Any) -> Release:
+def release(source: Any, epsilon: Any = None, schema: Any = None, *, rho: Any = None, noise: str | None = None,
+            ledger: Ledger | str | os.PathLike | None = None, dataset_id: str | None = None,
+            **options: Any) -> Release:
     """Release differentially private tables of ``source``, charged to the budget ledger.
 
     Parameters
     ----------
     source : path (CSV/Parquet file, directory or glob) or pandas DataFrame.
-    epsilon : total privacy budget, a positive number; a decimal string keeps it exact (``"0.5"``).
+    epsilon : total privacy budget ε, a positive number (at most 1000); a decimal string keeps it exact
+        (``"0.5"``).  Pure ε-DP with discrete Laplace noise; with ``noise="gaussian"`` and ``delta`` > 0,
+        (ε, δ)-DP (below).  Give exactly one of ``epsilon`` and ``rho``.
     schema : path to a YAML/JSON schema, a parsed schema mapping, or a ``Schema``.  Columns it does not declare
         (all of them without a schema) get their domain privately from the data, with ``discovery_share`` of
         epsilon (default 1/10): DP bounds and ``discovery_bins`` bins (default 16) for numbers and dates, of
         equal width or, with ``discovery_binning="quantiles"``, cut at DP quantiles (numbers); for text, the
         categories held by enough records (at most ``max_categories``, default 100), which needs ``delta`` > 0.
-    delta : the δ of (ε, δ)-DP, used only to discover categories (e.g. ``"1e-6"``); 0 otherwise.
+    rho : total budget ρ of ρ-zCDP (Bun and Steinke 2016), a positive number up to 1000 (``"0.05"``; exact):
+        linear queries get discrete Gaussian noise of variance Δ₂²/(2ρ) per part, data-adaptive steps keep
+        their discrete Laplace / exponential-mechanism noise at ε = √(2ρ) (rounded down), and the ρ of all steps
+        adds up to exactly ``rho``.  The report also states the ε it implies at δ = 1e-6 (``epsilon_implied``;
+        tight CKS20 conversion).  Every column must be declared in ``schema`` (no private discovery).
+    noise : ``"laplace"`` (default with ``epsilon``) or ``"gaussian"`` (implied by ``rho``).  ``epsilon`` with
+        ``noise="gaussian"`` and ``delta`` D > 0 is an (ε, δ)-DP release run as ρ-zCDP with ρ the largest value
+        whose (ε, δ) guarantee holds by the tight conversion of Canonne, Kamath and Steinke 2020
+        (``dphist.privacy.conversions.rho_for``), e.g. ρ = 0.0175... at (1, 1e-6) by the classic one and more
+        by the tight one; every column must then be declared.  ``rho`` with ``noise="laplace"`` is refused
+        (for Laplace noise give ``epsilon``).
+    delta : with ``noise="gaussian"``, the δ of the release's (ε, δ) guarantee (0 < δ ≤ 1e-3).  Otherwise the δ
+        of (ε, δ)-DP used only to discover categories (e.g. ``"1e-6"``); 0 otherwise.  Not with ``rho``.
     columns : one table over these columns (``["age", "sex"]`` or ``"age,sex"``).
     tables : several tables, each ``{"name", "columns", "algorithm", "share"}``; epsilon is split by share.
         With neither ``columns`` nor ``tables``, one 1-D table per schema column, epsilon split equally.
@@ -66,14 +81,17 @@ def release(source: Any, epsilon: Any, schema: Any = None, *, ledger: Ledger | s
     Every keyword but ``ledger`` and ``dataset_id`` is an option of the release, checked once by
     :class:`~dphist.planning.ReleaseOptions` (an unknown one is a UsageError naming it).
 
-    The total epsilon spent is exactly ``epsilon`` (sequential composition over tables), under add/remove of
-    one record.  Raises UsageError for bad arguments (before reading data) and DataError for unreadable data.
+    The total epsilon spent is exactly ``epsilon`` (sequential composition over tables), or the total ρ exactly
+    ``rho`` (the ρ of an (ε, δ) release exactly rho_for(ε, δ)), under add/remove of one record.  The report's
+    ``definition`` is "pure", "zcdp" or "approximate".  Raises UsageError for bad arguments (before reading data
+    or charging anything) and DataError for unreadable data.
     """
-    plan = plan_release(source, epsilon, schema, **options)
+    plan = plan_release(source, epsilon, schema, rho=rho, noise=noise, **options)
     return execute(plan, ledger=ledger, dataset_id=dataset_id, detail={"command": "Python API"}).value
 
 
-def plan_release(source: Any, epsilon: Any, schema: Any = None, **options: Any) -> ReleasePlan:
-    """The plan of ``release(source, epsilon, schema, **options)`` without running it: every check that needs
-    no row of data (UsageError or DataError), nothing read, nothing spent."""
+def plan_release(source: Any, epsilon: Any = None, schema: Any = None, **options: Any) -> ReleasePlan:
+    """The plan of ``release(source, epsilon, schema, **options)`` (``rho`` and ``noise`` among the options)
+    without running it: every check that needs no row of data (UsageError or DataError), nothing read, nothing
+    spent."""
     return make_plan(source, ReleaseOptions.from_keywords(epsilon=epsilon, schema=schema, **options))

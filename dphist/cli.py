@@ -179,9 +179,27 @@ def _options(*decorators):
     return apply
 
 
-def _delta_option(when: str | None = None):
-    return click.option("--delta", metavar="D", help=_help(
-        when, "δ of (ε, δ)-DP, needed only to find the categories of text columns no schema declares, e.g. 1e-6 [0]."))
+DELTA_HELP = "δ of (ε, δ)-DP, needed only to find the categories of text columns no schema declares, e.g. 1e-6 [0]."
+
+
+def _delta_option(when: str | None = None, text: str = DELTA_HELP):
+    return click.option("--delta", metavar="D", help=_help(when, text))
+
+
+def _budget_options(command):
+    """--epsilon, --rho and --noise: the release's budget in one of three definitions (planning.DEFINITIONS)."""
+    return _options(
+        click.option("--epsilon", "-e", metavar="E", help="Total privacy budget ε > 0, e.g. 0.5 (kept exact): pure "
+                     "ε-DP with discrete Laplace noise; with --delta D --noise gaussian, (ε, δ)-DP with discrete "
+                     "Gaussian noise. Give --epsilon or --rho."),
+        click.option("--rho", metavar="R", help="Total budget ρ of ρ-zCDP, e.g. 0.05 (kept exact, at most 1000): "
+                     "discrete Gaussian noise of variance Δ₂²/(2ρ), ρ adding up exactly over tables and steps; the "
+                     "report also gives the ε it implies at δ = 1e-6. Every column must be declared in --schema."),
+        click.option("--noise", type=click.Choice(["laplace", "gaussian"]), help="Noise on the counts: 'laplace' "
+                     "(pure ε-DP; the default with --epsilon; not with --rho) or 'gaussian' (the discrete Gaussian: implied by --rho; "
+                     "with --epsilon E it needs --delta D and releases (ε, δ)-DP, run as ρ-zCDP with the largest ρ "
+                     "whose (ε, δ) holds by the tight CKS20 conversion). Gaussian noise suits many measurements: "
+                     "marginal sets, deep trees, large tables."))(command)
 
 
 def _unit_options(when: str | None = None):
@@ -226,18 +244,20 @@ def _algorithm_option_flags(command):
 
 @main.command("release")
 @click.argument("input", required=False, metavar="[INPUT]")
-@click.option("--epsilon", "-e", metavar="E", help="Total privacy budget ε > 0, e.g. 0.5 (kept exact).")
+@_budget_options
 @click.option("--schema", "-s", "schema_path", metavar="FILE", help="YAML/JSON schema declaring each column's public "
-              "domain; undeclared columns are found privately with part of ε.")
+              "domain; undeclared columns are found privately with part of ε (pure ε only).")
 @click.option("--columns", "-c", metavar="A,B", help="Release one table over these columns (comma-separated).")
 @click.option("--spec", metavar="JOB.yaml", help="Job spec listing the tables, algorithms and budget shares.")
 @click.option("--marginals", metavar="A,B;C,D", help="Several tables of the same records that agree exactly "
-              "(shared sub-tables and grand total); together they cost ε.")
+              "(shared sub-tables and grand total); together they cost the budget once.")
 @click.option("--marginal-strategy", type=click.Choice(["auto", "full", "separate"]),
               help="With --marginals: 'full' measures the table over all their columns once and sums it; "
                    "'separate' measures each at ε/k and reconciles them by least squares; 'auto' picks the "
                    "lower expected error (both are in the report) [auto].")
-@_delta_option()
+@_delta_option(text="δ: with --noise gaussian, the δ of the release's (ε, δ)-DP guarantee (0 < δ ≤ 1e-3, e.g. "
+                    "1e-6); otherwise needed only to find the categories of text columns no schema declares [0]. "
+                    "Not with --rho (zCDP has no δ).")
 @click.option("--discovery-share", metavar="S", help="Share of ε spent finding the domains of undeclared columns "
               "[0.1].")
 @click.option("--discovery-bins", type=click.IntRange(1, 4096), metavar="N", help="Bins for a discovered numeric "
@@ -271,20 +291,29 @@ def _algorithm_option_flags(command):
               "[local[*]]. Dask: threads, processes, local-cluster or a scheduler address [threads].")
 @click.option("--max-cells", type=click.IntRange(min=1), default=DEFAULT_MAX_CELLS, show_default=True, metavar="N",
               help="Refuse, before reading any row, a table of more cells than N.")
-def release_command(input, epsilon, schema_path, columns, spec, marginals, marginal_strategy, branching,
+def release_command(input, epsilon, rho, noise, schema_path, columns, spec, marginals, marginal_strategy, branching,
                     budget_split, options, out, fmt, overwrite, quiet, ledger_path, dataset_id, lock_timeout,
                     run_key, log_format, **settings):
     """Release differentially private tables of INPUT (a CSV or Parquet file, a directory, or a glob).
 
     \b
     With --columns a,b: one table over those columns.
-    With --spec JOB.yaml: the tables the job lists, ε split by their shares.
-    With neither: one 1-D histogram per schema column, ε split equally.
+    With --spec JOB.yaml: the tables the job lists, the budget split by their shares.
+    With neither: one 1-D histogram per schema column, the budget split equally.
+
+    \b
+    The budget, in one of three definitions:
+      --epsilon E                          pure ε-DP, discrete Laplace noise (the default)
+      --rho R                              ρ-zCDP, discrete Gaussian noise
+      --epsilon E --delta D --noise gaussian
+                                           (ε, δ)-DP, discrete Gaussian noise accounted as ρ-zCDP
+    Under --rho and --noise gaussian every column must be declared in --schema (domains are found privately
+    under pure ε only: run 'dphist schema --private' first).
 
     Writes one <table>.<format> file per table (one row per cell: labels, count, noisy_count, ci_lower,
-    ci_upper) and report.json into --out, atomically. The whole run spends exactly ε, and the budget ledger
-    records it against the data set (refused with exit code 3 if that would pass the data set's cap; see
-    'dphist budget').
+    ci_upper) and report.json into --out, atomically. The whole run spends exactly ε (or ρ), and the budget
+    ledger records it against the data set (refused with exit code 3 if that would pass the data set's cap;
+    see 'dphist budget').
     """
     # ``settings`` holds the options named as in dphist.release (delta, privacy_unit, seed, engine, ...).
     _LOG["json"] = log_format == "json"
@@ -296,7 +325,11 @@ def release_command(input, epsilon, schema_path, columns, spec, marginals, margi
             raise click.UsageError("give --columns or --spec, not both")
         job = load_job(spec)
         input = input or job.input
-        epsilon = epsilon if epsilon is not None else job.epsilon
+        if epsilon is None and rho is None:  # a budget on the command line replaces the job's as a whole
+            epsilon, rho = job.epsilon, job.rho
+        noise = noise or job.noise
+        if settings.get("delta") is None and job.delta is not None:
+            settings["delta"] = job.delta
         schema_path = schema_path or job.schema
         out = out or job.out
         fmt = fmt or job.format
@@ -308,8 +341,9 @@ def release_command(input, epsilon, schema_path, columns, spec, marginals, margi
         run_key = run_key or job.run_key
     if input is None:
         raise click.UsageError("missing INPUT (a CSV or Parquet file)")
-    if epsilon is None:
-        raise click.UsageError("missing --epsilon (the privacy budget, e.g. --epsilon 0.5)")
+    if epsilon is None and rho is None:
+        raise click.UsageError("missing the privacy budget: give --epsilon E (e.g. --epsilon 0.5) or --rho R "
+                               "(rho-zCDP, e.g. --rho 0.05)")
     fmt = fmt or "csv"
     if fmt not in FORMATS:
         raise UsageError(f"unknown format '{fmt}' (choose one of {', '.join(FORMATS)})")
@@ -319,7 +353,7 @@ def release_command(input, epsilon, schema_path, columns, spec, marginals, margi
     if marginal_strategy is not None and marginals is None:
         raise click.UsageError("--marginal-strategy applies to --marginals only")
     plan = make_plan(input, ReleaseOptions.from_keywords(
-        epsilon=epsilon, schema=schema_path, columns=columns, tables=tables, marginals=marginals,
+        epsilon=epsilon, rho=rho, noise=noise, schema=schema_path, columns=columns, tables=tables, marginals=marginals,
         marginal_strategy=marginal_strategy, algorithm_options=_algorithm_options(branching, budget_split, options),
         **settings))
     # What --overwrite must never replace, whatever the folder holds.
@@ -343,7 +377,9 @@ def release_command(input, epsilon, schema_path, columns, spec, marginals, margi
 def _finish(result, paths, out, quiet, ledger_info=None) -> None:
     if _LOG["json"]:
         click.echo(json.dumps({"event": "release", "status": "ok", "out": str(out),
-                               "files": [p.name for p in paths], "epsilon_spent": result.report["epsilon_spent"],
+                               "files": [p.name for p in paths], "definition": result.report["definition"],
+                               **{key: result.report[key] for key in ("epsilon_spent", "delta_spent", "rho_spent")
+                                  if key in result.report},
                                "test_mode": result.test_mode, **(ledger_info or {})}), err=True)
     elif not quiet:
         click.echo(result.summary(banner=False), err=True)

@@ -6,9 +6,10 @@
 
 :func:`execute` holds the switch between test mode and a charged run: with a seed the noise is seeded, nothing is
 private and the ledger is never touched; otherwise the run happens inside the release transaction
-(:func:`dphist.publish.charged_run`), which reserves the plan's ε before any row is read and commits it with the
-files.  :func:`run_plan` is the middle: it makes the release's one :class:`~dphist.privacy.PrivacyBudget`, splits
-it into the discovery's part and one part per table, reads, measures and hands over to :mod:`dphist.output`.
+(:func:`dphist.publish.charged_run`), which reserves the plan's budget before any row is read and commits it with the
+files.  :func:`run_plan` is the middle: it makes the release's one budget (:func:`release_budget`: a
+:class:`~dphist.privacy.PrivacyBudget` of ε, or a :class:`~dphist.privacy.ZCDPBudget` of ρ), splits it into the
+discovery's part and one part per table, reads, measures and hands over to :mod:`dphist.output`.
 The CLI's ``release`` and ``schema --private`` and the Python API's :func:`dphist.release` all run through here.
 """
 
@@ -33,11 +34,11 @@ from .job import TableRequest
 from .ledger import Ledger
 from .output import MeasuredTable, Release, discovery_report, release_report, released_tables
 from .planning import ReleasePlan
-from .privacy import BitSource, PrivacyBudget, bit_source
+from .privacy import BitSource, PrivacyBudget, ZCDPBudget, bit_source
 from .progress import Progress
 from .publish import Charged, FileRelease, charged_run
 
-__all__ = ["execute", "charged", "run_plan", "ReleaseFiles"]
+__all__ = ["execute", "charged", "run_plan", "release_budget", "ReleaseFiles"]
 
 
 @dataclass(frozen=True)
@@ -81,8 +82,8 @@ def charged(plan, work: Callable[[dict | None], Any], *, ledger: Ledger | str | 
     None.
 
     Otherwise: the release transaction of :func:`dphist.publish.charged_run` in ``ledger`` (a Ledger, a path,
-    or None for the default one), under ``dataset_id`` and ``run_key``: the plan's ε and δ are reserved before
-    ``work(ledger_info)`` reads anything, and committed with the files' hashes.  ``lock_timeout``: seconds to
+    or None for the default one), under ``dataset_id`` and ``run_key``: the plan's budget (ε and δ, or ρ) is
+    reserved before ``work(ledger_info)`` reads anything, and committed with the files' hashes.  ``lock_timeout``: seconds to
     wait for another run holding the ledger (default: the ledger's)."""
     if plan.seed is not None:
         destination = None if files is None else check_destination(files.out, files.overwrite, files.protect)
@@ -108,7 +109,7 @@ def run_plan(plan: ReleasePlan, progress: bool = False) -> Release:
     On its own it charges no ledger: :func:`execute` runs it inside the release transaction.  ``progress``: draw
     a progress bar of the counting pass on stderr (for a terminal; see :mod:`dphist.progress`)."""
     # The release's one budget: every noisy step below draws from it, or from one of its parts.
-    budget = PrivacyBudget(plan.epsilon, plan.delta, bits=bit_source(plan.seed), factor=plan.rows_per_protected_group)
+    budget = release_budget(plan, bit_source(plan.seed))
     discovery_budget, table_budgets = _split(plan, budget)
     tables = [_Table(r, s, a, b) for r, s, a, b in zip(plan.requests, plan.shapes, plan.algorithms, table_budgets)]
 
@@ -127,10 +128,21 @@ def run_plan(plan: ReleasePlan, progress: bool = False) -> Release:
     # Post-process and output: free, from the noisy values and public facts only.
     frames, table_reports, marginals = released_tables(plan, measured)
     # A skipped table's part was charged in the ledger before discovery ran: it is counted as spent.
-    skipped = sum((b.epsilon for i, b in enumerate(table_budgets) if discovered and i not in discovered.usable),
+    skipped = sum((b.amount for i, b in enumerate(table_budgets) if discovered and i not in discovered.usable),
                   Fraction(0))
     report = release_report(plan, budget, skipped, table_reports, discovered and discovered.report, marginals)
     return Release(frames, report, operator=plan.source.describe())
+
+
+def release_budget(plan: ReleasePlan, bits: BitSource) -> PrivacyBudget:
+    """The release's one root budget for ``plan``: a :class:`~dphist.privacy.PrivacyBudget` of (ε, δ) under
+    "pure"; a :class:`~dphist.privacy.ZCDPBudget` of ρ under "zcdp" and "approximate" (the (ε, δ) of an
+    approximate plan holds because ρ = rho_for(ε, δ)).  Both carry the protected group's row factor and ``bits``;
+    their amounts (``.amount``) are in the plan's unit, as ``plan.budgets`` are."""
+    factor = plan.rows_per_protected_group
+    if plan.definition == "pure":
+        return PrivacyBudget(plan.epsilon, plan.delta, bits=bits, factor=factor)
+    return ZCDPBudget(plan.rho, bits=bits, factor=factor)
 
 
 # --------------------------------------------------------------------------------------------------------------

@@ -9,6 +9,14 @@
       - {name: age_by_sex, columns: [age, sex], algorithm: identity, share: 2}
       - {name: income, columns: [income], share: 1}
 
+The budget is ``epsilon`` (pure ε-DP, discrete Laplace noise) or ``rho`` (ρ-zCDP, discrete Gaussian noise), not
+both; ``epsilon`` with ``delta`` and ``noise: gaussian`` is an (ε, δ)-DP release with discrete Gaussian noise:
+
+    rho: "0.05"                  # or: epsilon: "1", delta: "1e-6", noise: gaussian
+
+The command line's --epsilon or --rho replaces the job's budget as a whole; its --noise and --delta replace the
+job's ``noise`` and ``delta``.
+
 Instead of ``tables``, a job may list ``marginals`` (tables that must agree exactly, as with ``--marginals``):
 
     marginals: [[age, sex], [sex, income], [age, income]]
@@ -51,6 +59,9 @@ class Job:
     input: str | None = None
     schema: str | None = None
     epsilon: Any = None
+    rho: Any = None
+    noise: str | None = None
+    delta: Any = None
     out: str | None = None
     format: str | None = None
     algorithm: str | None = None
@@ -121,8 +132,8 @@ def load_job(path: str | Path, today: _dt.date | None = None) -> Job:
     document = load_document(path, "job spec")
     if not isinstance(document, dict):
         raise UsageError(f"{path}: a job spec must be a mapping with a 'tables' list")
-    known = {"input", "schema", "epsilon", "out", "format", "algorithm", "tables", "dataset_id", "run_key",
-             "marginals", "marginal_strategy"}
+    known = {"input", "schema", "epsilon", "rho", "noise", "delta", "out", "format", "algorithm", "tables",
+             "dataset_id", "run_key", "marginals", "marginal_strategy"}
     unknown = set(document) - known
     if unknown:
         raise UsageError(f"{path}: unknown field '{sorted(map(str, unknown))[0]}'")
@@ -146,6 +157,11 @@ def load_job(path: str | Path, today: _dt.date | None = None) -> Job:
             raise UsageError(f"{path}: '{key}' must be a non-empty text")
         return value.replace("{date}", (today or _dt.date.today()).isoformat())
 
+    if document.get("epsilon") is not None and document.get("rho") is not None:
+        raise UsageError(f"{path}: give 'epsilon' or 'rho', not both")
+    noise = document.get("noise")
+    if noise is not None and noise not in ("laplace", "gaussian"):
+        raise UsageError(f"{path}: 'noise' must be laplace or gaussian, not {str(noise)[:40]!r}")
     marginals = document.get("marginals")
     if marginals is not None:
         if "tables" in document:
@@ -161,6 +177,9 @@ def load_job(path: str | Path, today: _dt.date | None = None) -> Job:
         input=relative("input"),
         schema=relative("schema"),
         epsilon=document.get("epsilon"),
+        rho=document.get("rho"),
+        noise=noise,
+        delta=document.get("delta"),
         out=relative("out"),
         format=document.get("format"),
         algorithm=document.get("algorithm"),

@@ -11,6 +11,7 @@ from __future__ import annotations
 import math
 import os
 from dataclasses import dataclass, field
+from decimal import ROUND_CEILING, Context, Decimal
 from fractions import Fraction
 from pathlib import Path
 from typing import Any
@@ -27,10 +28,11 @@ from .marginal_consistency import consistent_marginals, expected_errors, nonnega
 from .marginals import derive_marginal, labelled_frame
 from .planning import ReleasePlan
 from .privacy import Measurement, PrivacyBudget, format_fraction
+from .privacy.conversions import epsilon_for
 from .version import __version__
 
 __all__ = ["Release", "MeasuredTable", "table_report", "released_tables", "discovery_report", "release_report",
-           "tidy_table", "NOT_PRIVATE"]
+           "budget_report", "tidy_table", "NOT_PRIVATE", "DELTA_REFERENCE"]
 
 POST_PROCESSING = ("top-down over a public tree of blocks (the algorithm's tree, or 4 splits per column): the "
                    "estimated total clamped at 0 and rounded; each block's parts projected onto the non-negative "
@@ -41,6 +43,25 @@ PRIVACY_UNIT = "one record (row)"
 NEIGHBOURING = "add/remove one record"
 SAMPLER = "exact discrete Laplace (binary-expansion sampler) on OS CSPRNG bits (os.urandom)"
 TEST_SAMPLER = "exact discrete Laplace on a SEEDED PCG64 stream (test mode: NOT private)"
+GAUSSIAN_SAMPLER = ("exact discrete Gaussian (Canonne, Kamath and Steinke 2020) for linear queries, exact discrete "
+                    "Laplace and permute-and-flip for any data-adaptive step, on OS CSPRNG bits (os.urandom)")
+GAUSSIAN_TEST_SAMPLER = ("exact discrete Gaussian (and discrete Laplace for data-adaptive steps) on a SEEDED PCG64 "
+                         "stream (test mode: NOT private)")
+#: The δ at which a ρ-zCDP release's report states the ε it implies (``epsilon_implied``; the ledger shows a
+#: ρ spend at the same reference δ).  zCDP itself has no δ: this is a reading aid, not part of the guarantee.
+DELTA_REFERENCE = Fraction(1, 10**6)
+#: How ρ becomes (ε, δ) in the report.
+CONVERSION = ("tight conversion of Canonne, Kamath and Steinke 2020 (Prop. 12): rho-zCDP implies (epsilon, delta)-DP "
+              "for the smallest epsilon with inf over alpha > 1 of exp((alpha-1)(alpha*rho-epsilon))/(alpha-1) * "
+              "(1-1/alpha)^alpha <= delta; epsilon rounded up to 6 significant digits")
+GUARANTEES = {
+    "pure": "pure epsilon-differential privacy",
+    "pure_delta": "(epsilon, delta)-differential privacy (delta only in discovering categories)",
+    "zcdp": "rho-zero-concentrated differential privacy (rho-zCDP, Bun and Steinke 2016)",
+    "approximate": "(epsilon, delta)-differential privacy, measured as rho-zCDP with the largest rho whose "
+                   "(epsilon, delta) guarantee holds by the tight conversion (CKS20)",
+}
+SHORT_NAMES = {"pure": "pure epsilon-DP", "zcdp": "rho-zCDP", "approximate": "(epsilon, delta)-DP via rho-zCDP"}
 NOT_PRIVATE = "TEST MODE: noise was drawn from a seeded generator; this release is NOT differentially private"
 Z_95 = 1.959963984540054  # the standard normal's 97.5 % quantile: a two-sided 95 % interval
 
@@ -82,8 +103,19 @@ class Release:
         size = self.operator.get("size_bytes")
         where = f"{inp['name']}" + (f" ({_human_bytes(size)}, {inp['format']})" if size is not None else "")
         lines.append(f"dphist {r['dphist_version']}: released {len(r['tables'])} table(s) from {where}")
-        lines.append(f"privacy: epsilon {r['epsilon_spent']} spent of {r['epsilon_requested']} requested, "
-                     f"delta {r['delta_spent']}; unit {r['privacy_unit']}, neighbours differ by {r['neighbouring']}")
+        definition = r.get("definition", "pure")
+        if definition == "pure":
+            spent = (f"epsilon {r['epsilon_spent']} spent of {r['epsilon_requested']} requested, "
+                     f"delta {r['delta_spent']}")
+        elif definition == "zcdp":
+            spent = (f"rho {r['rho_spent']} spent of {r['rho_requested']} requested (implies epsilon "
+                     f"{r['epsilon_implied']} at the reference delta {r['delta_reference']})")
+        else:
+            spent = (f"epsilon {r['epsilon_requested']}, delta {r['delta_requested']} requested, run as rho "
+                     f"{r['rho_requested']}; rho {r['rho_spent']} spent (implies epsilon {r['epsilon_implied']} at "
+                     f"delta {r['delta_requested']})")
+        lines.append(f"privacy ({SHORT_NAMES.get(definition, definition)}): {spent}; unit {r['privacy_unit']}, "
+                     f"neighbours differ by {r['neighbouring']}")
         if r.get("discovery"):
             d = r["discovery"]
             names = ", ".join(c["column"] for c in d["columns"])
@@ -100,7 +132,8 @@ class Release:
             sd = f", sd per cell {t['expected_cell_sd']:.3g}" if t.get("expected_cell_sd") is not None else ""
             shared = f" (a sum of the one {t['derived_from']} table)" if t.get("derived_from") else ""
             algorithm = t["algorithm"] + (" (auto)" if t.get("algorithm_choice") else "")
-            lines.append(f"  {t['name']:<{width}}  {algorithm:<15} epsilon {t['epsilon']:<8} "
+            unit = "epsilon" if "epsilon" in t else "rho"
+            lines.append(f"  {t['name']:<{width}}  {algorithm:<15} {unit} {t[unit]:<8} "
                          f"{t['cells']} cells{sd}{shared}")
         return "\n".join(lines)
 
@@ -184,7 +217,7 @@ def _consistent_marginals(plan: ReleasePlan, estimates: list[Estimate], reports:
     k = len(marginals)
     return frames, {**plan.marginal_plan.report(),
                     "composition": f"sequential: the {k} marginals are of the same records, each measured with "
-                                   f"epsilon {format_fraction(plan.epsilon / k)}",
+                                   f"{plan.amount_name} {format_fraction(plan.amount / k)}",
                     "ci": "ci_lower/ci_upper: normal approximation, noisy_count ± 1.96 × expected_cell_sd"}
 
 
@@ -205,14 +238,16 @@ def _derived_marginals(plan: ReleasePlan, frames: dict, reports: list[dict]) -> 
             "noisy_count": _integral_or_float(np.round(derive_marginal(noisy, axes, m), 6))})
         out_reports.append({
             "name": name, "columns": list(m), "algorithm": full_report["algorithm"],
-            "epsilon": full_report["epsilon"], "delta": "0", "cells": math.prod(c.n_cells for c in cols),
+            **{key: full_report[key] for key in ("epsilon", "rho", "delta") if key in full_report},
+            "cells": math.prod(c.n_cells for c in cols),
             "shape": [c.n_cells for c in cols], "domain": {c.name: c.describe() for c in cols},
             "derived_from": full_report["name"], "post_processing": "sum of the full table's released counts",
         })
     full_table = {**plan.marginal_plan.report(),
                   "composition": "one measurement of the table over all the marginals' columns; each marginal is "
                                  "a sum of its non-negative integer counts, so all of them agree exactly (shared "
-                                 "sub-marginals and grand total) and together cost the run's epsilon once",
+                                 f"sub-marginals and grand total) and together cost the run's {plan.amount_name} "
+                                 "once",
                   "full_table": full_report}
     return out_frames, out_reports, full_table
 
@@ -222,8 +257,10 @@ def _derived_marginals(plan: ReleasePlan, frames: dict, reports: list[dict]) -> 
 
 
 def table_report(table: MeasuredTable, factor: int, raw: bool) -> dict:
-    """A table's entry in the report: its public shape and domain, the algorithm (and what auto chose), its ε,
-    every step its budget recorded, and the expected noise."""
+    """A table's entry in the report: its public shape and domain, the algorithm (and what auto chose), its part
+    of the budget (``epsilon`` and ``delta`` of a pure budget, ``rho`` of a zCDP one, with the part per row of the
+    protected group where a group has several: ε/K, ρ/K²), every step its budget recorded, and the expected
+    noise."""
     request, shape, algo, budget, estimate = (table.request, table.shape, table.algorithm, table.budget,
                                               table.estimate)
     choices = dict(estimate.choices)
@@ -233,9 +270,7 @@ def table_report(table: MeasuredTable, factor: int, raw: bool) -> dict:
         "columns": list(request.columns),
         "algorithm": choice["chosen"] if choice else algo.name,
         **({"algorithm_choice": {"by": algo.name, **choice}} if choice else {}),
-        "epsilon": format_fraction(budget.epsilon),
-        **({"epsilon_per_row": format_fraction(budget.epsilon / factor)} if factor > 1 else {}),
-        "delta": "0",
+        **_table_amount(budget, factor),
         "cells": shape.n_cells,
         "shape": list(shape.shape),
         "domain": {c.name: c.describe() for c in shape.columns},
@@ -245,6 +280,16 @@ def table_report(table: MeasuredTable, factor: int, raw: bool) -> dict:
         "expected_cell_sd": _rms_sd(estimate.variance),
         "post_processing": "none (--raw)" if raw else POST_PROCESSING,
     }
+
+
+def _table_amount(budget: PrivacyBudget, factor: int) -> dict:
+    if budget.definition == "pure":
+        return {"epsilon": format_fraction(budget.amount),
+                **({"epsilon_per_row": format_fraction(budget.amount / factor)} if factor > 1 else {}),
+                "delta": "0"}
+    # A unit of K rows moves the answers K times as far in L2, so one row alone is protected at ρ/K².
+    return {"rho": format_fraction(budget.amount),
+            **({"rho_per_row": format_fraction(budget.amount / factor ** 2)} if factor > 1 else {})}
 
 
 def discovery_report(plan: ReleasePlan, columns: list[dict], steps: list[Measurement],
@@ -276,19 +321,12 @@ def release_report(plan: ReleasePlan, budget: PrivacyBudget, skipped: Fraction, 
         "dphist_version": __version__,
         "input": {"name": plan.source.public_name, "format": plan.source.format},
         **unit_report(plan),
-        "definition": "pure epsilon-differential privacy" if plan.delta == 0 else "(epsilon, delta)-differential "
-                      "privacy (delta only in discovering categories)",
-        "epsilon_requested": format_fraction(plan.epsilon),
-        "epsilon_spent": format_fraction(budget.spent + skipped),
-        "delta_requested": format_fraction(plan.delta),
-        # All of δ is reserved for discovery and charged in the ledger before any row is read; a CSV column whose
-        # type turns out to be a number leaves its share of δ unused, which only makes the guarantee stronger.
-        # The report states what was charged, as the ledger does, and what partition selection used.
-        "delta_spent": format_fraction(plan.delta),
-        **({"delta_used": format_fraction(budget.spent_delta)} if budget.spent_delta != plan.delta else {}),
+        **budget_report(plan, budget, skipped),
         **({"discovery": discovery} if discovery is not None else {}),
-        "composition": "sequential over tables (epsilons add); parallel over the disjoint cells of a table",
-        "noise": TEST_SAMPLER if test_mode else SAMPLER,
+        "composition": f"sequential over tables ({'epsilons' if plan.definition == 'pure' else 'rhos'} add); "
+                       "parallel over the disjoint cells of a table",
+        "noise": (TEST_SAMPLER if test_mode else SAMPLER) if plan.definition == "pure" else
+                 (GAUSSIAN_TEST_SAMPLER if test_mode else GAUSSIAN_SAMPLER),
         "test_mode": test_mode,
         "tables": tables,
         **({"marginals": marginals} if marginals is not None else {}),
@@ -304,6 +342,56 @@ def release_report(plan: ReleasePlan, budget: PrivacyBudget, skipped: Fraction, 
     if test_mode:
         report["warning"] = NOT_PRIVATE
     return report
+
+
+def budget_report(plan: ReleasePlan, budget: PrivacyBudget, skipped: Fraction = Fraction(0)) -> dict:
+    """The report's budget fields, read from the release's root ``budget`` (``skipped``: parts of tables skipped
+    after the ledger charged them, counted as spent).  Amounts are exact strings; ``epsilon_implied`` a decimal
+    rounded up.
+
+    * "pure":  definition, guarantee, epsilon_requested, epsilon_spent, delta_requested, delta_spent (δ as
+      charged), and delta_used where partition selection used less.
+    * "zcdp":  definition, guarantee, rho_requested, rho_spent, delta_reference (:data:`DELTA_REFERENCE`) and
+      epsilon_implied (the ε that ρ-zCDP of the requested ρ gives at that δ), conversion.
+    * "approximate":  definition, guarantee, epsilon_requested, delta_requested, epsilon_spent and delta_spent
+      (the (ε, δ) charged), rho_requested (= rho_for(ε, δ)), rho_spent, epsilon_implied (at delta_requested,
+      never above epsilon_requested), conversion."""
+    definition = plan.definition
+    spent = budget.spent + skipped
+    if definition == "pure":
+        return {
+            "definition": "pure",
+            "guarantee": GUARANTEES["pure" if plan.delta == 0 else "pure_delta"],
+            "epsilon_requested": format_fraction(plan.epsilon),
+            "epsilon_spent": format_fraction(spent),
+            "delta_requested": format_fraction(plan.delta),
+            # All of δ is reserved for discovery and charged in the ledger before any row is read; a CSV column
+            # whose type turns out to be a number leaves its share of δ unused, which only makes the guarantee
+            # stronger.  The report states what was charged, as the ledger does, and what partition selection used.
+            "delta_spent": format_fraction(plan.delta),
+            **({"delta_used": format_fraction(budget.spent_delta)} if budget.spent_delta != plan.delta else {}),
+        }
+    # The implied ε is of the ρ charged (the requested one): what the ledger holds the data set to.
+    reference = plan.delta if definition == "approximate" else DELTA_REFERENCE
+    implied = _round_up(epsilon_for(plan.rho, reference))
+    out = {"definition": definition, "guarantee": GUARANTEES[definition]}
+    if definition == "approximate":
+        out.update({"epsilon_requested": format_fraction(plan.epsilon),
+                    "delta_requested": format_fraction(plan.delta),
+                    "epsilon_spent": format_fraction(plan.epsilon), "delta_spent": format_fraction(plan.delta)})
+    out.update({"rho_requested": format_fraction(plan.rho), "rho_spent": format_fraction(spent)})
+    if definition == "zcdp":
+        out["delta_reference"] = format_fraction(DELTA_REFERENCE)
+    out.update({"epsilon_implied": implied, "conversion": CONVERSION})
+    return out
+
+
+def _round_up(value: float, digits: int = 6) -> str:
+    """``value`` rounded up to ``digits`` significant digits, as a plain decimal string (an ε that may only
+    grow when printed)."""
+    if value == 0:
+        return "0"
+    return format(Context(prec=digits, rounding=ROUND_CEILING).plus(Decimal(value)).normalize(), "f")
 
 
 def unit_report(plan: ReleasePlan) -> dict:
@@ -323,7 +411,7 @@ def unit_report(plan: ReleasePlan) -> dict:
     if factor > 1:
         out["group_privacy_scaling"] = (f"the protected group adds or removes at most {factor} rows, so every "
                                         f"step's sensitivity counts {factor} rows per record it would count "
-                                        "(group privacy); each step's epsilon is its cost for the group")
+                                        "(group privacy); each step's epsilon (or rho) is its cost for the group")
     return out
 
 

@@ -31,10 +31,12 @@ from .job import TableRequest, check_table_names, parse_tables, table_name_for
 from .ledger import ROW_UNIT
 from .marginals import STRATEGIES, MarginalPlan, parse_marginals, plan_marginals, union_of
 from .privacy import MIN_EPSILON, exact_fraction, format_fraction, parse_delta, parse_epsilon, split_shares
+from .privacy.conversions import rho_for
 from .schema import MAX_CELLS, MAX_DIMENSIONS, Schema, load_schema, parse_schema
 
 __all__ = ["ReleaseOptions", "ReleasePlan", "make_plan", "unit_bound", "parse_discovery_delta", "column_kinds",
-           "DEFAULT_ALGORITHM", "DEFAULT_MAX_CELLS", "MARGINALS_ALGORITHM", "VALUE_COLUMNS"]
+           "parse_rho", "budget_definition", "DEFAULT_ALGORITHM", "DEFAULT_MAX_CELLS", "MARGINALS_ALGORITHM",
+           "VALUE_COLUMNS", "DEFINITIONS", "NOISES", "MIN_RHO", "MAX_RHO"]
 
 DEFAULT_ALGORITHM = "auto"
 #: Tables of more cells than this are refused before any row is read, unless a larger limit is given.
@@ -48,16 +50,33 @@ VALUE_COLUMNS = ("count", "noisy_count", "ci_lower", "ci_upper")
 MAX_DELTA = Fraction(1, 1000)
 MAX_DISCOVERY_BINS = 4096
 MAX_CATEGORIES = 100_000
+#: The three ways a release can be budgeted (the plan's ``definition``):
+#:   pure         --epsilon E [--noise laplace]        ε-DP (δ only for partition selection); amounts are ε
+#:   zcdp         --rho R [--noise gaussian]           ρ-zCDP; amounts are ρ
+#:   approximate  --epsilon E --delta D --noise gaussian   (ε, δ)-DP, run as ρ-zCDP with ρ = rho_for(ε, δ), the
+#:                largest ρ whose (ε, δ) guarantee holds by the tight CKS20 conversion; amounts are ρ
+DEFINITIONS = ("pure", "zcdp", "approximate")
+NOISES = ("laplace", "gaussian")
+#: The ρ range ``--rho`` accepts: the smallest is the zCDP cost ε²/2 of the smallest ε (MIN_EPSILON), so a table
+#: gets noise of the same order at either minimum (σ² = 1/(2ρ) = 10¹² against a Laplace variance of 2·10¹²); the
+#: largest is MAX_EPSILON, past which (as for ε) nobody is protected in any useful sense.
+MIN_RHO = MIN_EPSILON ** 2 / 2
+MAX_RHO = Fraction(1000)
 
 
 @dataclass(frozen=True)
 class ReleaseOptions:
     """Every parameter of a release with its default (documented in :func:`dphist.release`), checked once when
-    made: a bad value raises UsageError naming it.  Values are kept normalised: ``epsilon``, ``delta`` and
+    made: a bad value raises UsageError naming it.  Values are kept normalised: ``epsilon``, ``rho``, ``delta`` and
     ``discovery_share`` as exact fractions, ``columns`` and ``marginals`` as tuples of names, ``tables`` as
-    :class:`~dphist.job.TableRequest` values, and ``unit`` is the contribution bound of ``privacy_unit``."""
+    :class:`~dphist.job.TableRequest` values, and ``unit`` is the contribution bound of ``privacy_unit``.
 
-    epsilon: Any
+    The budget is given as exactly one of ``epsilon`` and ``rho``, with ``noise``; ``definition`` (one of
+    :data:`DEFINITIONS`) follows from them, and ``noise`` is set to the noise linear queries get ("laplace" or
+    "gaussian").  Under "approximate", ``rho`` is set to rho_for(epsilon, delta); under "zcdp", ``epsilon`` stays
+    None and ``delta`` is 0."""
+
+    epsilon: Any = None
     schema: Any = None
     columns: Any = None
     tables: Any = None
@@ -78,7 +97,10 @@ class ReleaseOptions:
     engine: str = "local"
     master: str | None = None
     max_cells: int = DEFAULT_MAX_CELLS
+    rho: Any = None
+    noise: str | None = None
     unit: UnitBound | None = field(init=False, default=None)
+    definition: str = field(init=False, default="pure")
 
     @classmethod
     def from_keywords(cls, **values: Any) -> ReleaseOptions:
@@ -96,7 +118,12 @@ class ReleaseOptions:
         def set_(name: str, value: Any) -> None:  # frozen: the checked, normalised values are set once, here
             object.__setattr__(self, name, value)
 
-        set_("epsilon", parse_epsilon(self.epsilon))
+        definition, epsilon, rho, delta = budget_definition(self.epsilon, self.rho, self.noise, self.delta)
+        set_("definition", definition)
+        set_("epsilon", epsilon)
+        set_("rho", rho)
+        set_("delta", delta)
+        set_("noise", "laplace" if definition == "pure" else "gaussian")
         set_("max_cells", _whole(self.max_cells, 1, MAX_CELLS, f"the cell limit must be a whole number from 1 to "
                                                                 f"{MAX_CELLS:,}"))
         set_("unit", unit_bound(self.privacy_unit, self.max_rows_per_unit))
@@ -116,7 +143,6 @@ class ReleaseOptions:
             set_("columns", _column_names(self.columns))
         if self.tables is not None:
             set_("tables", tuple(_table_list(self.tables)))
-        set_("delta", parse_discovery_delta(self.delta))
         share = exact_fraction(self.discovery_share, "the discovery share")
         if not 0 < share < 1:
             raise UsageError("the discovery share must be between 0 and 1, e.g. 0.1")
@@ -140,10 +166,15 @@ class ReleaseOptions:
 @dataclass
 class ReleasePlan:
     """Everything a release will do, validated before any row is read: the budget split, the tables' public
-    shapes, their algorithms and the noise source."""
+    shapes, their algorithms and the noise source.
+
+    The budget: ``definition`` (one of :data:`DEFINITIONS`), ``epsilon`` (None under "zcdp"), ``delta`` (under
+    "pure" the δ of partition selection, under "approximate" the release's δ, 0 under "zcdp") and ``rho`` (None
+    under "pure").  ``budgets`` holds each table's part in the plan's unit (:attr:`amount_name`: ε under "pure",
+    ρ otherwise); with the discovery's part they add up to :attr:`amount` exactly."""
 
     source: Source
-    epsilon: Fraction
+    epsilon: Fraction | None
     requests: list[TableRequest]
     shapes: list[TableShape]
     algorithms: list[Algorithm]
@@ -164,6 +195,23 @@ class ReleasePlan:
     engine: str = "local"
     master: str | None = None
     max_cells: int = DEFAULT_MAX_CELLS
+    definition: str = "pure"
+    rho: Fraction | None = None
+
+    @property
+    def amount(self) -> Fraction:
+        """The whole budget in the plan's unit: ε under "pure", ρ under "zcdp" and "approximate"."""
+        return self.epsilon if self.definition == "pure" else self.rho
+
+    @property
+    def amount_name(self) -> str:
+        """The plan's unit, as the report names it: "epsilon" or "rho"."""
+        return "epsilon" if self.definition == "pure" else "rho"
+
+    @property
+    def noise(self) -> str:
+        """The noise linear queries get: "laplace" under "pure", "gaussian" otherwise."""
+        return "laplace" if self.definition == "pure" else "gaussian"
 
     @property
     def rows_per_protected_group(self) -> int:
@@ -182,7 +230,9 @@ class ReleasePlan:
 
 def make_plan(source: Any, options: ReleaseOptions) -> ReleasePlan:
     """The plan of a release of ``source`` with ``options``: checks the schema, the input's header, the tables'
-    shapes and algorithms, and that every table's part of ε is usable.  Reads no rows, spends nothing."""
+    shapes and algorithms, and that every table's part of the budget (ε, or ρ under zCDP) is usable.  Reads no
+    rows, spends nothing.  Under "zcdp" and "approximate" every column must be declared in the schema (finding a
+    domain privately runs under pure ε only), refused here with one line."""
     o = options
     schema = o.schema
     if schema is not None and not isinstance(schema, Schema):
@@ -196,24 +246,30 @@ def make_plan(source: Any, options: ReleaseOptions) -> ReleasePlan:
     # Columns the schema does not declare get their domains privately, with a share of ε (and δ for text).
     discovery = None
     undeclared = list(dict.fromkeys(c for c in wanted if schema is None or c not in schema.columns))
+    if undeclared and o.definition != "pure":
+        raise UsageError(_UNDECLARED_UNDER_ZCDP.format(column=undeclared[0], budget=_budget_flags(o.definition)))
     if undeclared:
         if marginals is not None:
             raise UsageError(f"column '{undeclared[0]}' has no declared domain: marginal sets need a schema")
         discovery = DiscoveryPlan(column_kinds(src, undeclared), o.epsilon * o.discovery_share, o.delta,
                                   o.discovery_bins, o.max_categories, o.discovery_binning)
         schema = Schema({**(schema.columns if schema else {}), **discovery.placeholders()})
-    elif o.delta > 0:
+    elif o.delta > 0 and o.definition == "pure":
         raise UsageError("delta is only used to discover categories of undeclared columns; every column is declared, "
-                         "so leave --delta out")
-    table_epsilon = o.epsilon - (discovery.epsilon if discovery else 0)
+                         "so leave --delta out (or add --noise gaussian for an (epsilon, delta) release with Gaussian "
+                         "noise)")
+    amount = o.epsilon if o.definition == "pure" else o.rho
+    table_amount = amount - (discovery.epsilon if discovery else 0)
     factor = (o.unit.max_rows if o.unit else 1) * o.group_size  # rows one protected group can change
 
     # A marginal set becomes either one full table (summed afterwards) or one identity table per marginal.
     columns, tables, algorithm, marginal_plan = o.columns, o.tables, o.algorithm, None
     if marginals is not None:
         algorithm = algorithm or MARGINALS_ALGORITHM
-        marginal_plan = _plan_marginal_set(marginals, schema, table_epsilon / factor, algorithm,
-                                           o.marginal_strategy, o.max_cells)
+        # The amount one row's worth of noise is set by: ε/K under pure ε, ρ/K² under zCDP (σ² grows with K²).
+        per_row = table_amount / factor if o.definition == "pure" else table_amount / factor ** 2
+        marginal_plan = _plan_marginal_set(marginals, schema, per_row, algorithm, o.marginal_strategy, o.max_cells,
+                                           o.noise)
         if marginal_plan.strategy == "full":
             columns = union_of(marginals)
         else:
@@ -230,7 +286,7 @@ def make_plan(source: Any, options: ReleaseOptions) -> ReleasePlan:
     shapes = [_table_shape(schema, t, o.max_cells) for t in requests]
     for algo, shape in zip(algorithms, shapes):
         algo.check_shape(shape.shape)
-    budgets = split_shares(table_epsilon, [Fraction(t.share) for t in requests])
+    budgets = split_shares(table_amount, [Fraction(t.share) for t in requests])
 
     check_engine(o.engine, o.master, src, o.unit, discovery is not None)
     if not remote:  # a URL's header is checked by Spark when it reads it
@@ -238,9 +294,76 @@ def make_plan(source: Any, options: ReleaseOptions) -> ReleasePlan:
                            if discovery is None or c.name not in discovery.kinds})
     if o.unit is not None and o.unit.column not in src.column_names():
         raise DataError(f"{src.name}: privacy-unit column '{o.unit.column}' not found in the input")
-    _check_budgets(requests, budgets, discovery, factor)
+    _check_budgets(requests, budgets, discovery, factor, o.definition)
     return ReleasePlan(src, o.epsilon, requests, shapes, algorithms, budgets, o.seed, o.raw, discovery, o.delta,
-                       o.unit, o.group_size, marginal_plan, o.engine, o.master, o.max_cells)
+                       o.unit, o.group_size, marginal_plan, o.engine, o.master, o.max_cells, o.definition, o.rho)
+
+
+
+# --------------------------------------------------------------------------------------------------------------
+# The budget's definition
+
+
+_UNDECLARED_UNDER_ZCDP = (
+    "column '{column}' has no declared domain: under {budget} every column must be declared in a schema "
+    "(declare the categories of a text column and the bounds of a numeric or date one); finding domains privately "
+    "(partition selection needs a delta of its own) runs under pure epsilon only, e.g. 'dphist schema --private' "
+    "before the release")
+
+
+def _budget_flags(definition: str) -> str:
+    return "--rho" if definition == "zcdp" else "--noise gaussian"
+
+
+def parse_rho(value: Any, what: str = "rho") -> Fraction:
+    """The exact ρ written as ``value`` (decimal string, int, float or Fraction), in (0, MAX_RHO]."""
+    rho = exact_fraction(value, what)
+    if rho <= 0:
+        raise UsageError(f"{what} must be greater than 0, got {format_fraction(rho)}")
+    if rho > MAX_RHO:
+        raise UsageError(f"{what} must be at most {MAX_RHO}: beyond that the release gives no meaningful privacy, "
+                         f"got {format_fraction(rho)}")
+    return rho
+
+
+def budget_definition(epsilon: Any, rho: Any, noise: str | None,
+                      delta: Any) -> tuple[str, Fraction | None, Fraction | None, Fraction]:
+    """(definition, ε, ρ, δ) of a release given ``epsilon`` or ``rho`` (exactly one), ``noise`` (None, "laplace"
+    or "gaussian") and ``delta``:
+
+    * epsilon [noise laplace]: "pure"; δ is partition selection's (0 to 1e-3), ρ None;
+    * epsilon, delta > 0, noise gaussian: "approximate"; ρ = rho_for(ε, δ) (exact, rounded down), δ the release's;
+    * rho [noise gaussian]: "zcdp"; ε None, δ 0.  Laplace noise under --rho is refused (give --epsilon instead),
+      and so is a δ (zCDP has none).
+    UsageError with one line for anything else."""
+    if noise is not None and noise not in NOISES:
+        raise UsageError(f"unknown noise '{noise}' (choose laplace or gaussian)")
+    if epsilon is not None and rho is not None:
+        raise UsageError("give --epsilon or --rho, not both: --epsilon E is pure epsilon-DP (or (epsilon, delta)-DP "
+                         "with --delta D --noise gaussian), --rho R is rho-zCDP")
+    if epsilon is None and rho is None:
+        raise UsageError("missing the privacy budget: give --epsilon E (e.g. --epsilon 0.5) or --rho R (rho-zCDP, "
+                         "e.g. --rho 0.05)")
+    if rho is not None:
+        rho = parse_rho(rho)
+        if noise == "laplace":
+            raise UsageError("--rho measures with discrete Gaussian noise; for Laplace noise give --epsilon E instead "
+                             "(pure epsilon-DP)")
+        if parse_delta(delta, "delta") != 0:
+            raise UsageError("--delta does not apply to --rho: zCDP has no delta (for an (epsilon, delta) guarantee "
+                             "give --epsilon E --delta D --noise gaussian)")
+        return "zcdp", None, rho, Fraction(0)
+    epsilon = parse_epsilon(epsilon)
+    if noise == "gaussian":
+        delta = parse_delta(delta, "delta")
+        if delta == 0:
+            raise UsageError("--noise gaussian with --epsilon needs --delta D > 0: the delta of the release's "
+                             "(epsilon, delta) guarantee, e.g. --delta 1e-6")
+        if delta > MAX_DELTA:
+            raise UsageError(f"delta must be between 0 and 1e-3 (it bounds the chance of a failure of privacy), "
+                             f"got '{format_fraction(delta)}'")
+        return "approximate", epsilon, rho_for(epsilon, delta), delta
+    return "pure", epsilon, None, parse_discovery_delta(delta)
 
 
 # --------------------------------------------------------------------------------------------------------------
@@ -344,9 +467,10 @@ def _table_requests(default: list[str], columns: tuple[str, ...] | None,
     return requests
 
 
-def _plan_marginal_set(marginals: list[tuple[str, ...]], schema: Schema, epsilon_per_row: Fraction, algorithm: str,
-                       strategy: str, max_cells: int) -> MarginalPlan:
-    """The strategy of a marginal set, chosen from public sizes and the ε that sets the noise."""
+def _plan_marginal_set(marginals: list[tuple[str, ...]], schema: Schema, amount_per_row: Fraction, algorithm: str,
+                       strategy: str, max_cells: int, noise: str = "laplace") -> MarginalPlan:
+    """The strategy of a marginal set, chosen from public sizes, the noise and the amount per row that sets it
+    (ε/K for "laplace", ρ/K² for "gaussian")."""
     for m in marginals:
         for c in m:
             schema[c]  # unknown columns fail here, before any choice is made
@@ -356,7 +480,7 @@ def _plan_marginal_set(marginals: list[tuple[str, ...]], schema: Schema, epsilon
     full_cells = math.prod(sizes[c] for c in union)  # a Python int: exact, never wraps
     full_limit = (f"would have {len(union)} columns, more than {MAX_DIMENSIONS}" if len(union) > MAX_DIMENSIONS
                   else f"would have {full_cells:,} cells, more than {max_cells:,}" if full_cells > max_cells else None)
-    return plan_marginals(marginals, sizes, epsilon_per_row, algorithm, strategy, full_limit)
+    return plan_marginals(marginals, sizes, amount_per_row, algorithm, strategy, full_limit, noise=noise)
 
 
 def _table_shape(schema: Schema, request: TableRequest, max_cells: int) -> TableShape:
@@ -375,9 +499,17 @@ def _table_shape(schema: Schema, request: TableRequest, max_cells: int) -> Table
 
 
 def _check_budgets(requests: list[TableRequest], budgets: list[Fraction], discovery: DiscoveryPlan | None,
-                   factor: int) -> None:
+                   factor: int, definition: str = "pure") -> None:
     """Every table's ε, and each discovered column's, is at least the smallest the samplers take, per row of the
-    protected group."""
+    protected group; under zCDP every table's ρ is at least MIN_RHO, per row (ρ/K², as σ² grows with K²)."""
+    if definition != "pure":
+        for request, budget in zip(requests, budgets):
+            if budget / factor ** 2 < MIN_RHO:
+                per_row = "" if factor == 1 else f" ({format_fraction(budget / factor ** 2)} per row of {factor})"
+                raise UsageError(f"table '{request.name}' would get rho {format_fraction(budget)}{per_row}, below the "
+                                 f"minimum {format_fraction(MIN_RHO)}: raise the budget or the table's share, or "
+                                 "release fewer tables")
+        return
     for request, budget in zip(requests, budgets):
         if budget < MIN_EPSILON:
             raise UsageError(f"table '{request.name}' would get epsilon {format_fraction(budget)}, below the minimum "

@@ -41,6 +41,9 @@ class PrivateSchemaPlan:
     discovery: DiscoveryPlan
     unit: UnitBound | None
     seed: int | None
+    #: Discovery runs under pure ε only (the ledger reads a plan's definition, ε, δ and ρ alike).
+    definition = "pure"
+    rho = None
 
     @property
     def ledger_unit(self) -> str:

@@ -99,10 +99,16 @@ def test_shared_options_are_declared_once_with_one_meaning():
         pa, pb = params[a][name], params[b][name]
         assert pa.opts == pb.opts and pa.default == pb.default and type(pa.type) is type(pb.type)
         assert pb.help.endswith(pa.help[1:]) or pa.help.endswith(pb.help[1:]), (name, pa.help, pb.help)
-    for name in ("privacy_unit", "max_rows_per_unit", "delta", "seed", "ledger_path", "dataset_id", "lock_timeout"):
+    for name in ("privacy_unit", "max_rows_per_unit", "seed", "ledger_path", "dataset_id", "lock_timeout"):
         same("release", "schema", name)
     for name in ("branching", "budget_split", "options"):
         same("release", "evaluate", name)
+    # --delta is the same option, but a release's has a second meaning: under --noise gaussian it is the δ of the
+    # release itself, which schema --private (pure ε only) does not have.
+    release_delta, schema_delta = params["release"]["delta"], params["schema"]["delta"]
+    assert release_delta.opts == schema_delta.opts and release_delta.default == schema_delta.default
+    assert "--noise gaussian" in release_delta.help and "--noise" not in schema_delta.help
+    assert "categories of text columns" in release_delta.help and "categories of text columns" in schema_delta.help
 
 
 def test_schema_options_of_private_only_are_refused_without_it(tmp_path):
