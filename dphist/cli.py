@@ -738,13 +738,13 @@ def budget_set(dataset, epsilon, rho, delta, reason, privacy_unit, ledger_path):
     row = next(r for r in ledger.status(dataset) if r["unit"] == unit)
     who = f"{dataset}{'' if privacy_unit is None else ' (per ' + privacy_unit + ')'}"
     if row["rho_cap"] is not None:
-        spent = "not expressible in rho" if row["rho_spent"] is None else row["rho_spent"]
+        spent = "n/a (a release with a delta has no rho)" if row["rho_spent"] is None else row["rho_spent"]
         click.echo(f"{who}: cap rho {row['rho_cap']} (epsilon {row['epsilon_cap_at_delta']} at delta "
-                   f"{row['reference_delta']}); spent rho {spent}, remaining {row['rho_remaining']}")
+                   f"{row['reference_delta']}); spent rho {spent}, remaining {row['rho_remaining'] or 'n/a'}")
     else:
-        spent = "not expressible in epsilon" if row["epsilon_spent"] is None else row["epsilon_spent"]
+        spent = "n/a (a --rho release has no epsilon)" if row["epsilon_spent"] is None else row["epsilon_spent"]
         click.echo(f"{who}: cap epsilon {row['epsilon_cap']}, delta {row['delta_cap']}; spent epsilon {spent}, "
-                   f"remaining {row['epsilon_remaining']}")
+                   f"remaining {row['epsilon_remaining'] or 'n/a'}")
     if row["cap_note"]:
         _notice(f"{who}: {row['cap_note']}")
 
