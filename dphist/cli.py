@@ -721,16 +721,14 @@ _ledger_option = click.option("--ledger", "ledger_path", metavar="PATH", help=f"
 def budget_set(dataset, epsilon, rho, delta, reason, privacy_unit, ledger_path):
     """Set (or change) the cap of DATASET, in epsilon (--epsilon, with --delta) or in rho (--rho); the change is
     itself a ledger entry. Every release is counted in the cap's definition (see 'dphist budget show')."""
-    from .privacy import exact_fraction
+    from .planning import parse_rho
 
     if epsilon is not None and rho is not None:
         raise click.UsageError("give the cap as --epsilon E (with --delta D) or as --rho R, not both")
     if epsilon is None and rho is None:
         raise click.UsageError("missing --epsilon E or --rho R (the data set's total budget, e.g. --epsilon 5)")
     eps = None if epsilon is None else parse_epsilon(epsilon)
-    r = None if rho is None else exact_fraction(rho, "--rho")
-    if r is not None and r <= 0:
-        raise UsageError(f"--rho must be greater than 0, got {format_fraction(r)}")
+    r = None if rho is None else parse_rho(rho, "--rho")
     dlt = parse_delta(delta, "--delta")
     ledger = Ledger(ledger_path)
     unit = ROW_UNIT if privacy_unit is None else f"unit:{privacy_unit}"

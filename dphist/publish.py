@@ -6,10 +6,10 @@ next run (or ``dphist budget recover``) does when a run was killed there:
 
     state      ledger                       disk                              recovery of a dead run
     planned    nothing                      nothing                           nothing to do
-    reserved   RESERVE (ε counted, key      nothing                           ABORT: ε given back, key freed
-               claimed)
-    reading    + READ (ε spent for good)    maybe a partial staging folder    FAIL: staging removed, ε stays
-                                                                              spent, key used up (no new noise)
+    reserved   RESERVE (budget counted,     nothing                           ABORT: budget given back, key
+               key claimed)                                                   freed
+    reading    + READ (spent for good)      maybe a partial staging folder    FAIL: staging removed, budget
+                                                                              stays spent, key used up
     staged     + READ                       a complete staging folder         COMMIT, then as below
                                             (marker with the files' hashes)
     committed  + COMMIT (files' hashes)     the complete staging folder       move it into place, PUBLISH

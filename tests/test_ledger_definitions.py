@@ -423,3 +423,36 @@ def test_budget_set_warns_when_earlier_releases_do_not_fit_the_cap(tmp_path):
     assert result.exit_code == 0 and "spent rho alone" in result.stderr
     shown = cli("budget", "show", D, ledger_path=path)
     assert "spent rho alone" in shown.stdout and "epsilon spent n/a" in shown.stdout
+
+
+def test_releases_in_each_definition_against_caps_end_to_end(tmp_path, private_ledger):
+    """The release command reserves in its definition: under a ρ cap a --rho, a pure and a --noise gaussian
+    release count ρ, ε²/2 and ρ; a refusal exits 3 with one line and no output; under an ε cap --rho is refused."""
+    import subprocess
+    import sys
+
+    from conftest import ROOT
+
+    census = [str(ROOT / "sample_data" / "census.csv"), "-s", str(ROOT / "sample_data" / "census.schema.yaml"),
+              "-c", "sex", "--dataset-id", "census", "-q"]
+
+    def run(*args, out):
+        return subprocess.run([sys.executable, "-m", "dphist", "release", *census, *args, "-o", str(tmp_path / out)],
+                              capture_output=True, text=True, cwd=ROOT)
+
+    book = Ledger(private_ledger)
+    book.set_cap("census", ROW, rho="0.05")
+    assert run("--rho", "0.02", out="a").returncode == 0
+    assert run("-e", "0.2", out="b").returncode == 0  # counts 0.2²/2 = 0.02
+    too_much = run("-e", "1", "--delta", "1e-6", "--noise", "gaussian", out="c")
+    assert too_much.returncode == 3 and too_much.stderr.count("\n") == 1 and "only rho 0.01 of the cap 0.05" in \
+        too_much.stderr and not (tmp_path / "c").exists()
+    report = json.loads((tmp_path / "a" / "report.json").read_text())
+    assert report["ledger"]["rho_cap"] == "0.05" and report["ledger"]["rho_spent_before"] == "0"
+    assert row(book, "census")["rho_spent"] == "0.04"
+    book.set_cap("other", ROW, "1", "1e-5")
+    refusal = subprocess.run([sys.executable, "-m", "dphist", "release", *census[:-3], "--dataset-id", "other",
+                              "--rho", "0.01", "-o", str(tmp_path / "d")], capture_output=True, text=True, cwd=ROOT)
+    assert refusal.returncode == 3 and "--noise gaussian" in refusal.stderr and not (tmp_path / "d").exists()
+    assert row(book, "other")["releases"] == 0 and kinds(book, "other") == ["CAP"]
+    assert book.verify() == []
