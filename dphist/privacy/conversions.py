@@ -119,6 +119,18 @@ def _log_delta(rho: float, eps: float) -> float:
     return min(0.0, _log_bracket(math.exp(t), rho, eps))
 
 
+def _nudge(excess, x: float, direction: float) -> float:
+    """x moved (direction +1: up, −1: down) just far enough that excess(x) ≤ 0, for a start point that is valid in
+    exact arithmetic and can miss only by float rounding; a miss beyond 1e-6 relative is a bug, not bad input."""
+    step = 1e-13
+    while excess(x) > 0:
+        if step > 1e-6:
+            raise RuntimeError("conversion: a bound that should hold failed by more than float rounding")
+        x += direction * step * max(abs(x), 1e-300)
+        step *= 2.0
+    return x
+
+
 def delta_for(rho: Any, epsilon: Any) -> float:
     """The smallest δ with which the tight CKS20 conversion shows every ρ-zCDP mechanism is (ε, δ)-DP.
 
@@ -148,8 +160,7 @@ def epsilon_for(rho: Any, delta: Any) -> float:
     def excess(e: float) -> float:
         return _log_delta(r, e) - target
 
-    while excess(hi) > 0:  # float rounding only: the classic ε is valid in exact arithmetic
-        hi *= 1.0 + 1e-12
+    hi = _nudge(excess, hi, +1.0)  # float rounding only: the classic ε is valid in exact arithmetic
     root = brentq(excess, 0.0, hi, xtol=1e-300, rtol=4 * 2.0**-52, maxiter=500)
     # Twice the margin, so that the check below (at one margin less) looks at a point past the root.
     result = root * (1.0 + 2.0 * EPSILON_MARGIN)
@@ -180,8 +191,7 @@ def rho_for(epsilon: Any, delta: Any) -> Fraction:
         return _log_delta(math.exp(log_r), e) - target
 
     lo = _loose_rho(e, log_inv)  # valid (the tight δ is below the classic one), so excess(ln lo) < 0
-    while excess(math.log(lo)) > 0:  # float rounding only
-        lo *= 1.0 - 1e-12
+    lo = math.exp(_nudge(excess, math.log(lo), -1.0))  # float rounding only
     hi = 2.0 * lo
     while excess(math.log(hi)) <= 0:  # δ(ρ, ε) rises to 1 as ρ grows and δ < 1, so this ends
         hi *= 2.0
