@@ -54,3 +54,10 @@ def test_shares_must_be_positive_numbers():
     for bad in ("0", "-1", "x", "inf"):
         with pytest.raises(UsageError, match="table 't'"):
             parse_share(bad, "t")
+
+
+def test_numpy_floats_are_read_as_the_decimal_they_print():
+    import numpy as np
+
+    from dphist.privacy import exact_fraction
+    assert exact_fraction(np.float64(0.1), "x") == Fraction(1, 10)

@@ -4,13 +4,15 @@ rest of dphist draws noise (``budget.PrivacyBudget``)."""
 from .amounts import (MAX_EPSILON, MIN_EPSILON, exact_fraction, format_fraction, parse_delta, parse_epsilon,
                       parse_share)
 from .bits import BitSource, SeededBits, SystemBits, bit_source
+from .conversions import ConversionError, delta_for, epsilon_for, loose_epsilon, loose_rho, rho_for
 from .budget import BudgetExceeded, Draw, PrivacyBudget, Selection, ZCDPBudget, epsilon_within, split_shares
 from .measurement import Measurement
 from .samplers import discrete_laplace_halfwidth, discrete_laplace_pmf, discrete_laplace_variance
 from .samplers import (checked_sigma2, discrete_gaussian_halfwidth, discrete_gaussian_pmf,
                        discrete_gaussian_variance)
 
-__all__ = ["MAX_EPSILON", "MIN_EPSILON", "BitSource", "BudgetExceeded", "Draw", "Measurement", "PrivacyBudget",
+__all__ = ["ConversionError", "delta_for", "epsilon_for", "loose_epsilon", "loose_rho", "rho_for",
+           "MAX_EPSILON", "MIN_EPSILON", "BitSource", "BudgetExceeded", "Draw", "Measurement", "PrivacyBudget",
            "SeededBits", "Selection", "SystemBits", "ZCDPBudget", "epsilon_within", "bit_source", "discrete_laplace_halfwidth", "discrete_laplace_pmf",
            "discrete_laplace_variance", "exact_fraction", "format_fraction", "parse_delta", "parse_epsilon",
            "parse_share", "split_shares",

@@ -34,7 +34,7 @@ def exact_fraction(value: Any, what: str) -> Fraction:
     if isinstance(value, float):
         if not math.isfinite(value):
             raise UsageError(f"{what} must be a finite number, got {value!r}")
-        value = repr(value)  # the shortest decimal that round-trips: what the user typed
+        value = repr(float(value))  # (a numpy float64 reprs as "np.float64(...)"); the shortest decimal that round-trips: what the user typed
     text = str(value).strip()
     if len(text) > 64:
         raise UsageError(f"{what} must be a number such as 0.5 (got {len(text)} characters)")
