@@ -9,6 +9,7 @@ it states, or in what its decisions read.  Each overrides only public methods of
 from __future__ import annotations
 
 from fractions import Fraction
+import math
 
 import numpy as np
 
@@ -20,7 +21,7 @@ from ..algorithms.privelet import Privelet
 from ..algorithms.structurefirst import StructureFirst
 from ..privacy import PrivacyBudget
 
-__all__ = ["MUTANTS"]
+__all__ = ["MUTANTS", "ZCDP_MUTANTS"]
 
 
 class _UnderstatedSensitivity(PrivacyBudget):
@@ -160,3 +161,63 @@ class TrueTotalAuto(Auto):
 MUTANTS = [HalfScaleIdentity, ShrunkScaleIdentity, HeightForgottenTree, OverspentTree, TotalForgottenPrivelet,
            UnweightedNominalPrivelet, TrueCountDPCube, TrueCountKDTree,
            ArgmaxStructureFirst, TrueTotalAuto]
+
+
+# -- zCDP mutants: they run on a ρ-zCDP budget (discrete Gaussian noise) -----------------------------------------
+
+
+class _ShrunkGaussian:
+    """Mixed into a zCDP budget: every discrete Gaussian draw uses ``variance_factor`` times the σ² the kernel
+    computed (the bug), while the record and the trace keep the stated σ²."""
+
+    variance_factor = Fraction(1)
+
+    def _gaussian_noise(self, sigma2, shape):
+        return super()._gaussian_noise(Fraction(sigma2) * self.variance_factor, shape)
+
+
+class _UnderstatedL2:
+    """Mixed into a zCDP budget: every stated squared L2 sensitivity is divided by ``l2_shrink`` (the bug)."""
+
+    l2_shrink = Fraction(1)
+
+    def gaussian_weighted(self, answers, relative, l2_squared, amount, what, composition):
+        return super().gaussian_weighted(answers, relative, Fraction(l2_squared) / self.l2_shrink, amount, what,
+                                         composition)
+
+
+def _with_bug(budget: PrivacyBudget, mixin: type, **attributes) -> PrivacyBudget:
+    """``budget`` itself with ``mixin`` put in front of its class (it keeps its bits, trace and repetitions;
+    its children inherit the bug)."""
+    budget.__class__ = type(f"{mixin.__name__.strip('_')}{type(budget).__name__}", (mixin, type(budget)), attributes)
+    return budget
+
+
+class ShrunkSigmaGaussianIdentity(Identity):
+    """Identity on a zCDP budget whose discrete Gaussian has σ × 0.8 (σ² × 0.64): a slip in the sampler's
+    variance parameter (e.g. σ passed where σ² belongs, at σ near 1).  It spends ρ/0.64 = 1.5625ρ."""
+
+    name = "mutant-gaussian-identity-sigma-0.8"
+
+    def run(self, counts: np.ndarray, budget: PrivacyBudget, columns=None):
+        return super().run(counts, _with_bug(budget, _ShrunkGaussian, variance_factor=Fraction(16, 25)), columns)
+
+
+class UnsquaredL2Tree(H):
+    """A binary tree on a zCDP budget whose levels are accounted as if ρ composed like a norm: its L2
+    sensitivity √h (h measured levels, one node each changed by one record) stated where the squared L2
+    sensitivity h belongs, so each level gets the noise of ρ/√h instead of ρ/h and the tree spends ρ√h.
+    Audited on 16 cells (h = 4 measured levels below the root): the noise of 2ρ."""
+
+    name = "mutant-gaussian-tree-l2-unsquared"
+
+    def run(self, counts: np.ndarray, budget: PrivacyBudget, columns=None):
+        levels = self.tree_for(counts.shape)[0].levels - 1  # measured levels (root dropped)
+        root = math.isqrt(levels)
+        if root * root != levels:
+            raise ValueError(f"{self.name} needs a square number of measured levels, got {levels}")
+        return super().run(counts, _with_bug(budget, _UnderstatedL2, l2_shrink=Fraction(root)), columns)
+
+
+#: Mutants audited on ρ-zCDP budgets; each must be caught by the zCDP criterion.
+ZCDP_MUTANTS = [ShrunkSigmaGaussianIdentity, UnsquaredL2Tree]

@@ -13,6 +13,20 @@ For each case, an algorithm, a claimed ε and a pair of neighbouring tables D, D
    α / (number of cases) (Bonferroni), and FAIL the case if that lower bound exceeds the claimed ε.
 
 A correct algorithm fails a case with probability at most α/m; a mutant is caught when its bound exceeds ε.
+
+ρ-zCDP cases (``Case.rho``; discrete Gaussian noise) run the same way on zCDP budgets, with two changes:
+
+* the statistic is the log-likelihood ratio of each value under its own noise, T = Σ_i over Laplace values as
+  above + Σ_i over Gaussian values ((y_i − a_i)² − (y_i − a′_i)²) / (2σ_i²), with σ_i the stated σ;
+* the claim is not one ε but p <= e^ε p′ + δ_ρ(ε) for every ε (the tight CKS20 conversion): a case FAILS when
+  for some ε on a grid the Clopper–Pearson lower bound on p minus e^ε times the upper bound on p′ exceeds
+  δ_ρ(ε) (:func:`~.bounds.zcdp_lower_bound`; no correction for the grid is needed, every point follows from the
+  same two bounds).  The result reports, at the grid point where the claim is contradicted most, the smallest ε
+  the event allows at δ = δ_ρ(ε) (``lower_bound``) beside the claimed ε (``epsilon``) and that δ (``delta``).
+  Events are threshold events on T of probability at least MIN_EVENT on the first table (far above the δ's
+  where the claim would be vacuous).  The (ε, δ) curves of ρ and of 1.5625ρ (σ × 0.8) lie close together, so
+  the σ × 0.8 mutant and the identity case of the same shape get SIGMA_RUNS runs per table (``Case.runs``) on
+  a 2-cell table, where they are cheap; the other zCDP cases get the audit's usual numbers of runs.
 """
 
 from __future__ import annotations
@@ -29,20 +43,27 @@ from ..algorithms.structurefirst import StructureFirst
 from ..errors import UsageError
 from ..privacy import SeededBits, discrete_laplace_variance
 from ..schema import parse_schema
-from .bounds import cp_lower, cp_upper, epsilon_lower_bound
+from .bounds import cp_lower, cp_upper, epsilon_lower_bound, zcdp_lower_bound, zcdp_margins
 from .marginal_sets import OverspentMarginals, SeparateMarginals
 from .discovery_steps import (ArgmaxBounds, CandidatesBeforeBounding, DiscoveredBounds, DiscoveredLowerBound,
                               DiscoveredQuantileBins, PartitionSelection, TrueCountSelection, UnitPartitionSelection,
                               UnthresholdedSelection, bounds_pair, labels_pair, tail_pair, unit_labels_pair)
 from .units import BoundedUnits, UnboundedUnits, unit_pairs
-from .mutants import MUTANTS
-from .replication import NoisePool, PooledBudget, ReplicatedBudget
+from .mutants import MUTANTS, ZCDP_MUTANTS, UnsquaredL2Tree
+from .replication import NoisePool, PooledBudget, PooledZCDPBudget, ReplicatedBudget, ReplicatedZCDPBudget
 
-__all__ = ["Case", "AuditResult", "default_cases", "audit", "ALPHA"]
+__all__ = ["Case", "AuditResult", "default_cases", "zcdp_cases", "audit", "ALPHA"]
 
 ALPHA = 1e-6  # total false-alarm probability for a correct algorithm, over all cases of one audit
 ADAPTIVE_SHARE = 1 / 20  # fraction of the samples for data-adaptive algorithms (one Python run per sample)
 OUTCOME_SHARE = 1 / 60  # for discovery, whose outcome is a domain (events on it need fewer runs to show)
+# The ρ of the zCDP cases.  A record moves one identity cell by 1, so the statistic lives on the lattice of the
+# discrete Gaussian: at ρ = 1/2 (σ² = 1) σ × 0.8 is easiest to show (expected margin of the test 0.12 at 4e6
+# runs; 0.06 at ρ = 1, 0.02 at ρ = 1/4, exact pmf).
+ZCDP_RHO = Fraction(1, 2)
+SIGMA_RUNS = (200_000, 4_000_000)  # (selection, test) runs per table for σ × 0.8 and its real counterpart
+ZCDP_CHUNK = 250_000  # test runs drawn at once (bounds the memory of a replicated run)
+MIN_EVENT = 1e-3  # a zCDP case's events have at least this probability on the first table (selection sample)
 
 
 @dataclass(frozen=True)
@@ -54,15 +75,23 @@ class Case:
     epsilon: Fraction
     mutant: bool = False
     columns: tuple | None = None  # public column declarations, for algorithms that use them (hierarchies)
+    rho: Fraction | None = None  # a ρ-zCDP case: its budgets are zCDP with this ρ (``epsilon`` is then None)
+    runs: tuple[int, int] | None = None  # at least this many (selection, test) runs per table
 
 
 @dataclass(frozen=True)
 class AuditResult:
+    """One case's outcome.  ``epsilon`` is the claimed ε and ``lower_bound`` the audit's lower confidence bound
+    on the ε the mechanism shows; for a ρ-zCDP case (``rho`` set) both are taken at ``delta``, the δ_ρ(ε) of the
+    grid point where the claim is contradicted most (``delta`` is 0 for pure-ε cases)."""
+
     case: str
     algorithm: str
     epsilon: Fraction
     lower_bound: float
     mutant: bool
+    rho: Fraction | None = None
+    delta: float = 0.0
 
     @property
     def flagged(self) -> bool:
@@ -277,6 +306,40 @@ def default_cases(algorithms: list[str] | None = None, mutants: bool = True,
                 columns = (_HIERARCHY,)
             algo = cls(**_tiny_options(cls))
             cases.append(Case(f"{cls.name} {label}", algo, data, neighbour, epsilon, mutant=True, columns=columns))
+    # ρ-zCDP cases last (the cases above keep their seeds): for all, for "zcdp", or for an algorithm they cover.
+    return cases + zcdp_cases(algorithms, mutants)
+
+
+def zcdp_cases(algorithms: list[str] | None = None, mutants: bool = True, rho: Fraction = ZCDP_RHO) -> list[Case]:
+    """ρ-zCDP cases (discrete Gaussian noise): identity on 2, 8 and 4x4 cells, h, hb and privelet on 8 cells, the
+    quadtree on 4x4, the marginal set "separate" on 2x2x2 (``marginals``), each on the pair that adds a record to
+    the first cell (it changes one node on every level of a tree: the whole L2 sensitivity; identity on 8 cells
+    removes one from the largest instead).  Mutants: identity with σ × 0.8 on 2 cells (it and the real identity
+    case there get SIGMA_RUNS runs), and a tree on 16 cells whose levels get ρ/√h instead of ρ/h.
+    ``algorithms`` selects by name ("zcdp" or None: all)."""
+    def wanted(name):
+        return algorithms is None or "zcdp" in algorithms or name in algorithms
+
+    rho, cases = Fraction(rho), []
+    if wanted("identity"):
+        for shape, pair, runs in (((2,), 0, SIGMA_RUNS), ((8,), 1, None), ((4, 4), 0, None)):
+            label, data, neighbour = _pairs(shape)[pair]
+            cases.append(Case(f"identity {shape} {label}, zCDP rho={rho}", _tiny("identity"), data, neighbour, None,
+                              rho=rho, runs=runs))
+    for name, shape in (("h", (8,)), ("hb", (8,)), ("quadtree", (4, 4)), ("privelet", (8,))):
+        if wanted(name):
+            label, data, neighbour = _pairs(shape)[0]
+            cases.append(Case(f"{name} {shape} {label}, zCDP rho={rho}", _tiny(name), data, neighbour, None, rho=rho))
+    if wanted("marginals"):
+        label, data, neighbour = _pairs((2, 2, 2))[0]
+        cases.append(Case(f"marginals separate (2, 2, 2) {label}, zCDP rho={rho}", SeparateMarginals(), data,
+                          neighbour, None, rho=rho))
+    if mutants:
+        for cls in ZCDP_MUTANTS:
+            shape, runs = ((16,), None) if cls is UnsquaredL2Tree else ((2,), SIGMA_RUNS)
+            label, data, neighbour = _pairs(shape)[0]
+            cases.append(Case(f"{cls.name} {shape} {label}, zCDP rho={rho}", cls(**_tiny_options(cls)), data,
+                              neighbour, None, mutant=True, rho=rho, runs=runs))
     return cases
 
 
@@ -312,16 +375,62 @@ def _statistic_samples(case: Case, table: np.ndarray, reps: int, bits) -> tuple[
     return values, scales, keys
 
 
-def _fit(values: np.ndarray, scales: np.ndarray, width: int) -> tuple[np.ndarray, np.ndarray]:
-    """Runs cut or padded (zeros of scale 1) to ``width`` answers, to line up with the selection sample."""
-    if values.shape[1] >= width:
-        return values[:, :width], scales[:, :width]
-    pad = width - values.shape[1]
-    return (np.pad(values, ((0, 0), (0, pad))), np.pad(scales, ((0, 0), (0, pad)), constant_values=1.0))
+def _zcdp_samples(case: Case, table: np.ndarray, reps: int, bits) -> tuple[np.ndarray, np.ndarray, np.ndarray,
+                                                                             list | None]:
+    """As :func:`_statistic_samples` for a ρ-zCDP case, on zCDP budgets: (values, scales, gaussian, keys), with
+    ``gaussian`` (reps, M) True where a value had discrete Gaussian noise (its scale is σ), False where it had
+    discrete Laplace noise (scale b) or is padding."""
+    algo, factor = case.algorithm, getattr(case.algorithm, "factor", 1)
+    if not algo.data_adaptive:
+        trace: list = []
+        algo.run(table, ReplicatedZCDPBudget(case.rho, bits, reps, trace, factor), columns=case.columns)
+        drawn = [d for d in trace if d.values is not None]
+        values = np.concatenate([d.values.reshape(reps, -1) for d in drawn], axis=1)
+        scales = np.concatenate([np.broadcast_to(d.scales, d.values.shape).reshape(reps, -1) for d in drawn], axis=1)
+        gaussian = np.concatenate([np.full((reps, d.values[0].size), d.gaussian) for d in drawn], axis=1)
+        return values, scales, gaussian, None
+    runs, keys, pool = [], [], NoisePool(bits)
+    for _ in range(reps):
+        trace = []
+        algo.run(table, PooledZCDPBudget(case.rho, pool=pool, trace=trace, factor=factor), columns=case.columns)
+        drawn = [d for d in trace if d.values is not None]
+        if drawn:
+            runs.append((np.concatenate([d.values.ravel() for d in drawn]),
+                         np.concatenate([np.broadcast_to(d.scales, d.values.shape).ravel() for d in drawn]),
+                         np.concatenate([np.full(d.values.size, d.gaussian) for d in drawn])))
+        else:
+            runs.append((np.zeros(0), np.zeros(0), np.zeros(0, bool)))
+        keys.append(tuple((d.what, None if d.values is None else d.values.size, d.choice) for d in trace))
+    width = max(1, max(r[0].size for r in runs))
+    values, scales, gaussian = np.zeros((reps, width)), np.ones((reps, width)), np.zeros((reps, width), bool)
+    for r, (v, b, g) in enumerate(runs):
+        values[r, :v.size], scales[r, :b.size], gaussian[r, :g.size] = v, b, g
+    return values, scales, gaussian, keys
 
 
-def _llr(values: np.ndarray, centre: np.ndarray, other: np.ndarray, scales: np.ndarray) -> np.ndarray:
-    return ((np.abs(values - centre) - np.abs(values - other)) / scales).sum(axis=1)
+_PADS = (0.0, 1.0, False)  # what a run is padded with: value 0, scale 1, Laplace (no noise: a function of the output)
+
+
+def _fit(*arrays_and_width) -> tuple[np.ndarray, ...]:
+    """Runs (values, scales[, gaussian]) cut or padded (zeros of scale 1, as Laplace) to ``width`` answers, to
+    line up with the selection sample."""
+    *arrays, width = arrays_and_width
+    if arrays[0].shape[1] >= width:
+        return tuple(a[:, :width] for a in arrays)
+    pad = width - arrays[0].shape[1]
+    return tuple(np.pad(a, ((0, 0), (0, pad)), constant_values=c) for a, c in zip(arrays, _PADS))
+
+
+def _llr(values: np.ndarray, centre: np.ndarray, other: np.ndarray, scales: np.ndarray,
+         gaussian: np.ndarray | None = None) -> np.ndarray:
+    """ln P[y | other] − ln P[y | centre] per run, summed over its values: (|y − a| − |y − a′|)/b for discrete
+    Laplace values, ((y − a)² − (y − a′)²)/(2σ²) for discrete Gaussian ones (``gaussian`` True)."""
+    laplace = (np.abs(values - centre) - np.abs(values - other)) / scales
+    if gaussian is None:
+        return laplace.sum(axis=1)
+    squares = ((values - centre) ** 2 - (values - other) ** 2) / (2 * scales ** 2)
+    # Rounded so that runs on the same point of the statistic's lattice compare equal whatever the float order.
+    return np.round(np.where(gaussian, squares, laplace).sum(axis=1), 9)
 
 
 def _loose_score(k1, k2, n):
@@ -329,13 +438,24 @@ def _loose_score(k1, k2, n):
         return np.log(cp_lower(k1, n, 0.01)) - np.log(cp_upper(k2, n, 0.01))
 
 
-def _llr_candidates(sel_d, sel_n, in_d, in_n, n_select, key) -> list:
+def _zcdp_score(rho):
+    """The selection score of an event under a ρ-zCDP claim: the largest ln((p_L − δ_ρ(ε))/q_U) − ε over the
+    grid with loose bounds (positive: the event contradicts the claim), −inf for events rarer than MIN_EVENT."""
+    def score(k1, k2, n):
+        k1, k2 = np.asarray(k1), np.asarray(k2)
+        eps, _, lower = zcdp_margins(cp_lower(k1, n, 0.01), cp_upper(k2, n, 0.01), rho)
+        return np.where(k1 >= MIN_EVENT * n, (lower - eps).max(axis=-1), -np.inf)
+    return score
+
+
+def _llr_candidates(sel_d, sel_n, in_d, in_n, n_select, key, score=_loose_score) -> list:
     """The best LLR threshold events (both tails, both directions) among the runs marked in ``in_d``/``in_n``,
     with centres (per-value medians) taken from those runs; events count only marked runs.  ``sel_d`` and
-    ``sel_n`` are (values, scales) pairs."""
-    (v_d, b_d), (v_n, b_n) = sel_d, sel_n
+    ``sel_n`` are (values, scales) pairs, or (values, scales, gaussian) for zCDP cases."""
+    (v_d, *rest_d), (v_n, *rest_n) = sel_d, sel_n
     centres = np.rint(np.median(v_d[in_d], axis=0)), np.rint(np.median(v_n[in_n], axis=0))
-    t_d, t_n = _llr(v_d[in_d], *centres, b_d[in_d]), _llr(v_n[in_n], *centres, b_n[in_n])
+    t_d = _llr(v_d[in_d], *centres, *(a[in_d] for a in rest_d))
+    t_n = _llr(v_n[in_n], *centres, *(a[in_n] for a in rest_n))
     # Thresholds at quantiles of the pooled values.
     thresholds = np.unique(np.quantile(np.concatenate([t_d, t_n]), np.linspace(0.005, 0.995, 199)))
     sd, sn = np.sort(t_d), np.sort(t_n)
@@ -344,23 +464,38 @@ def _llr_candidates(sel_d, sel_n, in_d, in_n, n_select, key) -> list:
     out = []
     for upper, kd, kn in ((True, ge_d, ge_n), (False, le_d, le_n)):
         for d_first, k1, k2 in ((True, kd, kn), (False, kn, kd)):
-            score = _loose_score(k1, k2, n_select)
-            best = int(np.argmax(score))
-            out.append((float(score[best]), ("llr", float(thresholds[best]), upper, centres, key), d_first))
+            scores = score(k1, k2, n_select)
+            best = int(np.argmax(scores))
+            out.append((float(scores[best]), ("llr", float(thresholds[best]), upper, centres, key), d_first))
     return out
+
+
+def _hits(event, sample, keys) -> int:
+    """How many runs of a test sample (values, scales[, gaussian]) fall in the chosen event."""
+    if event[0] != "llr":
+        return sum(k == event[1] for k in keys)
+    _, threshold, upper, (centre_d, centre_n), key = event
+    t = _llr(sample[0], centre_d, centre_n, *sample[1:])
+    hit = t >= threshold if upper else t <= threshold
+    if key is not None:
+        hit &= np.array([k == key for k in keys])
+    return int(hit.sum())
 
 
 def audit_case(case: Case, alpha: float, n_select: int, n_test: int, seed: int) -> AuditResult:
     """Select the most revealing event on one sample, then bound its privacy loss on fresh samples."""
     bits = SeededBits(seed)
-    *sel_d, keys_d = _statistic_samples(case, case.data, n_select, bits)
-    *sel_n, keys_n = _statistic_samples(case, case.neighbour, n_select, bits)
+    zcdp = case.rho is not None
+    samples = _zcdp_samples if zcdp else _statistic_samples
+    score = _zcdp_score(case.rho) if zcdp else _loose_score
+    *sel_d, keys_d = samples(case, case.data, n_select, bits)
+    *sel_n, keys_n = samples(case, case.neighbour, n_select, bits)
     width = max(sel_d[0].shape[1], sel_n[0].shape[1])
     sel_d, sel_n = _fit(*sel_d, width), _fit(*sel_n, width)
     all_d, all_n = np.ones(n_select, bool), np.ones(n_select, bool)
     # (score, event, d_first); event = ("llr", threshold, upper, centres, key) or ("structure", key).  An LLR
     # event with a key is the joint event {that structure was chosen and T beyond the threshold}.
-    candidates = _llr_candidates(sel_d, sel_n, all_d, all_n, n_select, None)
+    candidates = _llr_candidates(sel_d, sel_n, all_d, all_n, n_select, None, score)
     # Data-adaptive algorithms: also the event "this structure was chosen", for every structure seen, and the
     # LLR events within each structure chosen in at least a tenth of the runs on both tables (there the later
     # measurements' values line up; rarer structures would only invite over-fitting the selection sample).
@@ -368,30 +503,29 @@ def audit_case(case: Case, alpha: float, n_select: int, n_test: int, seed: int) 
         count_d, count_n = Counter(keys_d), Counter(keys_n)
         for key in sorted(set(count_d) | set(count_n), key=repr):
             for d_first, k1, k2 in ((True, count_d[key], count_n[key]), (False, count_n[key], count_d[key])):
-                candidates.append((float(_loose_score(k1, k2, n_select)), ("structure", key), d_first))
+                candidates.append((float(score(k1, k2, n_select)), ("structure", key), d_first))
         for key in sorted(set(count_d) & set(count_n), key=repr):
             if min(count_d[key], count_n[key]) >= n_select // 10:
                 in_d = np.array([k == key for k in keys_d])
                 in_n = np.array([k == key for k in keys_n])
-                candidates += _llr_candidates(sel_d, sel_n, in_d, in_n, n_select, key)
+                candidates += _llr_candidates(sel_d, sel_n, in_d, in_n, n_select, key, score)
     _, event, d_first = max(candidates, key=lambda c: c[0])
 
-    *test_d, tkeys_d = _statistic_samples(case, case.data, n_test, bits)
-    *test_n, tkeys_n = _statistic_samples(case, case.neighbour, n_test, bits)
-    test_d, test_n = _fit(*test_d, width), _fit(*test_n, width)
-    if event[0] == "llr":
-        _, threshold, upper, (centre_d, centre_n), key = event
-        t_d = _llr(test_d[0], centre_d, centre_n, test_d[1])
-        t_n = _llr(test_n[0], centre_d, centre_n, test_n[1])
-        hit = (lambda t: t >= threshold) if upper else (lambda t: t <= threshold)
-        hit_d, hit_n = hit(t_d), hit(t_n)
-        if key is not None:
-            hit_d &= np.array([k == key for k in tkeys_d])
-            hit_n &= np.array([k == key for k in tkeys_n])
-        k_d, k_n = int(hit_d.sum()), int(hit_n.sum())
-    else:
-        k_d, k_n = sum(k == event[1] for k in tkeys_d), sum(k == event[1] for k in tkeys_n)
+    # Fresh test samples, in chunks for zCDP cases (their many runs would not fit in memory at once); a pure-ε
+    # case draws each table's runs at once, as it always did.
+    chunk = min(n_test, ZCDP_CHUNK) if zcdp else n_test
+    k_d = k_n = 0
+    for start in range(0, n_test, chunk):
+        reps = min(chunk, n_test - start)
+        *test_d, tkeys_d = samples(case, case.data, reps, bits)
+        *test_n, tkeys_n = samples(case, case.neighbour, reps, bits)
+        k_d += _hits(event, _fit(*test_d, width), tkeys_d)
+        k_n += _hits(event, _fit(*test_n, width), tkeys_n)
     k1, k2 = (k_d, k_n) if d_first else (k_n, k_d)
+    if zcdp:
+        bound, epsilon, delta = zcdp_lower_bound(k1, k2, n_test, case.rho, alpha)
+        # ε is a grid point j/100: str gives it back exactly.
+        return AuditResult(case.name, case.algorithm.name, Fraction(str(epsilon)), bound, case.mutant, case.rho, delta)
     bound = epsilon_lower_bound(k1, k2, n_test, alpha)
     return AuditResult(case.name, case.algorithm.name, case.epsilon, bound, case.mutant)
 
@@ -402,12 +536,15 @@ def audit(cases: list[Case], n_select: int = 20_000, n_test: int = 300_000, seed
 
     Data-adaptive algorithms run once per repetition (their later measurements depend on earlier noise), so
     they get ADAPTIVE_SHARE of the samples (discovery, OUTCOME_SHARE); events on the chosen structure keep the
-    audit sharp there.
+    audit sharp there.  A case with ``runs`` gets at least that many (times the share).
     """
     results = []
     for i, case in enumerate(cases):
         share = OUTCOME_SHARE if hasattr(case.algorithm, "outcome") else (
             ADAPTIVE_SHARE if case.algorithm.data_adaptive else 1)
-        results.append(audit_case(case, alpha / len(cases), max(1000, int(n_select * share)),
-                                  max(2000, int(n_test * share)), seed * 1_000_003 + i))
+        select, test = n_select, n_test
+        if case.runs is not None:
+            select, test = max(select, case.runs[0]), max(test, case.runs[1])
+        results.append(audit_case(case, alpha / len(cases), max(1000, int(select * share)),
+                                  max(2000, int(test * share)), seed * 1_000_003 + i))
     return results
