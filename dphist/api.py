@@ -43,8 +43,8 @@ def release(source: Any, epsilon: Any = None, schema: Any = None, *, rho: Any = 
     noise : ``"laplace"`` (default with ``epsilon``) or ``"gaussian"`` (implied by ``rho``).  ``epsilon`` with
         ``noise="gaussian"`` and ``delta`` D > 0 is an (ε, δ)-DP release run as ρ-zCDP with ρ the largest value
         whose (ε, δ) guarantee holds by the tight conversion of Canonne, Kamath and Steinke 2020
-        (``dphist.privacy.conversions.rho_for``), e.g. ρ = 0.0175... at (1, 1e-6) by the classic one and more
-        by the tight one; every column must then be declared.  ``rho`` with ``noise="laplace"`` is refused
+        (``dphist.privacy.conversions.rho_for``): (1, 1e-6) gives ρ ≈ 0.0223 (the classic conversion
+        ε = ρ + 2√(ρ ln(1/δ)) only 0.0175); every column must then be declared.  ``rho`` with ``noise="laplace"`` is refused
         (for Laplace noise give ``epsilon``).
     delta : with ``noise="gaussian"``, the δ of the release's (ε, δ) guarantee (0 < δ ≤ 1e-3).  Otherwise the δ
         of (ε, δ)-DP used only to discover categories (e.g. ``"1e-6"``); 0 otherwise.  Not with ``rho``.
