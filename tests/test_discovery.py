@@ -112,7 +112,7 @@ def test_budget_and_report():
     assert sum(Fraction(s["epsilon"]) for s in discovery["steps"]) == Fraction(1, 5)
     assert sum(Fraction(t["epsilon"]) for t in report["tables"]) == Fraction(4, 5)
     assert [c["column"] for c in discovery["columns"]] == ["kind", "x"]
-    assert "delta" in report["definition"]
+    assert "delta" in report["guarantee"]
     # Each column gets ε_c = 1/10; a row is in one bin or label of each histogram (Δ = 1): partition selection
     # uses scale 1/ε_c.  The numeric column splits ε_c 1 : 1 : 2 : 4 among the placing histogram (scale 80),
     # the median draw, the histogram of distances (scale 40) and the two bound draws (rank scores of
