@@ -14,7 +14,7 @@ from click.testing import CliRunner
 from dphist.algorithms import REGISTRY
 from dphist.audit import audit, default_cases
 from dphist.audit.bounds import cp_lower, cp_upper, epsilon_lower_bound
-from dphist.audit.mutants import MUTANTS
+from dphist.audit.mutants import MUTANTS, ZCDP_MUTANTS
 from dphist.cli import main
 
 
@@ -35,13 +35,21 @@ def test_every_algorithm_and_mutant_is_covered(results):
     # Discovery behind a privacy unit, and the bug of issue 20 (candidates collected before contribution bounding).
     assert {"discovery-unit-partition-selection", "mutant-discovery-candidates-before-bounding"} <= audited
     assert {"discovery-lower-bound", "mutant-discovery-bounds-true-quantiles"} <= audited  # the DP-quantile bounds
+    # ρ-zCDP (discrete Gaussian) cases and their mutants (issue 21).
+    zcdp = {r.algorithm for r in results if r.rho is not None}
+    assert {"identity", "h", "hb", "quadtree", "privelet", "marginals-separate"} <= zcdp
+    assert {m.name for m in ZCDP_MUTANTS} <= zcdp
 
 
 def test_real_algorithms_pass(results):
     for r in results:
         if not r.mutant:
             assert r.verdict == "pass", (r.case, r.lower_bound)
-            if "quantile bins" in r.case:
+            if r.rho is not None:
+                # zCDP: the claim at the reported point is (ε, δ_ρ(ε)); the event's bound lies below ε (a pass),
+                # and the event is frequent enough to show a real privacy loss there.
+                assert 0 < r.delta < 1 and 0.25 < r.lower_bound <= float(r.epsilon)
+            elif "quantile bins" in r.case:
                 pass  # the outcome spreads over many cut points: no single one is frequent enough to bound tightly
             elif "far outlier" in r.case or "new label" in r.case:
                 # Discovery: a far outlier's bin, or a label held by one row (or by one unit), is found with
