@@ -62,7 +62,7 @@ CASES: dict[str, Callable[[Path], Case]] = {}
 PROCESS = {"fifo_as_input", "fifo_as_schema", "fifo_in_input_directory", "fifo_schema_draft", "private_fifo_input",
            "schema_yaml_alias_bomb", "epsilon_tiny_exponent", "epsilon_huge_exponent", "delta_tiny_exponent",
            "delta_huge_exponent", "budget_set_epsilon_huge_exponent", "budget_set_delta_tiny_exponent",
-           "private_epsilon_tiny_exponent",
+           "private_epsilon_tiny_exponent", "rho_huge_exponent",
            # slow ones, run beside the in-process cases to keep the file fast
            "discover_wide_no_schema", "schema_date_full_range_by_day", "schema_categories_huge_list",
            "csv_huge_valid_field", "csv_huge_field_in_numeric_column"}
@@ -1185,6 +1185,21 @@ add("seed_text", _opt("--seed", "lucky", keywords=("--seed",)))
 add("lock_timeout_negative", _opt("--lock-timeout=-1", keywords=("--lock-timeout",)))
 add("lock_timeout_nan", _opt("--lock-timeout", "nan", keywords=("--lock-timeout",)))
 add("engine_unknown", _opt("--engine", "gpu", keywords=("--engine",)))
+# zCDP and Gaussian noise (issue 21): a budget in one definition only, and every value checked before reading
+for _name, _value in [("rho_zero", "0"), ("rho_negative", "-0.5"), ("rho_nan", "nan"), ("rho_inf", "inf"),
+                      ("rho_text", "half"), ("rho_empty", ""), ("rho_huge_exponent", "1e999999999")]:
+    add(_name, _opt(f"--rho={_value}", epsilon=None, keywords=("rho",),
+                    timeout=20 if _name == "rho_huge_exponent" else None))
+add("rho_with_epsilon", _opt("--rho", "0.5", keywords=("--rho",)))
+add("rho_with_delta", _opt("--rho", "0.5", "--delta", "1e-6", epsilon=None, keywords=("delta",)))
+add("rho_with_noise_laplace", _opt("--rho", "0.5", "--noise", "laplace", epsilon=None, keywords=("Laplace",)))
+add("noise_gaussian_without_delta", _opt("--noise", "gaussian", keywords=("--delta",)))
+add("noise_gaussian_delta_one", _opt("--noise", "gaussian", "--delta", "1", keywords=("delta",)))
+add("noise_unknown", _opt("--noise", "cauchy", keywords=("--noise",)))
+add("rho_undeclared_column", _opt("--rho", "0.5", "--columns", "age,note", epsilon=None,
+                                  keywords=("declare",)))
+add("noise_gaussian_undeclared_column", _opt("--noise", "gaussian", "--delta", "1e-6", "--columns", "age,note",
+                                             keywords=("declare",)))
 add("unknown_option", _opt("--epsilom", "1", keywords=("--epsilom",)))
 add("two_inputs", _opt("other.csv", keywords=()))
 
@@ -1511,6 +1526,10 @@ for _name, _args, _code, _timeout in [
     ("budget_set_delta_nan", ["budget", "set", "census", "--epsilon", "1", "--delta", "nan"], 2, None),
     ("budget_set_delta_text", ["budget", "set", "census", "--epsilon", "1", "--delta", "small"], 2, None),
     ("budget_set_missing_epsilon", ["budget", "set", "census"], 2, None),
+    ("budget_set_rho_text", ["budget", "set", "census", "--rho", "half"], 2, None),
+    ("budget_set_rho_nan", ["budget", "set", "census", "--rho", "nan"], 2, None),
+    ("budget_set_rho_zero", ["budget", "set", "census", "--rho", "0"], 2, None),
+    ("budget_set_rho_and_epsilon", ["budget", "set", "census", "--rho", "0.5", "--epsilon", "1"], 2, None),
     ("budget_show_unknown_dataset", ["budget", "show", "nosuch"], 2, None),
     ("budget_show_format_unknown", ["budget", "show", "--format", "xml"], 2, None),
     ("budget_history_unknown_dataset", ["budget", "history", "nosuch"], 2, None),
