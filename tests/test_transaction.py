@@ -386,3 +386,49 @@ def test_processes_creating_one_new_ledger_together_all_succeed(tmp_path):
                                                              capture_output=True, text=True, timeout=300), range(8)))
         assert [r.returncode for r in results] == [0] * 8, [r.stderr[-300:] for r in results if r.returncode]
         assert [e["kind"] for e in Ledger(path).history("x")] == ["CAP"] * 8
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# zCDP releases (issue 21) go through the same transaction: the ledger counts them in rho.
+
+
+def rho_spent(ledger: Path) -> Fraction:
+    rows = Ledger(ledger).status("census")
+    return Fraction(rows[0]["rho_spent"]) if rows else Fraction(0)
+
+
+def zcdp_args(out: Path, *extra: str) -> list[str]:
+    return ["release", str(CENSUS), "-s", str(SCHEMA), "-c", "sex", "--rho", "1/4", "--dataset-id", "census",
+            "-o", str(out), *extra]
+
+
+@pytest.mark.parametrize("point", ["reserved", "read", "staged"])
+def test_a_killed_zcdp_release_is_charged_its_rho_once_and_the_retry_follows_the_table(tmp_path, point):
+    ledger, out = tmp_path / "l.sqlite", tmp_path / "out"
+    Ledger(ledger).set_cap("census", "row", rho=Fraction(1, 2))
+    killed = run(zcdp_args(out, "--run-key", "k1"), ledger, fault=point)
+    assert killed.returncode == -9
+    retry = run(zcdp_args(out, "--run-key", "k1", "--log-format", "json"), ledger)
+    record = json.loads(retry.stderr.strip().splitlines()[-1])
+    after_kill, outcome = KILLS[point]
+    assert rho_spent(ledger) == Fraction(1, 4)  # one release's rho, whatever happened
+    if outcome == "spent":
+        assert retry.returncode == 3 and "no new noise" in record["message"]
+    else:
+        assert retry.returncode == 0, retry.stderr
+        report = json.loads((out / "report.json").read_text())
+        assert report["definition"] == "zcdp" and report["rho_spent"] == "0.25"
+    assert leftovers(tmp_path) == [] and Ledger(ledger).verify() == []
+
+
+def test_concurrent_zcdp_releases_never_pass_a_rho_cap(tmp_path):
+    ledger = tmp_path / "l.sqlite"
+    Ledger(ledger).set_cap("census", "row", rho=Fraction(1, 2))
+    with ThreadPoolExecutor(4) as pool:
+        results = list(pool.map(lambda i: run(zcdp_args(tmp_path / f"out{i}", "--quiet"), ledger), range(4)))
+    codes = sorted(r.returncode for r in results)
+    assert codes == [0, 0, 3, 3], [r.stderr for r in results]
+    assert rho_spent(ledger) == Fraction(1, 2) and Ledger(ledger).verify() == []
+    for r in results:
+        if r.returncode == 3:
+            assert len(r.stderr.strip().splitlines()) == 1 and "rho" in r.stderr
