@@ -25,12 +25,25 @@ __all__ = ["MUTANTS", "ZCDP_MUTANTS"]
 
 
 class _UnderstatedSensitivity(PrivacyBudget):
-    """A budget that divides every stated sensitivity by ``shrink`` before the kernel sees it (the bug)."""
+    """A budget that divides every stated L1 sensitivity by ``shrink`` before the kernel sees it (the bug).
+
+    It intercepts the public Laplace calls (``measure`` on a pure budget goes through them), not only
+    :meth:`scale`: the kernel computes a measurement's scale itself, so overriding ``scale`` alone would leave
+    the noise correct and the mutant harmless."""
 
     shrink = Fraction(1)
 
     def scale(self, sensitivity, epsilon) -> Fraction:
         return super().scale(Fraction(sensitivity) / self.shrink, epsilon)
+
+    def laplace(self, answers, sensitivity, amount, what, composition="parallel over disjoint cells", delta=0,
+                publish_count=True):
+        return super().laplace(answers, Fraction(sensitivity) / self.shrink, amount, what, composition, delta,
+                               publish_count)
+
+    def laplace_weighted(self, answers, relative, sensitivity, amount, what, composition):
+        return super().laplace_weighted(answers, relative, Fraction(sensitivity) / self.shrink, amount, what,
+                                        composition)
 
 
 def _understating(budget: PrivacyBudget, shrink: Fraction) -> PrivacyBudget:
