@@ -557,15 +557,15 @@ def evaluate_command(input, epsilon, schema_path, columns, algorithms, trials, w
 def audit_command(algorithm, quick, seed, no_mutants):
     """Black-box privacy audit: try to show that an algorithm leaks more than its claimed ε.
 
-    First the production sampler: χ² against the exact discrete Laplace pmf must pass (p > 1e-9, unseeded) and
-    must reject 0.9x and 1.1x the scale. Then for every case (algorithm, tiny table, neighbouring table with one record more or less), runs the algorithm
+    First the production samplers: χ² against the exact discrete Laplace and discrete Gaussian pmfs must pass
+    (p > 1e-9, unseeded) and must reject 0.9x and 1.1x the scale (σ). Then for every case (algorithm, tiny table, neighbouring table with one record more or less), runs the algorithm
     many times on both, picks the most revealing event of its noisy outputs on one sample and bounds the
     privacy loss of that event from below on fresh samples (Clopper–Pearson, Bonferroni over cases, total
     false-alarm rate 1e-6). Real algorithms must pass; deliberately broken mutants must be caught.
     Exits 0 only if both hold.
     """
     from .audit import audit, default_cases
-    from .audit.sampler import check_sampler
+    from .audit.sampler import check_gaussian_sampler, check_sampler
     from .privacy import SystemBits
 
     draws = 300_000 if quick else 2_000_000
@@ -576,6 +576,11 @@ def audit_command(algorithm, quick, seed, no_mutants):
         sampler_ok &= s.ok
         click.echo(f"{'discrete Laplace, scale ' + scale:<30} {draws:>10,} {s.p_exact:>9.2g} {s.p_smaller:>9.2g} "
                    f"{s.p_larger:>9.2g}  {'pass' if s.ok else 'FAIL'}")
+    for sigma2 in ("1", "100", "12345/7"):
+        s = check_gaussian_sampler(sigma2, draws, SystemBits(), threshold=1e-9)
+        sampler_ok &= s.ok
+        click.echo(f"{'discrete Gaussian, sigma2 ' + sigma2:<30} {draws:>10,} {s.p_exact:>9.2g} {s.p_smaller:>9.2g} "
+                   f"{s.p_larger:>9.2g}  {'pass' if s.ok else 'FAIL'}")
 
     names = None if algorithm == "all" else [algorithm]
     if names and names[0] not in REGISTRY and names[0] not in ("marginals", "units", "discovery"):
@@ -584,9 +589,10 @@ def audit_command(algorithm, quick, seed, no_mutants):
     cases = default_cases(names, mutants=not no_mutants)
     n_test = 300_000 if quick else 2_000_000
     results = audit(cases, n_test=n_test, seed=seed)
-    click.echo(f"{'case':<52} {'claimed ε':>9} {'ε lower bound':>13}  verdict")
+    click.echo(f"{'case':<52} {'claimed ε':>9} {'ε lower bound':>13} {'at δ':>9}  verdict")
     for r in results:
-        click.echo(f"{r.case:<52} {float(r.epsilon):>9.3g} {r.lower_bound:>13.3f}  {r.verdict}")
+        at = f"{r.delta:>9.3g}" if getattr(r, "rho", None) is not None else f"{'0':>9}"
+        click.echo(f"{r.case:<52} {float(r.epsilon):>9.3g} {r.lower_bound:>13.3f} {at}  {r.verdict}")
     bad = [r for r in results if not r.ok]
     click.echo(f"{len(results)} cases, {n_test:,} runs per table, seed {seed}: "
                + ("all real algorithms pass, all mutants caught" if not bad else f"{len(bad)} problem(s)")

@@ -94,6 +94,7 @@ def test_cli_single_algorithm_quick():
     assert result.exit_code == 0, result.output
     assert "all real algorithms pass" in result.output and result.output.count(" pass") >= 6
     assert "discrete Laplace, scale 10" in result.output and "FAILED" not in result.output
+    assert "discrete Gaussian, sigma2 100" in result.output and "zCDP" in result.output
     bad = CliRunner().invoke(main, ["audit", "--algorithm", "nosuch"])
     assert bad.exit_code == 2
 
@@ -106,3 +107,16 @@ def test_sampler_check_passes_the_sampler_and_rejects_a_misscaled_one():
     assert check_sampler("10", 300_000, SeededBits(1)).ok
     # Draws that are 10 % too narrow fail the exact-pmf test for the claimed scale.
     assert chi2_pvalue(discrete_laplace(9, 300_000, SeededBits(2)), 10.0) < 1e-6
+
+
+def test_gaussian_sampler_check_passes_the_sampler_and_rejects_a_misscaled_one():
+    from dphist.audit.sampler import check_gaussian_sampler, gaussian_chi2_pvalue
+    from dphist.privacy import SeededBits
+    from dphist.privacy.samplers import discrete_gaussian
+
+    for sigma2 in ("1", "100", "12345/7"):
+        result = check_gaussian_sampler(sigma2, 300_000, SeededBits(3))
+        assert result.ok, result
+    # Draws with σ 10 % too small fail the exact-pmf test for the claimed σ² (false alarm of the pass above at
+    # threshold 1e-6: 1e-6 per check).
+    assert gaussian_chi2_pvalue(discrete_gaussian(81, 300_000, SeededBits(4)), 100.0) < 1e-6
