@@ -409,7 +409,7 @@ class Privelet(Algorithm):
             variance=gaussian_cell_variance(axes, record.sigma2),
             structure={"transforms": [_kind(a) for a in axes],
                        "sensitivity_factors": [a.sensitivity for a in axes],
-                       "l2_sensitivity_squared_factors": [str(a.l2_squared) for a in axes],
+                       "l2_sensitivity_squared_factors": [round(float(a.l2_squared), 6) for a in axes],
                        "noise": "gaussian", "weights": weights,
                        "level_scales": [[float(g) for g in a.level_scales] if isinstance(a, HaarAxis) else None
                                         for a in axes]},
