@@ -511,7 +511,8 @@ def _private_schema(input, out, epsilon, delta, columns, bins, max_categories, b
 
 @main.command("evaluate")
 @click.argument("input", metavar="INPUT")
-@click.option("--epsilon", "-e", required=True, metavar="E", help="The ε the release would use.")
+@_budget_options
+@_delta_option(text="With --epsilon and --noise gaussian: the release's δ.")
 @click.option("--schema", "-s", "schema_path", required=True, metavar="FILE", help="The release's schema.")
 @click.option("--columns", "-c", required=True, metavar="A,B", help="The table to evaluate.")
 @click.option("--algorithm", "-a", "algorithms", default=None, metavar="A,B",
@@ -522,8 +523,8 @@ def _private_schema(input, out, epsilon, delta, columns, bins, max_categories, b
               help="Queries to score [all-ranges for one column, random-boxes (2000) otherwise].")
 @_algorithm_option_flags
 @click.option("--seed", type=click.IntRange(min=0), metavar="N", help="Deterministic noise.")
-def evaluate_command(input, epsilon, schema_path, columns, algorithms, trials, workload, branching, budget_split,
-                     options, seed):
+def evaluate_command(input, epsilon, rho, noise, delta, schema_path, columns, algorithms, trials, workload,
+                     branching, budget_split, options, seed):
     """Compare algorithms on your own table: error on a range workload over several runs.
 
     A TUNING AID computed from the TRUE counts: the figures are NOT private and must not be published.
@@ -534,11 +535,13 @@ def evaluate_command(input, epsilon, schema_path, columns, algorithms, trials, w
     names = [a.strip() for a in algorithms.split(",")] if algorithms else sorted(REGISTRY)
     table, info = evaluate(input, epsilon, schema_path, columns, names, trials=trials, workload=workload,
                            seed=seed, algorithm_options=_algorithm_options(branching, budget_split, options),
-                           skip_refused=not algorithms)
+                           skip_refused=not algorithms, rho=rho, noise=noise, delta=delta)
     click.secho(WARNING, err=True, fg="yellow")  # after the checks, so that a failure stays one line
     for name, reason in info["skipped"].items():
         click.echo(f"skipped {name}: {reason}", err=True)
-    click.echo(f"table {info['table']} ({info['cells']} cells), epsilon {info['epsilon']}, workload "
+    budget = f"rho {info['rho']}" if info["definition"] == "zcdp" else f"epsilon {info['epsilon']}" + (
+        f" (Gaussian noise, rho {info['rho']})" if info["definition"] == "approximate" else "")
+    click.echo(f"table {info['table']} ({info['cells']} cells), {budget}, workload "
                f"{info['workload']} ({info['queries']} queries), {info['trials']} runs each")
     click.echo(f"{'algorithm':<10} {'scaled L1':>12} {'± sd':>10} {'RMSE/query':>12} {'ms/run':>8}")
     for row in table.itertuples():

@@ -19,7 +19,7 @@ from .api import plan_release
 from .counting import count_tables
 from .errors import UsageError
 from .inference import nonnegative_integer_table
-from .privacy import PrivacyBudget, bit_source, format_fraction
+from .privacy import PrivacyBudget, ZCDPBudget, bit_source, format_fraction
 from .schema import Schema, load_schema, parse_schema
 
 __all__ = ["evaluate", "WORKLOADS", "WARNING"]
@@ -68,7 +68,8 @@ def _declared_schema(schema: Any, columns: list[str] | str | None) -> Schema:
 
 def evaluate(source: Any, epsilon: Any, schema: Any, columns: list[str] | str, algorithms: list[str],
              trials: int = 10, workload: str | None = None, seed: int | None = None,
-             algorithm_options: dict | None = None, skip_refused: bool = False) -> tuple[pd.DataFrame, dict]:
+             algorithm_options: dict | None = None, skip_refused: bool = False, *, rho: Any = None,
+             noise: str | None = None, delta: Any = None) -> tuple[pd.DataFrame, dict]:
     """Run each algorithm ``trials`` times on the table of ``columns`` and score it on a range workload.
 
     Returns a DataFrame (one row per algorithm: mean and sd over trials of the scaled average L1 error
@@ -77,7 +78,9 @@ def evaluate(source: Any, epsilon: Any, schema: Any, columns: list[str] | str, a
     refuse this table or lack a required option are left out and listed in ``info["skipped"]`` with the reason.
 
     Every column must be declared in ``schema`` (else UsageError, before any row is read).  Each algorithm runs
-    as a release runs it: on a privacy budget of the table's ε, with the table's column declarations.
+    as a release runs it: on a privacy budget of the table's part, with the table's column declarations.  The
+    budget is given as a release's is: ``epsilon`` (pure ε), ``rho`` (ρ-zCDP), or ``epsilon`` with ``delta`` and
+    ``noise="gaussian"`` ((ε, δ)-DP run as ρ-zCDP); under zCDP the algorithms run their Gaussian strategies.
     """
     if workload is not None and workload not in WORKLOADS:
         raise UsageError(f"unknown workload '{workload}' (choose one of {', '.join(WORKLOADS)})")
@@ -87,7 +90,8 @@ def evaluate(source: Any, epsilon: Any, schema: Any, columns: list[str] | str, a
         raise UsageError("name at least one algorithm")
     schema = _declared_schema(schema, columns)
     # What does not depend on the algorithm (input, epsilon, schema, columns) is checked once, up front.
-    plan_release(source, epsilon, schema, columns=columns, algorithm="identity")
+    budget_options = {"rho": rho, "noise": noise, "delta": delta}
+    plan_release(source, epsilon, schema, columns=columns, algorithm="identity", **budget_options)
     for key in algorithm_options or {}:
         if not any(key in applicable_options(a, {key: algorithm_options[key]}) for a in algorithms
                    if a.strip().lower() in REGISTRY):
@@ -96,7 +100,7 @@ def evaluate(source: Any, epsilon: Any, schema: Any, columns: list[str] | str, a
     for a in algorithms:
         try:
             plans.append(plan_release(source, epsilon, schema, columns=columns, algorithm=a,
-                                      algorithm_options=applicable_options(a, algorithm_options)))
+                                      algorithm_options=applicable_options(a, algorithm_options), **budget_options))
             names.append(a)
         except UsageError as exc:
             if not skip_refused or a.strip().lower() not in REGISTRY:
@@ -117,7 +121,9 @@ def evaluate(source: Any, epsilon: Any, schema: Any, columns: list[str] | str, a
         for _ in range(trials):
             # The call a release makes: the table's budget and its column declarations (auto treats categorical
             # columns as unordered; privelet uses a declared hierarchy).  A fresh budget for each trial.
-            budget = PrivacyBudget(p.budgets[0], bits=bits, factor=p.rows_per_protected_group)
+            budget = (PrivacyBudget(p.budgets[0], bits=bits, factor=p.rows_per_protected_group)
+                      if p.definition == "pure" else
+                      ZCDPBudget(p.budgets[0], bits=bits, factor=p.rows_per_protected_group))
             start = time.perf_counter()
             est = algo.run(counts, budget, columns=table.columns)
             final = est.integers() if est.integers is not None else nonnegative_integer_table(est.values, est.total)
@@ -127,5 +133,7 @@ def evaluate(source: Any, epsilon: Any, schema: Any, columns: list[str] | str, a
         rows.append({"algorithm": name, "scaled_l1_mean": np.mean(scaled), "scaled_l1_sd": np.std(scaled, ddof=1)
                      if trials > 1 else np.nan, "rmse_mean": np.mean(rmse), "seconds_per_run": np.mean(seconds)})
     info = {"table": shape.name, "cells": shape.n_cells, "workload": W.name, "queries": W.size,
-            "trials": trials, "epsilon": format_fraction(plan.epsilon), "skipped": skipped}
+            "trials": trials, "definition": plan.definition, "skipped": skipped,
+            "epsilon": None if plan.epsilon is None else format_fraction(plan.epsilon),
+            "rho": None if plan.rho is None else format_fraction(plan.rho)}
     return pd.DataFrame(rows), info

@@ -176,3 +176,38 @@ def test_auto_sees_categorical_columns_as_a_release_does(monkeypatch):
         released = dphist.release(frame, "1", schema, columns=columns, seed=0).report["tables"][0]
         assert choice["chosen"] == released["algorithm"] and choice["reason"] == released["algorithm_choice"]["reason"]
         assert [c.name for c in given] == columns.split(",")
+
+
+def test_evaluate_runs_each_algorithm_on_the_release_budget_of_its_definition(monkeypatch):
+    from fractions import Fraction
+
+    from dphist.algorithms.identity import Identity
+    from dphist.privacy import ZCDPBudget, rho_for
+
+    seen = []
+    original = Identity.run
+
+    def spy(self, counts, budget, columns=None):
+        seen.append((type(budget), budget.amount, budget.noise))
+        return original(self, counts, budget, columns)
+
+    monkeypatch.setattr(Identity, "run", spy)
+    source, schema = ARGS[0], ARGS[2]
+    _, info = evaluate(source, None, schema, "income", ["identity"], trials=2, seed=1, rho="1/50")
+    assert info["definition"] == "zcdp" and info["rho"] == "0.02" and info["epsilon"] is None
+    assert seen == [(ZCDPBudget, Fraction(1, 50), "gaussian")] * 2
+    seen.clear()
+    _, info = evaluate(source, "1", schema, "income", ["identity"], trials=1, seed=1, delta="1e-6", noise="gaussian")
+    assert info["definition"] == "approximate" and seen == [(ZCDPBudget, rho_for(1, Fraction(1, 10**6)), "gaussian")]
+    seen.clear()
+    evaluate(source, "1", schema, "income", ["identity"], trials=1, seed=1)
+    assert [s[2] for s in seen] == ["laplace"]
+
+
+def test_cli_evaluates_under_rho_and_refuses_a_missing_budget():
+    result = CliRunner().invoke(main, ["evaluate", *ARGS, "-c", "income", "--rho", "0.01", "-a", "identity,hb",
+                                       "-k", "2", "--seed", "1"])
+    assert result.exit_code == 0, result.stderr
+    assert "rho 0.01" in result.output and "hb" in result.output
+    missing = CliRunner().invoke(main, ["evaluate", *ARGS, "-c", "income", "-k", "2"])
+    assert missing.exit_code == 2 and "--rho" in missing.stderr and len(missing.stderr.strip().splitlines()) == 1
