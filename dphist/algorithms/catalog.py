@@ -6,6 +6,7 @@
 from __future__ import annotations
 
 from ..errors import UsageError
+from .ahp import AHP
 from .base import Algorithm
 from .hierarchical import H, Hb, QuadTree
 from .identity import Identity
@@ -43,5 +44,5 @@ def get_algorithm(name: str, **options) -> Algorithm:
     return REGISTRY[key](**options)
 
 
-for _cls in (Identity, H, Hb, QuadTree, Privelet, NoiseFirst, DPCube, KDTree, StructureFirst):
+for _cls in (Identity, H, Hb, QuadTree, Privelet, NoiseFirst, DPCube, KDTree, StructureFirst, AHP):
     register(_cls)

@@ -50,10 +50,13 @@ from .discovery_steps import (ArgmaxBounds, CandidatesBeforeBounding, Discovered
                               UnthresholdedSelection, bounds_pair, labels_pair, tail_pair, unit_labels_pair)
 from .units import BoundedUnits, UnboundedUnits, unit_pairs
 from .mutants import MUTANTS, ZCDP_MUTANTS, UnsquaredL2Tree
+from . import ahp_cases
 from .replication import NoisePool, PooledBudget, PooledZCDPBudget, ReplicatedBudget, ReplicatedZCDPBudget
 
 __all__ = ["Case", "AuditResult", "default_cases", "zcdp_cases", "audit", "ALPHA"]
 
+#: Per algorithm, the module function giving its own audit cases (and mutants, when asked).
+ALGORITHM_CASES = {"ahp": ahp_cases.cases}
 ALPHA = 1e-6  # total false-alarm probability for a correct algorithm, over all cases of one audit
 ADAPTIVE_SHARE = 1 / 20  # fraction of the samples for data-adaptive algorithms (one Python run per sample)
 OUTCOME_SHARE = 1 / 60  # for discovery, whose outcome is a domain (events on it need fewer runs to show)
@@ -248,6 +251,10 @@ def default_cases(algorithms: list[str] | None = None, mutants: bool = True,
         # events see that), runs that chose alike line up.
         label, data, neighbour = _auto_flip_pair(epsilon)
         cases.append(Case(f"auto {data.shape} {label}", REGISTRY["auto"](), data, neighbour, epsilon))
+    # The low-signal algorithms' own cases (a pair where one record flips a data-dependent choice) and mutants.
+    for name, own_cases in ALGORITHM_CASES.items():
+        if name in names:
+            cases.extend(own_cases(mutants))
     if "structurefirst" in names:
         data, neighbour = _structurefirst_flip_pair()
         cases.append(Case("structurefirst (8,) one record moves the best boundaries", _tiny("structurefirst"),

@@ -28,22 +28,33 @@ SHAPES = [(1,), (7,), (33,), (3, 5), (8, 8), (2, 3, 4)]
 
 def traced(algo, table, epsilon, seed):
     """One run on a budget with a trace; also every partition the algorithm chose, where it has a public
-    ``partition`` step (DPCube, the k-d tree: their partition is not in the trace)."""
+    ``partition`` step (DPCube, the k-d tree) or ``clusters`` step (AHP): their partition is not in the trace."""
     trace: list = []
     budget = PrivacyBudget(epsilon, bits=SeededBits(seed), trace=trace)
     partitions = []
-    if hasattr(algo, "partition"):
-        chooser = type(algo).partition
+    steps = {"partition": lambda result: result, "clusters": _cluster_sets}
+    for step, key in steps.items():
+        if hasattr(algo, step):
+            chooser = getattr(type(algo), step)
 
-        def recording(cells, sigma1, sigma2):
-            partitions.append(chooser(algo, cells, sigma1, sigma2))
-            return partitions[-1]
-        algo.partition = recording
+            def recording(*args, _chooser=chooser, _key=key):
+                result = _chooser(algo, *args)
+                partitions.append(_key(result))
+                return result
+            setattr(algo, step, recording)
     try:
         estimate = algo.run(table, budget)
     finally:
-        algo.__dict__.pop("partition", None)
+        for step in steps:
+            algo.__dict__.pop(step, None)
     return estimate, budget, trace, partitions
+
+
+def _cluster_sets(result) -> list[tuple[int, ...]]:
+    """AHP's clusters as the cells of each, in cluster order (the sorted order itself may differ between runs
+    that chose the same clusters)."""
+    order, edges = result
+    return [tuple(sorted(order[a:b].tolist())) for a, b in zip(edges[:-1], edges[1:])]
 
 
 def decisions(estimate) -> dict:
