@@ -11,7 +11,7 @@ The candidate workload W is public and built from the number of cells n only: th
     for t = 1 … T  (ε₁ = ε₂ = (ε − ε₀)/2):
       select:  q_t ∈ W \\ {q_1 … q_{t−1}} by permute-and-flip on the score s(q) = |q(x) − round(q(x̂))|
                at ε₁/T per draw                                         (Δ = 1, see below)
-      measure: m_t = q_t(x) + DLap(T/ε₂)  (a discrete Gaussian of variance T/ε₂ under zCDP)   (Δ₁ = Δ₂ = 1)
+      measure: m_t = q_t(x) + DLap(T/ε₂)  (under zCDP: a discrete Gaussian, σ² = T/(2ρ₂))    (Δ₁ = Δ₂ = 1)
       infer:   `replay` passes over the measurements so far, each applying the multiplicative-weights update
                x̂ ← x̂ · exp(q_j · (m_j − q_j(x̂)) / (2N̂)) followed by x̂ ← x̂ · N̂ / Σx̂ (post-processing)
     release:  x̂
