@@ -10,8 +10,10 @@ from .ahp import AHP
 from .base import Algorithm
 from .hierarchical import H, Hb, QuadTree
 from .identity import Identity
+from .mwem import MWEM
 from .partitioning import DPCube, KDTree, NoiseFirst
 from .privelet import Privelet
+from .privtree import PrivTree
 from .structurefirst import StructureFirst
 
 __all__ = ["REGISTRY", "applicable_options", "get_algorithm", "register"]
@@ -44,5 +46,6 @@ def get_algorithm(name: str, **options) -> Algorithm:
     return REGISTRY[key](**options)
 
 
-for _cls in (Identity, H, Hb, QuadTree, Privelet, NoiseFirst, DPCube, KDTree, StructureFirst, AHP):
+for _cls in (Identity, H, Hb, QuadTree, Privelet, NoiseFirst, DPCube, KDTree, StructureFirst, AHP,
+             PrivTree, MWEM):
     register(_cls)
