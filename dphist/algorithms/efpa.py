@@ -57,7 +57,7 @@ from .base import Algorithm, Estimate
 
 __all__ = ["EFPA", "RoundedDFT", "MAX_CELLS"]
 
-MAX_CELLS = 1 << 14  # the score reads every rounded coefficient exactly: O(n²) integer work (about 1 s here)
+MAX_CELLS = 1 << 14  # the score reads every rounded coefficient exactly: O(n²) integer work (0.3 s at 4,096, 5 s here)
 MAX_BITS = 24  # weight grid 2^-24: the rounding moves a coefficient by at most N·2^-25
 MIN_BITS = 8
 _CHUNK = 256  # frequencies per block of rows (256 × n int64)
