@@ -8,6 +8,7 @@ from __future__ import annotations
 from ..errors import UsageError
 from .ahp import AHP
 from .base import Algorithm
+from .efpa import EFPA
 from .hierarchical import H, Hb, QuadTree
 from .identity import Identity
 from .mwem import MWEM
@@ -47,5 +48,5 @@ def get_algorithm(name: str, **options) -> Algorithm:
 
 
 for _cls in (Identity, H, Hb, QuadTree, Privelet, NoiseFirst, DPCube, KDTree, StructureFirst, AHP,
-             PrivTree, MWEM):
+             PrivTree, MWEM, EFPA):
     register(_cls)
