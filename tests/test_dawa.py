@@ -1,0 +1,204 @@
+"""DAWA (dphist/algorithms/dawa.py): budget, sensitivities, noise, structure, accuracy, zCDP, bad input."""
+
+from __future__ import annotations
+
+import itertools
+from fractions import Fraction
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from dphist import workloads
+from dphist.algorithms.dawa import (DAWA, best_partition, candidate_sensitivity, deviations, dyadic_candidates,
+                                    split_partition)
+from dphist.algorithms.identity import Identity
+from dphist.audit.dawa_cases import flip_pair, true_buckets
+from dphist.errors import UsageError
+from dphist.privacy import PrivacyBudget, SeededBits, ZCDPBudget, discrete_laplace_variance
+
+DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "dpbench" / "1D"
+
+
+def _budget(eps=Fraction(1), seed=0, trace=None):
+    return PrivacyBudget(eps, bits=SeededBits(seed), trace=trace)
+
+
+def test_candidates_are_aligned_dyadic_and_public():
+    starts, stops = dyadic_candidates(8)
+    assert list(zip(starts.tolist(), stops.tolist())) == [(0, 2), (2, 4), (4, 6), (6, 8), (0, 4), (4, 8), (0, 8)]
+    # n = 5: [4, 5) is a single cell (not a candidate) and [0, 8) ∩ [0, 5) = [0, 5) is kept once
+    starts, stops = dyadic_candidates(5)
+    assert list(zip(starts.tolist(), stops.tolist())) == [(0, 2), (2, 4), (0, 4), (0, 5)]
+    for n in (2, 3, 7, 100, 4096):
+        starts, stops = dyadic_candidates(n)
+        pairs = set(zip(starts.tolist(), stops.tolist()))
+        assert len(pairs) == starts.size  # no repeats
+        assert np.all(stops - starts >= 2) and stops.max() == n and starts.min() == 0
+
+
+@pytest.mark.parametrize("n", [2, 5, 8, 13, 16])
+def test_candidate_sensitivity_holds_on_unit_changes(n):
+    """Add one record to each cell of random tables: Σ_I |Δq_I|/s_I ≤ Δ, each |Δq_I| ≤ 2(s_I − 1), and for n a
+    power of two the bound is reached (empty table, record in cell 0)."""
+    starts, stops = dyadic_candidates(n)
+    sizes = stops - starts
+    delta = candidate_sensitivity(n)
+    rng = np.random.default_rng(n)
+    worst = Fraction(0)
+    for table in [np.zeros(n, dtype=np.int64)] + [rng.integers(0, 6, n) for _ in range(30)]:
+        base = deviations(table, starts, stops)
+        for t in range(n):
+            moved = table.copy()
+            moved[t] += 1
+            change = np.abs(deviations(moved, starts, stops) - base)
+            assert np.all(change <= 2 * (sizes - 1))
+            total = sum((Fraction(int(c), int(s)) for c, s in zip(change, sizes)), Fraction(0))
+            assert total <= delta
+            worst = max(worst, total)
+    if n & (n - 1) == 0:
+        assert worst == delta
+    # and the integer deviation is s·dev exactly
+    table = rng.integers(0, 9, n)
+    for a, b, q in zip(starts, stops, deviations(table, starts, stops)):
+        part = table[a:b].astype(float)
+        assert q == pytest.approx((b - a) * np.abs(part - part.mean()).sum())
+
+
+def test_sensitivity_value_at_4096():
+    assert candidate_sensitivity(4096) == 22 + Fraction(1, 2048)
+    assert candidate_sensitivity(2) == 1
+
+
+def test_budget_spent_exactly_and_split_as_documented():
+    counts = np.array([5, 0, 3, 9, 0, 0, 1, 2, 7, 7, 0, 1, 4, 4, 0, 0] * 4, dtype=np.int64)
+    for ratio in (Fraction(2, 5), Fraction(1, 2)):
+        budget = _budget(Fraction(3, 2))
+        DAWA(ratio=ratio).run(counts, budget)
+        assert budget.spent == budget.amount
+        first, *rest = budget.measurements
+        assert first.epsilon == ratio * Fraction(3, 2)
+        assert first.sensitivity == candidate_sensitivity(64)
+        assert first.scale == candidate_sensitivity(64) / (ratio * Fraction(3, 2))
+        assert sum(m.epsilon for m in rest) == (1 - ratio) * Fraction(3, 2)
+        assert all(m.sensitivity == 1 for m in rest)
+
+
+def test_partition_noise_has_the_stated_variance():
+    """q̃_I − q_I over 300 seeds, per interval size s: its mean square against the exact discrete Laplace
+    variance of scale s·b.  The relative sd of a Laplace mean square over m independent draws is √(5/m)
+    (E X⁴ = 24b⁴, E X² = 2b²); 6 sd are allowed: with m ≥ 1,200 the mean is close to normal, a false alarm
+    about 2e-9 per check.  The margins are 0.27 (s = 2, m = 2,400) and 0.39 (s = 4, m = 1,200): a halved scale
+    (ratio 0.25) or a scale without the factor s (ratio 1/s²) fails."""
+    counts = np.array([3, 1, 0, 0, 8, 2, 2, 5, 0, 0, 0, 1, 9, 9, 0, 4], dtype=np.int64)
+    starts, stops = dyadic_candidates(16)
+    sizes = stops - starts
+    exact = deviations(counts, starts, stops)
+    eps = Fraction(1)
+    b = candidate_sensitivity(16) / (eps * DAWA().params["ratio"])
+    errors = []
+    for seed in range(300):
+        trace = []
+        DAWA().run(counts, _budget(eps, seed, trace))
+        assert trace[0].what.startswith("bucket deviations")
+        errors.append(trace[0].values - exact)
+    errors = np.array(errors)
+    for size in (2, 4):
+        which = sizes == size
+        m = errors[:, which].size
+        expected = discrete_laplace_variance(b * size)
+        observed = float(np.mean(np.square(errors[:, which])))
+        assert abs(observed / expected - 1) < 6 * np.sqrt(5 / m), (size, observed, expected)
+
+
+def test_bucket_tree_noise_has_the_stated_variance():
+    """The bucket counts' tree (fixed buckets): each measured level's noise against the exact discrete Laplace
+    variance of scale 1/ε_l, over 400 seeds; same statistic and 6-sd margin as above (false alarm ~2e-9)."""
+    from dphist.trees import range_tree
+
+    bucket_counts = np.array([40, 3, 0, 17, 9, 9, 1, 0, 22, 5, 5, 5, 0, 2, 8, 30], dtype=np.int64)
+    errors: dict[str, list] = {}
+    scales: dict[str, Fraction] = {}
+    for seed in range(400):
+        trace = []
+        budget = _budget(Fraction(1, 2), seed, trace)
+        _, shape = DAWA.measure_buckets(bucket_counts, budget)
+        tree = range_tree(16, shape["bucket_tree_branching"])
+        sums = tree.level_sums(bucket_counts)
+        for draw, record in zip(trace, budget.measurements):
+            level = int(draw.what.split()[3])
+            errors.setdefault(draw.what, []).append(draw.values - sums[level])
+            scales[draw.what] = record.scale
+            assert record.scale == 1 / record.epsilon
+    assert sum(Fraction(1, 2) / len(scales) for _ in scales) == Fraction(1, 2)
+    for what, values in errors.items():
+        values = np.concatenate(values)
+        ratio = float(np.mean(np.square(values))) / discrete_laplace_variance(scales[what])
+        assert abs(ratio - 1) < 6 * np.sqrt(5 / values.size), (what, ratio)
+
+
+def test_partition_reads_only_the_noisy_costs():
+    """The selection is the exact optimum of the noisy costs (brute force on 8 cells), and the run's structure
+    does not depend on the data."""
+    n = 8
+    starts, stops = dyadic_candidates(n)
+    rng = np.random.default_rng(1)
+    pieces = [(a, b) for a, b in zip(starts.tolist(), stops.tolist())] + [(i, i + 1) for i in range(n)]
+    for _ in range(20):
+        costs = rng.normal(0, 3, starts.size)
+        cost_of = {p: c for p, c in zip(pieces, costs)}
+        penalty = float(rng.uniform(0, 3))
+        best = np.inf
+        for k in range(1, n + 1):
+            for combo in itertools.combinations(pieces, k):
+                cells = sorted(itertools.chain.from_iterable(range(a, b) for a, b in combo))
+                if cells == list(range(n)):
+                    best = min(best, sum(cost_of.get(p, 0.0) + penalty for p in combo))
+        edges = best_partition(n, starts, stops, costs, penalty)
+        got = sum(cost_of.get((a, b), 0.0) + penalty for a, b in zip(edges[:-1], edges[1:]))
+        assert got == pytest.approx(best)
+        # split: an interval is split exactly when its cost exceeds the threshold
+        edges = split_partition(n, starts, stops, costs, penalty)
+        for a, b in zip(edges[:-1].tolist(), edges[1:].tolist()):
+            assert b - a == 1 or cost_of[(a, b)] <= penalty
+    s1 = DAWA().run(np.arange(64, dtype=np.int64), _budget()).structure
+    s2 = DAWA().run(np.zeros(64, dtype=np.int64), _budget()).structure
+    assert s1 == s2
+
+
+def test_mutant_pair_flips_on_true_costs():
+    data, neighbour = flip_pair()
+    assert (true_buckets(data), true_buckets(neighbour)) == (1, 3)
+
+
+def test_runs_under_zcdp():
+    counts = np.array([4, 0, 0, 7, 1, 1, 0, 0, 3, 3, 3, 3, 0, 0, 0, 9], dtype=np.int64)
+    budget = ZCDPBudget(Fraction(1, 2), bits=SeededBits(3))
+    est = DAWA().run(counts, budget)
+    assert budget.spent == budget.amount
+    assert est.values.shape == (16,) and np.all(np.isfinite(est.values))
+    assert any(m.mechanism == "gaussian" for m in budget.measurements) or budget.measurements[-1].rho is not None
+
+
+def test_bad_input():
+    with pytest.raises(UsageError):
+        DAWA().check_shape((4, 4))
+    with pytest.raises(UsageError):
+        DAWA().check_shape((1,))
+    for bad in ({"ratio": 0}, {"ratio": "1"}, {"ratio": "x"}, {"penalty": -1}, {"penalty": "nan"},
+                {"select": "best"}, {"nope": 1}):
+        with pytest.raises(UsageError):
+            DAWA(**bad)
+
+
+@pytest.mark.skipif(not (DATA / "HEPTH.n4096.npy").exists(), reason="DPBench data not present")
+def test_better_than_identity_at_low_signal():
+    x = np.load(DATA / "HEPTH.n4096.npy")
+    sample = workloads.sample_from_shape(x, 1000, seed=0)
+    W = workloads.prefix(4096)
+    ours, theirs = [], []
+    for seed in range(3):
+        ours.append(workloads.scaled_average_l1(W, sample, DAWA().run(sample, _budget(Fraction(1, 10), seed)).values))
+        theirs.append(workloads.scaled_average_l1(W, sample,
+                                                  Identity().run(sample, _budget(Fraction(1, 10), seed)).values))
+    assert np.mean(ours) < 0.5 * np.mean(theirs), (ours, theirs)
