@@ -43,8 +43,8 @@ EVALUATION = RESULTS / "auto-evaluation.jsonl"
 RULES = HERE.parent / "dphist" / "algorithms" / "auto_rules.py"
 # The algorithms auto may pick: those that need no public policy number from the steward (StructureFirst
 # needs a cap) and are not dominated by construction (NoiseFirst's range error is identity's).
-CANDIDATES = {1: ["identity", "h", "hb", "privelet", "dpcube", "kdtree"],
-              2: ["identity", "hb", "quadtree", "privelet", "dpcube", "kdtree"]}
+CANDIDATES = {1: ["identity", "h", "hb", "privelet", "dpcube", "kdtree", "ahp", "privtree", "mwem", "efpa", "dawa"],
+              2: ["identity", "hb", "quadtree", "privelet", "dpcube", "kdtree", "ahp", "privtree"]}
 COARSE = {1: [(1024,), (256,), (64,), (16,)], 2: [(128, 128), (64, 64), (32, 32), (16, 16)]}
 SCALES, EPSILONS = [1_000, 100_000, 10_000_000], ["0.1", "1"]
 
@@ -61,10 +61,43 @@ def decade(records: pd.DataFrame) -> pd.Series:
     return np.rint(np.log10(records.scale * records.epsilon.astype(float))).astype(int)
 
 
+def reference_best() -> pd.Series:
+    """The reference implementation's best mean error per (dims, scale, data set) at ε = 0.1 and the full DPBench
+    domain (1-D 4096 cells, 2-D 256 × 256), from ../shared/data/dpbench/reference (empty if absent)."""
+    parts = []
+    for dims, name, column in ((1, "full_1d.jsonl", "err_prefix"), (2, "full_2d.jsonl", "err_dpbench2000")):
+        path = DATA / "reference" / name
+        if not path.exists():
+            continue
+        ref = pd.read_json(path, lines=True)
+        ref = ref[(ref.status == "ok") & np.isclose(ref.eps, 0.1)]
+        best = ref.groupby(["scale", "dataset", "alg"])[column].mean().unstack().min(axis=1)
+        best.index = pd.MultiIndex.from_tuples([(dims, int(s), d) for s, d in best.index],
+                                               names=["dims", "scale", "dataset"])
+        parts.append(best)
+    return pd.concat(parts).rename("reference") if parts else pd.Series(dtype=float, name="reference")
+
+
+FULL_CELLS = {1: 4096, 2: 65536}
+
+
 def per_setting(frame: pd.DataFrame) -> pd.DataFrame:
-    """Mean error per (dims, cells, decade, data set) and algorithm (rows: settings; columns: algorithms)."""
+    """Mean error per (dims, cells, decade, data set) and algorithm (rows: settings; columns: algorithms), with
+    a column ``reference``: the reference's best algorithm's mean error where it was measured (ε = 0.1, the
+    full domain), else NaN.  Regret is taken against the best of ours and the reference's."""
     frame = frame.assign(decade=decade(frame))
-    return frame.groupby(["dims", "cells", "decade", "dataset", "algorithm"])["error"].mean().unstack()
+    table = frame.groupby(["dims", "cells", "decade", "dataset", "algorithm"])["error"].mean().unstack()
+    ref = reference_best()
+    settings = frame.drop_duplicates(["dims", "cells", "decade", "dataset"]).set_index(
+        ["dims", "cells", "decade", "dataset"])
+    values = []
+    for key, row in settings.iterrows():
+        dims, cells = int(key[0]), int(key[1])
+        at = (dims, int(row.scale), key[3])
+        full = cells == FULL_CELLS[dims] and row.epsilon == "0.1"
+        values.append(ref.get(at, np.nan) if full else np.nan)
+    table["reference"] = pd.Series(values, index=settings.index).reindex(table.index)
+    return table
 
 
 def fit(errors: pd.DataFrame, leave_out: str | None = None) -> dict:
@@ -74,7 +107,8 @@ def fit(errors: pd.DataFrame, leave_out: str | None = None) -> dict:
         if leave_out is not None:
             group = group[group.index.get_level_values("dataset") != leave_out]
         candidates = [a for a in CANDIDATES[dims] if a in group.columns]
-        regret = group[candidates].div(group.min(axis=1), axis=0).mean()
+        best = group[candidates + ["reference"]].min(axis=1)  # NaN references are skipped
+        regret = group[candidates].div(best, axis=0).mean()
         best = regret.idxmin()
         table.setdefault((int(dims), int(cells)), {})[int(dec)] = (best, round(float(regret[best]), 3),
                                                                    int(group.shape[0]))
@@ -93,15 +127,19 @@ def load(path: Path) -> pd.DataFrame:
     return frame
 
 
-def run_grid(samples: int, runs: int) -> None:
+def run_grid(samples: int, runs: int, only: list[str] | None = None) -> None:
+    """Run the coarsened grid for every candidate (or ``only`` these, keeping the saved records of the others)."""
     started = time.perf_counter()
     sets = manifest(quick=False)
     records = []
+    if only:
+        records = [r for r in map(json.loads, GRID.read_text().splitlines()) if r["algorithm"] not in only]
     for dims in (1, 2):
         full = {name: load_histogram(path) for name, (d, path) in sets.items() if d == dims}
         for shape in COARSE[dims]:
             data = {name: coarsen(x, shape) for name, x in full.items()}
-            records += run_benchmark(data, CANDIDATES[dims], SCALES, EPSILONS, samples, runs,
+            todo = [a for a in CANDIDATES[dims] if not only or a in only]
+            records += run_benchmark(data, todo, SCALES, EPSILONS, samples, runs,
                                      progress=lambda name, scale, s: None)
             print(f"{dims}-D {shape}: done ({(time.perf_counter() - started) / 60:.1f} min)", flush=True)
     RESULTS.mkdir(exist_ok=True)
@@ -149,7 +187,10 @@ def report(minutes: float | None) -> None:
     full = load(FULL)
     auto = load(EVALUATION)
     keys = ["dims", "dataset", "scale", "epsilon"]
-    best = full.groupby(keys + ["algorithm"])["error"].mean().unstack().min(axis=1).rename("best")
+    ours = full.groupby(keys + ["algorithm"])["error"].mean().unstack().min(axis=1)
+    ref = reference_best()
+    at = [ref.get((d, int(s), n), np.nan) if e == "0.1" else np.nan for d, n, s, e in ours.index]
+    best = np.fmin(ours, pd.Series(at, index=ours.index)).rename("best")
     mean_auto = auto.groupby(keys)["error"].mean().rename("auto")
     joined = pd.concat([best, mean_auto], axis=1).dropna()
     joined["regret"] = joined.auto / joined.best
@@ -162,7 +203,8 @@ def report(minutes: float | None) -> None:
         cells = int(full[(full.dataset == name)].cells.iloc[0])
         choice = lookup(table, int(dims), cells, scale * float(eps))
         lodo.append({"dims": dims, "dataset": name, "scale": scale, "epsilon": eps,
-                     "lodo": row[choice] / row.min()})
+                     "lodo": row[choice] / joined.loc[(dims, name, scale, eps), "best"]
+                     if (dims, name, scale, eps) in joined.index else np.nan})
     joined = joined.join(pd.DataFrame(lodo).set_index(keys))
     chosen = auto.groupby(keys)["chosen"].agg(lambda s: ", ".join(sorted(set(s))))
     joined = joined.join(chosen)
@@ -170,7 +212,8 @@ def report(minutes: float | None) -> None:
     lines = ["## Automatic algorithm choice", "",
              "`--algorithm auto` on the DPBench grid (28 data sets, scales 1e3/1e5/1e7, ε 0.1 and 1; the samples and",
              "runs of the accuracy section). *regret* = auto's mean error (noisy total and its budget share included)",
-             "÷ the best mean error among all our algorithms on that data set and setting; *leave-one-out* = the",
+             "÷ the best mean error among all our algorithms and, where measured (ε = 0.1), the reference's",
+             "algorithms on that data set and setting; *leave-one-out* = the",
              "regret when the rule table is refitted without that data set (from the recorded errors; the share for",
              f"the noisy total not included). Records: `bench/results/{EVALUATION.name}`.{took}", "",
              "| dims | scale | ε | mean regret | worst regret | leave-one-out mean | chosen |", "|---|---|---|---|---|---|---|"]
@@ -190,13 +233,14 @@ def main() -> None:
     parser.add_argument("--fit", action="store_true", help="fit the rule table and write it")
     parser.add_argument("--evaluate", action="store_true", help="run auto on the DPBench grid")
     parser.add_argument("--from-records", action="store_true", help="rewrite the results section only")
+    parser.add_argument("--algorithms", nargs="*", default=None, help="with --grid: run only these candidates")
     parser.add_argument("--samples", type=int, default=None)
     parser.add_argument("--runs", type=int, default=None)
     args = parser.parse_args()
     if not DATA.is_dir():
         raise SystemExit(f"DPBench data not found at {DATA}")
     if args.grid:
-        run_grid(args.samples or 3, args.runs or 1)
+        run_grid(args.samples or 3, args.runs or 1, args.algorithms)
     if args.fit:
         write_rules(fit(errors_all()))
     if args.evaluate:

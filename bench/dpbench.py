@@ -27,8 +27,9 @@ from dphist.benchmark import load_histogram, run_benchmark, summarize  # noqa: E
 
 DATA = HERE.parent.parent / "shared" / "data" / "dpbench"
 QUICK = {"1D": ["ADULT", "HEPTH", "SEARCHLOGS"], "2D": ["ADULT-2D", "GOWALLA"]}
-ALGORITHMS = {1: ["identity", "h", "hb", "privelet", "noisefirst", "structurefirst", "dpcube", "kdtree"],
-              2: ["identity", "hb", "quadtree", "privelet", "dpcube", "kdtree"]}
+ALGORITHMS = {1: ["identity", "h", "hb", "privelet", "noisefirst", "structurefirst", "dpcube", "kdtree", "ahp",
+                  "privtree", "mwem", "efpa", "dawa"],
+              2: ["identity", "hb", "quadtree", "privelet", "dpcube", "kdtree", "ahp", "privtree"]}
 # Median over the 1-D data sets of the reference implementation's error at ε = 0.1, per scale (issue tracker).
 REFERENCE_MEDIAN = {"dpcube": {1_000: 1.57e-1, 100_000: 2.00e-3, 10_000_000: 1.90e-4},
                     "identity": {1_000: 5.05e-1, 100_000: 5.05e-3, 10_000_000: 5.05e-5}}
@@ -117,6 +118,8 @@ def main() -> None:
     parser.add_argument("--epsilons", nargs="*", default=["0.1", "1"])
     parser.add_argument("--samples", type=int, default=5)
     parser.add_argument("--runs", type=int, default=2)
+    parser.add_argument("--algorithms", nargs="*", default=None,
+                        help="run only these algorithms and keep the saved records of the others")
     parser.add_argument("--from-records", action="store_true",
                         help="rebuild the RESULTS.md section from the saved records instead of running")
     args = parser.parse_args()
@@ -130,9 +133,12 @@ def main() -> None:
         write_section(records, sets, args, out, minutes=None)
         return
     records = []
+    if args.algorithms:
+        records = [r for r in map(json.loads, out.read_text().splitlines()) if r["algorithm"] not in args.algorithms]
     for dims in (1, 2):
         data = {name: load_histogram(path) for name, (d, path) in sets.items() if d == dims}
-        records += run_benchmark(data, ALGORITHMS[dims], args.scales, args.epsilons, args.samples, args.runs,
+        todo = [a for a in ALGORITHMS[dims] if not args.algorithms or a in args.algorithms]
+        records += run_benchmark(data, todo, args.scales, args.epsilons, args.samples, args.runs,
                                  progress=lambda name, scale, s: print(f"{name} scale {scale:,} sample {s}",
                                                                        flush=True), options=options)
     out.parent.mkdir(exist_ok=True)

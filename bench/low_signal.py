@@ -38,6 +38,9 @@ ALGORITHMS = ["auto", "identity", "h", "hb", "privelet", "dpcube", "kdtree", "ah
 SCALES = [1_000, 100_000, 10_000_000]
 EPSILON = "0.1"
 SEED = 2026  # fresh samples: bench/dpbench.py and the rule table's grid use seed 0
+# Our names for the reference's algorithms, for the speed table.
+REFERENCE_NAMES = {"identity": "Identity", "h": "H", "hb": "HB", "privelet": "Privelet", "dpcube": "DPCube",
+                   "ahp": "AHP", "mwem": "MWEM", "efpa": "EFPA", "dawa": "DAWA"}
 # Issue 22's bar for the default release (auto) against the best reference algorithm: (mean, worst) per scale.
 TARGETS = {1_000: (1.0, 1.5), 100_000: (0.9, 1.3)}
 
@@ -104,9 +107,30 @@ def table(records: list[dict], minutes: float | None) -> str:
                           + " |")
         detail += ["| median ms per run | | | " + f"{1000 * seconds.get(('auto', scale), np.nan):.0f} | | | | | "
                    + " | ".join(f"{1000 * seconds.get((a, scale), np.nan):.0f}" for a in algos) + " |", ""]
-    lines += summary + ["", "Per data set, the columns after *÷ ref* are each algorithm's error ÷ the reference's "
+    lines += summary + [""] + speed(frame) + ["", "Per data set, the columns after *÷ ref* are each algorithm's error ÷ the reference's "
                         "best.", ""] + detail
     return "\n".join(lines)
+
+
+def speed(frame: pd.DataFrame) -> list[str]:
+    """Median seconds per run, ours (noise, inference and the non-negative integer release) beside the
+    reference's (``alg_time_s`` in the reference records, measured on another machine: compare orders of
+    magnitude, not small ratios)."""
+    ref = pd.read_json(REFERENCE, lines=True)
+    ref_seconds = ref.groupby(["alg", "scale"])["alg_time_s"].median()
+    ours = frame.groupby(["algorithm", "scale"])["seconds"].median()
+    lines = ["Speed, median seconds per run at n = 4096 (ours on this machine; the reference's from its records, "
+             "measured elsewhere):", "", "| algorithm | " + " | ".join(f"ours {s:.0e} | reference {s:.0e}"
+                                                                     for s in SCALES) + " |",
+             "|---" * (1 + 2 * len(SCALES)) + "|"]
+    for algo in [a for a in ALGORITHMS if a in frame.algorithm.unique()]:
+        cells = []
+        for scale in SCALES:
+            mine = ours.get((algo, scale), np.nan)
+            theirs = ref_seconds.get((REFERENCE_NAMES.get(algo, ""), float(scale)), np.nan)
+            cells += [f"{mine:.3f}", "–" if np.isnan(theirs) else f"{theirs:.3f}"]
+        lines.append(f"| {algo} | " + " | ".join(cells) + " |")
+    return lines
 
 
 def main() -> None:
