@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 
 from dphist import workloads
-from dphist.algorithms.dawa import (DAWA, best_partition, candidate_sensitivity, deviations, dyadic_candidates,
-                                    split_partition)
+from dphist.algorithms.dawa import (DAWA, best_partition, bucket_branching, candidate_sensitivity,
+                                    candidate_weights, deviations, dyadic_candidates, prefix_error, split_partition)
 from dphist.algorithms.identity import Identity
 from dphist.audit.dawa_cases import flip_pair, true_buckets
 from dphist.errors import UsageError
@@ -39,10 +39,11 @@ def test_candidates_are_aligned_dyadic_and_public():
 
 @pytest.mark.parametrize("n", [2, 5, 8, 13, 16])
 def test_candidate_sensitivity_holds_on_unit_changes(n):
-    """Add one record to each cell of random tables: Σ_I |Δq_I|/s_I ≤ Δ, each |Δq_I| ≤ 2(s_I − 1), and for n a
-    power of two the bound is reached (empty table, record in cell 0)."""
+    """Add one record to each cell of random tables: Σ_I |Δq_I|/(s_I g_I) ≤ Δ, each |Δq_I| ≤ 2(s_I − 1), and for
+    n a power of two the bound is reached (empty table, record in cell 0)."""
     starts, stops = dyadic_candidates(n)
     sizes = stops - starts
+    relative = sizes * candidate_weights(n, starts, stops)
     delta = candidate_sensitivity(n)
     rng = np.random.default_rng(n)
     worst = Fraction(0)
@@ -53,7 +54,7 @@ def test_candidate_sensitivity_holds_on_unit_changes(n):
             moved[t] += 1
             change = np.abs(deviations(moved, starts, stops) - base)
             assert np.all(change <= 2 * (sizes - 1))
-            total = sum((Fraction(int(c), int(s)) for c, s in zip(change, sizes)), Fraction(0))
+            total = sum((Fraction(int(c), int(r)) for c, r in zip(change, relative)), Fraction(0))
             assert total <= delta
             worst = max(worst, total)
     if n & (n - 1) == 0:
@@ -65,9 +66,18 @@ def test_candidate_sensitivity_holds_on_unit_changes(n):
         assert q == pytest.approx((b - a) * np.abs(part - part.mean()).sum())
 
 
-def test_sensitivity_value_at_4096():
-    assert candidate_sensitivity(4096) == 22 + Fraction(1, 2048)
+def test_sensitivity_and_weights():
+    # g_k = 2^⌊(L − k)/2⌋: n = 8 (L = 3) gives levels 3, 2 weight 1 and level 1 weight 2
+    starts, stops = dyadic_candidates(8)
+    assert candidate_weights(8, starts, stops).tolist() == [2, 2, 2, 2, 1, 1, 1]
+    assert candidate_sensitivity(8) == Fraction(2 * 1, 2 * 2) + Fraction(2 * 3, 4) + Fraction(2 * 7, 8)
     assert candidate_sensitivity(2) == 1
+    top = 12
+    assert candidate_sensitivity(4096) == sum(2 * (1 - Fraction(1, 2**k)) / 2 ** ((top - k) // 2)
+                                              for k in range(1, top + 1))
+    # a truncated node's weight is its level's (n = 5: [0, 5) is level 3, [0, 4) level 2, pairs level 1)
+    starts, stops = dyadic_candidates(5)
+    assert candidate_weights(5, starts, stops).tolist() == [2, 2, 1, 1]
 
 
 def test_budget_spent_exactly_and_split_as_documented():
@@ -86,13 +96,14 @@ def test_budget_spent_exactly_and_split_as_documented():
 
 def test_partition_noise_has_the_stated_variance():
     """q̃_I − q_I over 300 seeds, per interval size s: its mean square against the exact discrete Laplace
-    variance of scale s·b.  The relative sd of a Laplace mean square over m independent draws is √(5/m)
+    variance of scale s·g_s·b.  The relative sd of a Laplace mean square over m independent draws is √(5/m)
     (E X⁴ = 24b⁴, E X² = 2b²); 6 sd are allowed: with m ≥ 1,200 the mean is close to normal, a false alarm
     about 2e-9 per check.  The margins are 0.27 (s = 2, m = 2,400) and 0.39 (s = 4, m = 1,200): a halved scale
-    (ratio 0.25) or a scale without the factor s (ratio 1/s²) fails."""
+    (ratio 0.25) or a scale without the factor s or g (ratio 1/s², 1/g²) fails."""
     counts = np.array([3, 1, 0, 0, 8, 2, 2, 5, 0, 0, 0, 1, 9, 9, 0, 4], dtype=np.int64)
     starts, stops = dyadic_candidates(16)
     sizes = stops - starts
+    weights = candidate_weights(16, starts, stops)
     exact = deviations(counts, starts, stops)
     eps = Fraction(1)
     b = candidate_sensitivity(16) / (eps * DAWA().params["ratio"])
@@ -106,7 +117,7 @@ def test_partition_noise_has_the_stated_variance():
     for size in (2, 4):
         which = sizes == size
         m = errors[:, which].size
-        expected = discrete_laplace_variance(b * size)
+        expected = discrete_laplace_variance(b * size * int(weights[which][0]))
         observed = float(np.mean(np.square(errors[:, which])))
         assert abs(observed / expected - 1) < 6 * np.sqrt(5 / m), (size, observed, expected)
 
@@ -166,9 +177,34 @@ def test_partition_reads_only_the_noisy_costs():
     assert s1 == s2
 
 
+def test_bucket_branching_minimises_the_exact_prefix_variance():
+    """prefix_error against a dense computation (W L, L the GLS map of the tree, from unit vectors) and the
+    choice against every candidate; the flat tree is worse than the chosen one at 178 buckets."""
+    from dphist.inference import tree_least_squares
+    from dphist.trees import range_tree
+
+    for k, b in ((5, 2), (9, 3), (12, 12)):
+        tree = range_tree(k, b)
+        measured = list(range(1 if tree.levels > 1 else 0, tree.levels))
+        h = len(measured)
+        total = 0.0
+        for level in measured:
+            for node in range(tree.sizes[level]):
+                noisy = [np.zeros(tree.sizes[l]) if l in measured else None for l in range(tree.levels)]
+                noisy[level][node] = 1.0
+                variances = [float(h * h) if l in measured else np.inf for l in range(tree.levels)]
+                leaves = tree_least_squares(tree, noisy, variances).values[-1]
+                total += h * h * float(np.sum(np.cumsum(leaves) ** 2))
+        assert prefix_error(k, b) == pytest.approx(total / k)
+    chosen = bucket_branching(178)
+    assert chosen != 178 and prefix_error(178, chosen) < 0.5 * prefix_error(178, 178)
+    assert all(prefix_error(40, chosen) <= prefix_error(40, b) + 1e-9 for chosen in [bucket_branching(40)]
+               for b in (2, 3, 4, 6, 8, 12, 16, 40))
+
+
 def test_mutant_pair_flips_on_true_costs():
     data, neighbour = flip_pair()
-    assert (true_buckets(data), true_buckets(neighbour)) == (1, 3)
+    assert (true_buckets(data), true_buckets(neighbour)) == (1, 2)
 
 
 def test_runs_under_zcdp():

@@ -1,13 +1,19 @@
 """Audit cases for DAWA (dphist/algorithms/dawa.py): the honest algorithm and a mutant whose partition reads the
 true deviations.
 
-The pair, on 8 cells at ε = 1 with the default options (ratio 2/5: ε₁ = 2/5 for the partition, noise scale
-b = Δ/ε₁ = 4.25/0.4 = 10.625 on each deviation; ε₂ = 3/5, bucket penalty λ = 5/3; split threshold
-τ = λ + 0.4·b = 5.92): D = [3, 0, 0, 0, 0, 0, 0, 0] and D′ = D with one record added to cell 0.  With the true
-deviations, D's root has dev 1.75·3 = 5.25 ≤ τ (one bucket) and D′'s root 7 > τ, its half [0, 4) 6 > τ, and
-[0, 2) 4 ≤ τ: three buckets.  The mutant's number of bucket counts, which the audit reads as the run's
-structure, tells the tables apart with certainty (``true_buckets`` checks it).  The honest algorithm adds noise
-of scale b to each deviation and must pass on the same pair.
+The pair, on 8 cells at ε = 1 with the default options (ratio 2/5: ε₁ = 2/5 for the partition, Δ = 15/4, noise
+scale b = Δ/ε₁ = 9.375 on the deviations of the two top levels, 2b on the level of pairs; ε₂ = 3/5, bucket
+penalty λ = 5/3; split threshold τ_I = λ + (4/5)·g_I·b, 9.17 on the top levels): D = [5, 0, 0, 0, 0, 0, 0, 0] and
+D′ = D with one record added to cell 0.  With the true deviations, D's root has dev 1.75·5 = 8.75 ≤ 9.17 (one
+bucket) and D′'s root 10.5 > 9.17 while its half [0, 4) has 1.5·6 = 9 ≤ 9.17: two buckets.  The mutant's number
+of bucket counts, which the audit reads as the run's structure, tells the tables apart with certainty
+(``true_buckets`` checks it).  The honest algorithm adds noise to each deviation and must pass on the same pair.
+
+Mutant ``mutant-dawa-half-sensitivity``: states half the deviations' Δ, so their noise is half what the proof
+needs.  It runs with ratio 9/10 (most of ε on the partition, so the leak, 2·ε₁ + ε₂ = 1.9 at ε = 1, is large)
+on an empty table against one record in cell 0.  Measured at n_test = 300,000: lower bound 1.45 (seed 0) and
+1.35 (seed 1), while the honest DAWA with ratio 9/10 on the same pair gave 0.56.  At the default ratio 2/5 the
+halved Δ leaks only 1.4 and showed 1.04 and 0.84: not a reliable case.
 """
 
 from __future__ import annotations
@@ -22,7 +28,7 @@ EPSILON = Fraction(1)
 def flip_pair() -> tuple[np.ndarray, np.ndarray]:
     """(D, D′) as in the module docstring."""
     data = np.zeros(8, dtype=np.int64)
-    data[0] = 3
+    data[0] = 5
     neighbour = data.copy()
     neighbour[0] += 1
     return data, neighbour
@@ -47,22 +53,39 @@ def _mutant_class():
     return TrueCostDAWA
 
 
+def _half_sensitivity_class():
+    from ..algorithms.dawa import DAWA  # noqa: PLC0415
+
+    class HalfSensitivityDAWA(DAWA):
+        """DAWA that states half the sensitivity of its noisy deviations (the bug)."""
+
+        name = "mutant-dawa-half-sensitivity"
+
+        def partition_sensitivity(self, n):
+            return super().partition_sensitivity(n) / 2
+
+    return HalfSensitivityDAWA
+
+
 def true_buckets(table: np.ndarray, epsilon: Fraction = EPSILON) -> int:
     """The number of buckets the true deviations give on ``table`` under the default options (what the mutant
     measures), with the same public penalty and noise scale as a run at ``epsilon``."""
-    from ..algorithms.dawa import DAWA, candidate_sensitivity, deviations, dyadic_candidates  # noqa: PLC0415
+    from ..algorithms.dawa import (DAWA, candidate_sensitivity, candidate_weights, deviations,  # noqa: PLC0415
+                                   dyadic_candidates)
 
     algo = DAWA()
     ratio = algo.params["ratio"]
     penalty = float(algo.params["penalty"] / ((1 - ratio) * epsilon))
-    noise_scale = float(candidate_sensitivity(table.size) / (ratio * epsilon))
     starts, stops = dyadic_candidates(table.size)
+    noise_scale = float(candidate_sensitivity(table.size) / (ratio * epsilon)) * candidate_weights(table.size, starts,
+                                                                                                   stops)
     costs = deviations(table, starts, stops) / (stops - starts)
     return algo.partition(table.size, starts, stops, costs, penalty, noise_scale).size - 1
 
 
 def cases(mutants: bool = True) -> list:
-    """The honest DAWA on the flip pair and, with ``mutants``, the true-cost mutant on the same pair."""
+    """The honest DAWA on the flip pair and, with ``mutants``, the true-cost mutant on the same pair and the
+    half-sensitivity mutant (ratio 9/10) on an empty table against one record."""
     from ..algorithms.dawa import DAWA  # noqa: PLC0415
     from .runner import Case  # noqa: PLC0415
 
@@ -72,4 +95,10 @@ def cases(mutants: bool = True) -> list:
         cls = _mutant_class()
         out.append(Case(f"{cls.name} one record moves the best partition", cls(), data, neighbour, EPSILON,
                         mutant=True))
+        half = _half_sensitivity_class()
+        empty = np.zeros(8, dtype=np.int64)
+        one = empty.copy()
+        one[0] += 1
+        out.append(Case(f"{half.name} (8,) ratio 9/10, add to the first cell of an empty table",
+                        half(ratio=Fraction(9, 10)), empty, one, EPSILON, mutant=True))
     return out
