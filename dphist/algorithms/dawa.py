@@ -91,7 +91,8 @@ from . import options as option
 from .base import Algorithm, Estimate
 from .hierarchical import LEVEL_L1, LEVEL_L2_SQUARED
 
-__all__ = ["DAWA", "dyadic_candidates", "candidate_weights", "candidate_sensitivity", "level_weight", "top_level", "deviations", "best_partition", "split_partition",
+__all__ = ["DAWA", "dyadic_candidates", "candidate_weights", "candidate_sensitivity", "level_weight", "top_level",
+           "deviations", "best_partition", "split_partition",
            "bucket_branching", "prefix_error", "MAX_CELLS"]
 
 MAX_CELLS = 1 << 20  # the candidate family has fewer than n intervals; the partition's search is O(n) Python steps
