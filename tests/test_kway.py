@@ -31,7 +31,7 @@ def frame():
 @pytest.mark.parametrize("name", sorted(REGISTRY))
 def test_four_way_tables(frame, name, tmp_path):
     options = REGISTRY[name].example_options
-    if name in ("noisefirst", "structurefirst", "mwem", "efpa"):
+    if name in ("noisefirst", "structurefirst", "mwem", "efpa", "dawa"):
         with pytest.raises(UsageError, match="one-column tables"):
             dphist.api.plan_release(frame, "1", SCHEMA, columns=COLUMNS, algorithm=name, algorithm_options=options)
         return

@@ -8,6 +8,7 @@ from __future__ import annotations
 from ..errors import UsageError
 from .ahp import AHP
 from .base import Algorithm
+from .dawa import DAWA
 from .efpa import EFPA
 from .hierarchical import H, Hb, QuadTree
 from .identity import Identity
@@ -48,5 +49,5 @@ def get_algorithm(name: str, **options) -> Algorithm:
 
 
 for _cls in (Identity, H, Hb, QuadTree, Privelet, NoiseFirst, DPCube, KDTree, StructureFirst, AHP,
-             PrivTree, MWEM, EFPA):
+             PrivTree, MWEM, EFPA, DAWA):
     register(_cls)

@@ -50,14 +50,14 @@ from .discovery_steps import (ArgmaxBounds, CandidatesBeforeBounding, Discovered
                               UnthresholdedSelection, bounds_pair, labels_pair, tail_pair, unit_labels_pair)
 from .units import BoundedUnits, UnboundedUnits, unit_pairs
 from .mutants import MUTANTS, ZCDP_MUTANTS, UnsquaredL2Tree
-from . import ahp_cases, efpa_cases, mwem_cases, privtree_cases
+from . import ahp_cases, dawa_cases, efpa_cases, mwem_cases, privtree_cases
 from .replication import NoisePool, PooledBudget, PooledZCDPBudget, ReplicatedBudget, ReplicatedZCDPBudget
 
 __all__ = ["Case", "AuditResult", "default_cases", "zcdp_cases", "audit", "ALPHA"]
 
 #: Per algorithm, the module function giving its own audit cases (and mutants, when asked).
-ALGORITHM_CASES = {"ahp": ahp_cases.cases, "efpa": efpa_cases.cases, "mwem": mwem_cases.cases,
-                   "privtree": privtree_cases.cases}
+ALGORITHM_CASES = {"ahp": ahp_cases.cases, "dawa": dawa_cases.cases, "efpa": efpa_cases.cases,
+                   "mwem": mwem_cases.cases, "privtree": privtree_cases.cases}
 ALPHA = 1e-6  # total false-alarm probability for a correct algorithm, over all cases of one audit
 ADAPTIVE_SHARE = 1 / 20  # fraction of the samples for data-adaptive algorithms (one Python run per sample)
 OUTCOME_SHARE = 1 / 60  # for discovery, whose outcome is a domain (events on it need fewer runs to show)
