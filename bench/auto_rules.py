@@ -44,7 +44,7 @@ RULES = HERE.parent / "dphist" / "algorithms" / "auto_rules.py"
 # The algorithms auto may pick: those that need no public policy number from the steward (StructureFirst
 # needs a cap) and are not dominated by construction (NoiseFirst's range error is identity's).
 CANDIDATES = {1: ["identity", "h", "hb", "privelet", "dpcube", "kdtree", "ahp", "privtree", "mwem", "efpa", "dawa"],
-              2: ["identity", "hb", "quadtree", "privelet", "dpcube", "kdtree", "ahp", "privtree"]}
+              2: ["identity", "hb", "quadtree", "privelet", "dpcube", "kdtree"]}
 COARSE = {1: [(1024,), (256,), (64,), (16,)], 2: [(128, 128), (64, 64), (32, 32), (16, 16)]}
 SCALES, EPSILONS = [1_000, 100_000, 10_000_000], ["0.1", "1"]
 
@@ -135,6 +135,8 @@ def run_grid(samples: int, runs: int, only: list[str] | None = None) -> None:
     if only:
         records = [r for r in map(json.loads, GRID.read_text().splitlines()) if r["algorithm"] not in only]
     for dims in (1, 2):
+        if only and not any(a in CANDIDATES[dims] for a in only):
+            continue
         full = {name: load_histogram(path) for name, (d, path) in sets.items() if d == dims}
         for shape in COARSE[dims]:
             data = {name: coarsen(x, shape) for name, x in full.items()}

@@ -277,7 +277,7 @@ class DAWA(Algorithm):
                "penalty": (Fraction(1), _positive_number),
                "select": ("split", option.choice("split", "optimal")),
                "threshold": (Fraction(4, 5), _positive_number)}
-    option_help = {"ratio": "share of epsilon spent choosing the buckets (paper: 1/4; 2/5 measured better here)",
+    option_help = {"ratio": "share of ε spent choosing the buckets (paper: 1/4; 2/5 measured better here)",
                    "penalty": "cost of one more bucket, in units of one bucket count's noise scale",
                    "select": "split: halve an interval while its noisy deviation exceeds the threshold; "
                              "optimal: the partition of least total noisy cost (the paper's rule)",
