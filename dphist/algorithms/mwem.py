@@ -8,13 +8,25 @@ The candidate workload W is public and built from the number of cells n only: th
     measure:  N̂ = N + DLap(1/ε₀), ε₀ = total_share·ε                 (Δ = 1: one record moves N by 1)
     init:     x̂ = (N̂/n, …, N̂/n)  with N̂ clamped to at least 1        (the reference reads the true N here)
     rounds:   T from N̂ and ε (or the ``rounds`` option), see below
-    for t = 1 … T  (ε₁ = ε₂ = (ε − ε₀)/2):
+    for t = 1 … T  (ε₁ = σ·(ε − ε₀), ε₂ = (1 − σ)·(ε − ε₀), σ = selection_share, 1/2 by default):
       select:  q_t ∈ W \\ {q_1 … q_{t−1}} by permute-and-flip on the score s(q) = |q(x) − round(q(x̂))|
                at ε₁/T per draw                                         (Δ = 1, see below)
       measure: m_t = q_t(x) + DLap(T/ε₂)  (under zCDP: a discrete Gaussian, σ² = T/(2ρ₂))    (Δ₁ = Δ₂ = 1)
       infer:   `replay` passes over the measurements so far, each applying the multiplicative-weights update
                x̂ ← x̂ · exp(q_j · (m_j − q_j(x̂)) / (2N̂)) followed by x̂ ← x̂ · N̂ / Σx̂ (post-processing)
+    rescale (``scale_fit=lsq``, the default; post-processing):  with f = x̂ / Σx̂ the fitted shape and v₀, v_j
+             the noise variances of N̂ and m_j (public: they follow from the scales),
+             s = (N̂/v₀ + Σ_j q_j(f)·m_j/v_j) / (1/v₀ + Σ_j q_j(f)²/v_j),   x̂ ← max(s, 1) · f
     release:  x̂
+
+The rescale is the weighted least-squares scale of the fitted shape given every noisy answer that bears on the
+total: N̂ ≈ s and m_j ≈ s·q_j(f).  The multiplicative weights hold the total at N̂, so without it the released
+total's error is the noisy total's (E|DLap(1/ε₀)| = 40 records at ε = 0.1), and on data sets whose mass sits at
+the left of the domain almost every prefix's error is that error; a selected near-full prefix (q_j(f) ≈ 1) is a
+second measurement of the total.  Measured (DPBench 1-D, 18 data sets, ε = 0.1, 4 samples × 4 runs, seed 7): the
+geometric mean of ours ÷ the reference MWEM went from 1.235 to 1.148 at scale 1e3 and 1.005 to 1.003 at 1e5.
+Tried and not kept (same measurement): total_share 1/3 (1e3: 1.209, 1e5: 1.073) or 1/6, the selection's share
+1/3 or 2/3, and refitting the scale after every round (1.159, 1.006).
 
 T (``rounds``): a whole number from the options, or ``auto``: read off the signal r = N̂·ε (ε per record: the
 budget's ε divided by the protected unit's rows) by the reference's MWEM* table (dpcomp_core's
@@ -32,9 +44,10 @@ already released, so round(q(x̂)) is a public constant c_q and the score |q(x) 
 |q(x) − q(x′)| <= 1 (the reverse triangle inequality): the selection has score sensitivity 1, and the scores
 are exact integers (the rounding is what keeps them exact: no float rounding can inflate the sensitivity).
 The candidate set shrinks only by what was selected before (public).  By sequential composition the run costs
-ε₀ + T·(ε₁/T) + T·(ε₂/T) = ε (pure); under zCDP each step is charged its share of ρ and the shares add up to
-ρ.  Everything after the measurements (updates, replay, release) is post-processing.  The selection pays from
-the budget because the score reads the true counts.
+ε₀ + T·(ε₁/T) + T·(ε₂/T) = ε₀ + (ε − ε₀) = ε (pure); under zCDP each step is charged its share of ρ and the
+shares add up to ρ.  Everything after the measurements (updates, replay, the rescale, release) is
+post-processing: the rescale reads only N̂, the m_j, the public ranges, the public noise variances and the
+estimate built from them.  The selection pays from the budget because the score reads the true counts.
 """
 
 from __future__ import annotations
@@ -86,13 +99,18 @@ class MWEM(Algorithm):
                "McSherry 2012); one column, low signal")
     options = {"rounds": ("auto", _rounds), "workload": ("prefix", option.choice("prefix", "dyadic")),
                "replay": (100, option.positive_int),
-               "total_share": (Fraction(1, 4), option.fraction_between_0_and_1)}
+               "total_share": (Fraction(1, 4), option.fraction_between_0_and_1),
+               "selection_share": (Fraction(1, 2), option.fraction_between_0_and_1),
+               "scale_fit": ("lsq", option.choice("lsq", "none"))}
     option_help = {"rounds": "number of rounds T, or auto: from the noisy total times epsilon (2 at low signal, "
                              "up to 140)",
                    "workload": "candidate range queries: prefix (the n prefixes) or dyadic (a binary tree's nodes)",
                    "replay": "passes over all past measurements after each round (multiplicative weights)",
-                   "total_share": "share of the budget for the noisy total (the rest: half selection, half "
-                                  "measurement)"}
+                   "total_share": "share of the budget for the noisy total (the rest: selection and measurement)",
+                   "selection_share": "share of the rest (after the total) for the rounds' selections; the "
+                                      "remainder measures the selected ranges",
+                   "scale_fit": "lsq: rescale the released estimate by the weighted least-squares total from the "
+                                "noisy total and the measured ranges; none: keep the noisy total"}
 
     def check_shape(self, shape: tuple[int, ...]) -> None:
         if len(shape) != 1:
@@ -122,10 +140,11 @@ class MWEM(Algorithm):
         lo, hi = self.plan(n)
         share = self.params["total_share"]
         for_total, rest = budget.split([share, 1 - share])
-        for_selection, for_measures = rest.split([1, 1])
+        sel = self.params["selection_share"]
+        for_selection, for_measures = rest.split([sel, 1 - sel])
 
         # measure: the grand total, which sets the scale of the estimate (the reference reads the true N)
-        noisy_total, _ = for_total.measure(np.asarray(counts.sum()), 1, 1, for_total.amount,
+        noisy_total, total_record = for_total.measure(np.asarray(counts.sum()), 1, 1, for_total.amount,
                                            "the grand total (the estimate's scale)")
         total = max(float(noisy_total), 1.0)
         estimate = np.full(n, total / n)
@@ -138,6 +157,7 @@ class MWEM(Algorithm):
         per_round = for_measures.amount / T
         alive = np.ones(lo.size, dtype=bool)
         history: list[tuple[int, int, float]] = []
+        variances: list[float] = []
         for t in range(T):
             # select: the worst-approximated remaining query (the score reads the true counts: paid)
             left = np.flatnonzero(alive)
@@ -145,16 +165,36 @@ class MWEM(Algorithm):
             alive[chosen] = False
             a, b = int(lo[chosen]), int(hi[chosen])
             # measure: its answer (0/1 coefficients: sensitivity 1); the range is public, so the record names it
-            noisy, _ = for_measures.measure(np.asarray(true_prefix[b] - true_prefix[a]), 1, 1, per_round,
-                                            f"round {t + 1}: the selected range [{a}, {b})")
+            noisy, record = for_measures.measure(np.asarray(true_prefix[b] - true_prefix[a]), 1, 1, per_round,
+                                                 f"round {t + 1}: the selected range [{a}, {b})")
             history.append((a, b, float(noisy)))
+            variances.append(record.noise_variance)
             # infer: multiplicative weights over every measurement so far (post-processing)
             estimate = self.update(estimate, history, total)
 
+        if self.params["scale_fit"] == "lsq":
+            estimate = self.refit_scale(estimate, history, variances, float(noisy_total),
+                                        total_record.noise_variance)
         return Estimate(values=estimate,
                         structure={"workload": self.params["workload"], "candidates": int(lo.size),
                                    "replay": self.params["replay"]},
-                        choices={"rounds": T, "ranges": [[a, b] for a, b, _ in history]})
+                        choices={"rounds": T, "ranges": [[a, b] for a, b, _ in history],
+                                 "total": float(estimate.sum())})
+
+    @staticmethod
+    def refit_scale(estimate, history, variances, noisy_total, total_variance):
+        """The estimate's shape f = x̂/Σx̂ times the weighted least-squares scale s from every noisy answer that
+        bears on it: N̂ ≈ s (variance v₀) and m_j ≈ s·q_j(f) (variance v_j), so
+        s = (N̂/v₀ + Σ q_j(f)·m_j/v_j) / (1/v₀ + Σ q_j(f)²/v_j), clamped to at least 1.  Post-processing."""
+        mass = float(estimate.sum())
+        shape = estimate / mass
+        prefix = np.concatenate([[0.0], np.cumsum(shape)])
+        num, den = noisy_total / total_variance, 1.0 / total_variance
+        for (a, b, m), v in zip(history, variances):
+            q = prefix[b] - prefix[a]
+            num += q * m / v
+            den += q * q / v
+        return shape * max(num / den, 1.0)
 
     @staticmethod
     def scores(true_prefix: np.ndarray, estimate: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
