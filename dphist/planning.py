@@ -30,7 +30,8 @@ from .io.sources import Source, open_source, remote_source
 from .job import TableRequest, check_table_names, parse_tables, table_name_for
 from .ledger import ROW_UNIT
 from .marginals import STRATEGIES, MarginalPlan, parse_marginals, plan_marginals, union_of
-from .privacy import MIN_EPSILON, exact_fraction, format_fraction, parse_delta, parse_epsilon, split_shares
+from .privacy import (MAX_RHO, MIN_EPSILON, MIN_RHO, exact_fraction, format_fraction, parse_delta, parse_epsilon,
+                      parse_rho, split_shares)
 from .privacy.conversions import rho_for
 from .schema import MAX_CELLS, MAX_DIMENSIONS, Schema, load_schema, parse_schema
 
@@ -57,11 +58,6 @@ MAX_CATEGORIES = 100_000
 #:                largest ρ whose (ε, δ) guarantee holds by the tight CKS20 conversion; amounts are ρ
 DEFINITIONS = ("pure", "zcdp", "approximate")
 NOISES = ("laplace", "gaussian")
-#: The ρ range ``--rho`` accepts: the smallest is the zCDP cost ε²/2 of the smallest ε (MIN_EPSILON), so a table
-#: gets noise of the same order at either minimum (σ² = 1/(2ρ) = 10¹² against a Laplace variance of 2·10¹²); the
-#: largest is MAX_EPSILON, past which (as for ε) nobody is protected in any useful sense.
-MIN_RHO = MIN_EPSILON ** 2 / 2
-MAX_RHO = Fraction(1000)
 
 
 @dataclass(frozen=True)
@@ -313,17 +309,6 @@ _UNDECLARED_UNDER_ZCDP = (
 
 def _budget_flags(definition: str) -> str:
     return "--rho" if definition == "zcdp" else "--noise gaussian"
-
-
-def parse_rho(value: Any, what: str = "rho") -> Fraction:
-    """The exact ρ written as ``value`` (decimal string, int, float or Fraction), in (0, MAX_RHO]."""
-    rho = exact_fraction(value, what)
-    if rho <= 0:
-        raise UsageError(f"{what} must be greater than 0, got {format_fraction(rho)}")
-    if rho > MAX_RHO:
-        raise UsageError(f"{what} must be at most {MAX_RHO}: beyond that the release gives no meaningful privacy, "
-                         f"got {format_fraction(rho)}")
-    return rho
 
 
 def budget_definition(epsilon: Any, rho: Any, noise: str | None,

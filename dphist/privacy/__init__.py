@@ -1,8 +1,8 @@
 """The privacy kernel: exact samplers, the bit sources they read, and the budget object that is the only way the
 rest of dphist draws noise (``budget.PrivacyBudget``)."""
 
-from .amounts import (MAX_EPSILON, MIN_EPSILON, exact_fraction, format_fraction, parse_delta, parse_epsilon,
-                      parse_share)
+from .amounts import (MAX_EPSILON, MAX_RHO, MIN_EPSILON, MIN_RHO, exact_fraction, format_fraction, parse_delta,
+                      parse_epsilon, parse_rho, parse_share)
 from .bits import BitSource, SeededBits, SystemBits, bit_source
 from .conversions import ConversionError, delta_for, epsilon_for, loose_epsilon, loose_rho, rho_for
 from .budget import BudgetExceeded, Draw, PrivacyBudget, Selection, ZCDPBudget, epsilon_within, split_shares
@@ -12,8 +12,8 @@ from .samplers import (checked_sigma2, discrete_gaussian_halfwidth, discrete_gau
                        discrete_gaussian_variance)
 
 __all__ = ["ConversionError", "delta_for", "epsilon_for", "loose_epsilon", "loose_rho", "rho_for",
-           "MAX_EPSILON", "MIN_EPSILON", "BitSource", "BudgetExceeded", "Draw", "Measurement", "PrivacyBudget",
+           "MAX_EPSILON", "MAX_RHO", "MIN_EPSILON", "MIN_RHO", "BitSource", "BudgetExceeded", "Draw", "Measurement", "PrivacyBudget",
            "SeededBits", "Selection", "SystemBits", "ZCDPBudget", "epsilon_within", "bit_source", "discrete_laplace_halfwidth", "discrete_laplace_pmf",
            "discrete_laplace_variance", "exact_fraction", "format_fraction", "parse_delta", "parse_epsilon",
-           "parse_share", "split_shares",
+           "parse_rho", "parse_share", "split_shares",
            "checked_sigma2", "discrete_gaussian_halfwidth", "discrete_gaussian_pmf", "discrete_gaussian_variance"]

@@ -14,13 +14,19 @@ from typing import Any
 
 from ..errors import UsageError
 
-__all__ = ["MAX_EPSILON", "MIN_EPSILON", "exact_fraction", "parse_epsilon", "parse_delta", "parse_share", "format_fraction"]
+__all__ = ["MAX_EPSILON", "MIN_EPSILON", "MAX_RHO", "MIN_RHO", "exact_fraction", "parse_epsilon", "parse_rho",
+           "parse_delta", "parse_share", "format_fraction"]
 
 #: The budget range dphist accepts.  Above MAX_EPSILON a release protects nobody in any useful sense; below
 #: MIN_EPSILON (for any one table, after splitting) the noise swamps every count.  Both also keep the sampler's
 #: exact arithmetic in a sane range.
 MAX_EPSILON = Fraction(1000)
 MIN_EPSILON = Fraction(1, 10**6)
+#: The ρ range ``--rho`` accepts: the smallest is the zCDP cost ε²/2 of the smallest ε (MIN_EPSILON), so a table
+#: gets noise of the same order at either minimum (σ² = 1/(2ρ) = 10¹² against a Laplace variance of 2·10¹²); the
+#: largest is MAX_EPSILON, past which (as for ε) nobody is protected in any useful sense.
+MIN_RHO = MIN_EPSILON ** 2 / 2
+MAX_RHO = Fraction(1000)
 _MAX_EXPONENT = 30  # decimal exponents beyond this are refused before any exact arithmetic
 _NUMBER_TEXT = re.compile(r"[+-]?([0-9]+\.?[0-9]*|\.[0-9]+)([eE][+-]?[0-9]+)?|[+-]?[0-9]+/[0-9]+")
 
@@ -56,15 +62,25 @@ def exact_fraction(value: Any, what: str) -> Fraction:
     return Fraction(number)
 
 
+def _parse_budget(value: Any, what: str, maximum: Fraction) -> Fraction:
+    """The exact amount written as ``value`` (decimal string, int, float or Fraction), in (0, maximum]."""
+    amount = exact_fraction(value, what)
+    if amount <= 0:
+        raise UsageError(f"{what} must be greater than 0, got {format_fraction(amount)}")
+    if amount > maximum:
+        raise UsageError(f"{what} must be at most {maximum}: beyond that the release gives no meaningful "
+                         f"privacy, got {format_fraction(amount)}")
+    return amount
+
+
 def parse_epsilon(value: Any, what: str = "epsilon") -> Fraction:
     """The exact epsilon written as ``value`` (decimal string, int, float or Fraction), in (0, MAX_EPSILON]."""
-    eps = exact_fraction(value, what)
-    if eps <= 0:
-        raise UsageError(f"{what} must be greater than 0, got {format_fraction(eps)}")
-    if eps > MAX_EPSILON:
-        raise UsageError(f"{what} must be at most {MAX_EPSILON}: beyond that the release gives no meaningful "
-                         f"privacy, got {format_fraction(eps)}")
-    return eps
+    return _parse_budget(value, what, MAX_EPSILON)
+
+
+def parse_rho(value: Any, what: str = "rho") -> Fraction:
+    """The exact ρ written as ``value`` (decimal string, int, float or Fraction), in (0, MAX_RHO]."""
+    return _parse_budget(value, what, MAX_RHO)
 
 
 def parse_delta(value: Any, what: str = "delta") -> Fraction:
