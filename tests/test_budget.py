@@ -19,24 +19,13 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from counting_bits import CountingBits
 from dphist.audit.replication import ReplicatedBudget
-from dphist.privacy import (BitSource, BudgetExceeded, Draw, PrivacyBudget, SeededBits, discrete_laplace_pmf,
+from dphist.privacy import (BudgetExceeded, Draw, PrivacyBudget, SeededBits, discrete_laplace_pmf,
                             discrete_laplace_variance)
 from dphist.privacy import budget as kernel
 
 Z_BAND = 5.33  # P(|N(0, 1)| > 5.33) ≈ 9.8e-8
-
-
-class CountingBits(BitSource):
-    """Seeded words that counts how many were read (a refused measurement must read none)."""
-
-    def __init__(self, seed: int):
-        self._inner = SeededBits(seed)
-        self.read = 0
-
-    def words(self, n: int) -> np.ndarray:
-        self.read += n
-        return self._inner.words(n)
 
 
 def zeros(n: int = 5) -> np.ndarray:

@@ -18,20 +18,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from dphist.privacy import BitSource, BudgetExceeded, PrivacyBudget, SeededBits, ZCDPBudget, epsilon_within
+from counting_bits import CountingBits
+from dphist.privacy import BudgetExceeded, PrivacyBudget, SeededBits, ZCDPBudget, epsilon_within
 from dphist.privacy.measurement import GAUSSIAN, LAPLACE, SELECTION
 
 Z_BAND = 5.33
-
-
-class CountingBits(BitSource):
-    def __init__(self, seed: int):
-        self._inner = SeededBits(seed)
-        self.read = 0
-
-    def words(self, n: int) -> np.ndarray:
-        self.read += n
-        return self._inner.words(n)
 
 
 def moments(sigma2: float) -> tuple[float, float]:
