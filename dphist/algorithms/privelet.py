@@ -375,11 +375,8 @@ class Privelet(Algorithm):
                                                 composition="one measurement of all coefficients; its weighted L1 "
                                                             "sensitivity is the product of the per-column factors")
 
-        # infer: the inverse transform (any leading axes of the noisy answers are carried along)
-        values = noisy
-        lead = noisy.ndim - counts.ndim
-        for k, axis in enumerate(axes):
-            values = axis.inverse(values, lead + k)
+        # infer: the inverse transform
+        values = _inverse(axes, noisy, counts.ndim)
         factors = _outer([a.variance_factors() for a in axes])
         uniform = bool(np.all(relative == 1))
         # Exact for uniform scales; otherwise the continuous-Laplace variance 2b², an upper bound.
@@ -400,10 +397,7 @@ class Privelet(Algorithm):
             f"wavelet coefficients ({weights} level weights)",
             composition="one measurement of all coefficients; its weighted squared L2 sensitivity is the product "
                         "of the per-column factors")
-        values = noisy
-        lead = noisy.ndim - counts.ndim
-        for k, axis in enumerate(axes):
-            values = axis.inverse(values, lead + k)
+        values = _inverse(axes, noisy, counts.ndim)
         return Estimate(
             values=values,
             variance=gaussian_cell_variance(axes, record.sigma2),
@@ -455,6 +449,16 @@ def _short(value: float, bits: int = 8) -> float:
     """``value`` rounded to ``bits`` significant bits (products of a few such numbers are exact in float64)."""
     mantissa, exponent = math.frexp(value)
     return math.ldexp(round(mantissa * 2**bits) / 2**bits, exponent)
+
+
+def _inverse(axes, noisy: np.ndarray, ndim: int) -> np.ndarray:
+    """The table of ``ndim`` axes whose coefficients are ``noisy``: every axis's inverse transform in turn (leading
+    axes of ``noisy`` beyond the table's, such as an audit's replicated runs, are carried along)."""
+    values = noisy
+    lead = noisy.ndim - ndim
+    for k, axis in enumerate(axes):
+        values = axis.inverse(values, lead + k)
+    return values
 
 
 def _outer(vectors: list[np.ndarray]) -> np.ndarray:
