@@ -10,8 +10,9 @@ import numpy as np
 import pytest
 
 from dphist import workloads
-from dphist.algorithms.dawa import (DAWA, best_partition, bucket_branching, candidate_sensitivity,
-                                    candidate_weights, deviations, dyadic_candidates, prefix_error, split_partition)
+from dphist.algorithms.dawa import (DAWA, ROOT_SHARES, best_partition, bucket_branching, bucket_strategy,
+                                    candidate_sensitivity, candidate_weights, cell_prefix_matrix, deviations,
+                                    dyadic_candidates, level_shares, prefix_error, split_partition, strategy_errors)
 from dphist.algorithms.identity import Identity
 from dphist.audit.dawa_cases import flip_pair, true_buckets
 from dphist.errors import UsageError
@@ -123,29 +124,131 @@ def test_partition_noise_has_the_stated_variance():
 
 
 def test_bucket_tree_noise_has_the_stated_variance():
-    """The bucket counts' tree (fixed buckets): each measured level's noise against the exact discrete Laplace
-    variance of scale 1/ε_l, over 400 seeds; same statistic and 6-sd margin as above (false alarm ~2e-9)."""
+    """The bucket counts' tree (fixed buckets, left-heavy sizes so that the root is measured with its own share):
+    each measured level's noise against the exact discrete Laplace variance of scale 1/ε_l, ε_l its share of the
+    budget as :func:`level_shares` states, over 400 seeds; same statistic and 6-sd margin as above (false alarm
+    ~2e-9 per level).  Here the chosen tree is flat (root 5/8, leaves 3/8).  The leaves' m = 6,400 draws give a
+    margin of 0.17: an even split (the leaves' variance ratio 0.56) fails; the root's m = 400 give 0.67: a root
+    noise at half or twice its scale (ratio 1/4 or 4) fails."""
     from dphist.trees import range_tree
 
     bucket_counts = np.array([40, 3, 0, 17, 9, 9, 1, 0, 22, 5, 5, 5, 0, 2, 8, 30], dtype=np.int64)
-    errors: dict[str, list] = {}
-    scales: dict[str, Fraction] = {}
+    sizes = np.array([1] * 15 + [3000])
+    b, root_share = bucket_strategy(sizes)
+    assert root_share >= Fraction(1, 2)  # the total matters most: the premise of the root check
+    tree = range_tree(16, b)
+    shares = level_shares(tree.levels, root_share)
+    assert len(shares) == tree.levels  # the root is measured
+    errors: dict[int, list] = {}
     for seed in range(400):
         trace = []
         budget = _budget(Fraction(1, 2), seed, trace)
-        _, shape = DAWA.measure_buckets(bucket_counts, budget)
-        tree = range_tree(16, shape["bucket_tree_branching"])
+        _, shape = DAWA.measure_buckets(bucket_counts, budget, sizes)
+        assert (shape["bucket_tree_branching"], shape["bucket_tree_root_share"]) == (b, str(root_share))
         sums = tree.level_sums(bucket_counts)
-        for draw, record in zip(trace, budget.measurements):
+        records = budget.measurements
+        assert [r.epsilon for r in records] == [Fraction(1, 2) * share for share in shares]
+        for draw, record in zip(trace, records):
             level = int(draw.what.split()[3])
-            errors.setdefault(draw.what, []).append(draw.values - sums[level])
-            scales[draw.what] = record.scale
+            errors.setdefault(level, []).append(draw.values - sums[level])
             assert record.scale == 1 / record.epsilon
-    assert sum(Fraction(1, 2) / len(scales) for _ in scales) == Fraction(1, 2)
-    for what, values in errors.items():
+            assert record.noise_variance == pytest.approx(discrete_laplace_variance(record.scale))
+    assert sorted(errors) == list(range(tree.levels))
+    for level, values in errors.items():
         values = np.concatenate(values)
-        ratio = float(np.mean(np.square(values))) / discrete_laplace_variance(scales[what])
-        assert abs(ratio - 1) < 6 * np.sqrt(5 / values.size), (what, ratio)
+        scale = 1 / (Fraction(1, 2) * shares[level])
+        ratio = float(np.mean(np.square(values))) / discrete_laplace_variance(scale)
+        assert abs(ratio - 1) < 6 * np.sqrt(5 / values.size), (level, ratio)
+
+
+def _dense_workload_variance(sizes, b, root_share, noise):
+    """tr(W L Σ Lᵀ Wᵀ) from explicit matrices: W the n × k cell-prefix matrix (uniform spread), A the measured
+    nodes' incidence, Σ their variances (∝ 1/share² or 1/share), L = (AᵀΣ⁻¹A)⁻¹AᵀΣ⁻¹ the GLS operator."""
+    from dphist.trees import range_tree
+
+    k = len(sizes)
+    tree = range_tree(k, b)
+    shares = level_shares(tree.levels, root_share)
+    rows, variances = [], []
+    for level, share in zip(range(tree.levels - len(shares), tree.levels), shares):
+        labels = tree.labels(level)
+        for node in range(tree.sizes[level]):
+            rows.append((labels == node).astype(float))
+            variances.append(1 / float(share) ** 2 if noise == "laplace" else 1 / float(share))
+    A, V = np.array(rows), np.diag(variances)
+    L = np.linalg.solve(A.T @ np.linalg.inv(V) @ A, A.T @ np.linalg.inv(V))
+    W = np.array([np.concatenate([np.ones(j), [t / s], np.zeros(k - j - 1)])
+                  for j, s in enumerate(sizes) for t in range(1, s + 1)])
+    return float(np.trace(W @ L @ V @ L.T @ W.T)), W
+
+
+def test_closed_form_workload_variance_matches_dense():
+    """strategy_errors (closed form over the buckets, Sherman–Morrison over the root's share) against the dense
+    computation on small examples, every share, both noises; and cell_prefix_matrix against WᵀW."""
+    rng = np.random.default_rng(5)
+    for k, b in ((2, 2), (5, 2), (7, 3), (6, 6), (9, 2), (10, 4)):
+        sizes = rng.integers(1, 9, k)
+        for noise in ("laplace", "gaussian"):
+            errors = strategy_errors(sizes, b, noise)
+            assert set(errors) >= {Fraction(0), *ROOT_SHARES}
+            for r, value in errors.items():
+                dense, W = _dense_workload_variance(sizes, b, r, noise)
+                assert value == pytest.approx(dense, rel=1e-9), (k, b, r, noise)
+        assert np.allclose(cell_prefix_matrix(sizes), W.T @ W)
+
+
+def test_strategy_is_the_least_error_candidate_and_shares_add_up():
+    """The chosen (b, r) has the least closed-form error among every candidate, the data-blind rule included; its
+    shares add up to 1 exactly; and a whole run's bucket records add up to ε₂ exactly, in level_shares' order."""
+    rng = np.random.default_rng(2)
+    for sizes in ([3, 1, 1, 60], list(rng.integers(1, 300, 23)), [1] * 8 + [4000], [512] * 8):
+        k = len(sizes)
+        b, r = bucket_strategy(sizes)
+        best = strategy_errors(sizes, b)[r]
+        for other in sorted({c for c in (2, 3, 4, 6, 8, 12, 16) if c < k} | {k}):
+            assert all(best <= e * (1 + 1e-12) for e in strategy_errors(sizes, other).values())
+        assert best <= strategy_errors(sizes, bucket_branching(k))[Fraction(0)]
+    for levels in (1, 2, 5):
+        for r in (Fraction(0), Fraction(1, 8), Fraction(3, 4)):
+            shares = level_shares(levels, r)
+            assert sum(shares) == 1 and all(s > 0 for s in shares)
+    counts = np.zeros(4096, dtype=np.int64)
+    counts[:40] = np.arange(40) % 7  # mass on the left: a big empty bucket on the right
+    budget = _budget(Fraction(1, 10))
+    est = DAWA().run(counts, budget)
+    rest = budget.measurements[1:]
+    eps2 = Fraction(1, 10) * (1 - DAWA().params["ratio"])
+    assert sum(m.epsilon for m in rest) == eps2
+    shares = level_shares(est.choices["bucket_tree_levels"], Fraction(est.choices["bucket_tree_root_share"]))
+    if est.choices["buckets"] == 1:
+        shares = [Fraction(1)]
+    assert [m.epsilon for m in rest] == [eps2 * s for s in shares]
+
+
+def test_strategy_depends_only_on_bucket_sizes():
+    """Two count vectors with the same bucket sizes get the same tree, the same shares and the same noise scales
+    (the counts are never read by the choice); different sizes may change it."""
+    sizes = np.array([2, 1, 1, 4, 8, 16, 32, 4032])
+    shapes, epsilons = [], []
+    for counts in (np.array([5, 0, 3, 9, 0, 0, 1, 2]), np.array([900, 1, 0, 0, 70, 3, 3, 0]), np.zeros(8, int)):
+        budget = _budget(Fraction(1, 3), 1)
+        _, shape = DAWA.measure_buckets(counts.astype(np.int64), budget, sizes)
+        shapes.append(shape)
+        epsilons.append([(m.epsilon, m.scale) for m in budget.measurements])
+    assert shapes[0] == shapes[1] == shapes[2] and epsilons[0] == epsilons[1] == epsilons[2]
+    assert bucket_strategy(sizes) == (shapes[0]["bucket_tree_branching"], Fraction(shapes[0]["bucket_tree_root_share"]))
+    assert bucket_strategy(sizes) != bucket_strategy(np.full(8, 512))
+
+
+def test_left_heavy_buckets_give_the_root_more():
+    """Mass on the left (a big right bucket holds most cell prefixes, whose answer is the total): the root's
+    share is larger than for equal buckets of the same total, under both noises."""
+    for noise in ("laplace", "gaussian"):
+        for k in (6, 10, 30):
+            left = [1] * (k - 1) + [4096 - (k - 1)]
+            even = [4096 // k] * k
+            r_left, r_even = bucket_strategy(left, noise)[1], bucket_strategy(even, noise)[1]
+            assert r_left > r_even, (noise, k, r_left, r_even)
 
 
 def test_partition_reads_only_the_noisy_costs():

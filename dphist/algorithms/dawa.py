@@ -93,12 +93,15 @@ from .hierarchical import LEVEL_L1, LEVEL_L2_SQUARED
 
 __all__ = ["DAWA", "dyadic_candidates", "candidate_weights", "candidate_sensitivity", "level_weight", "top_level",
            "deviations", "best_partition", "split_partition",
-           "bucket_branching", "prefix_error", "MAX_CELLS"]
+           "bucket_branching", "prefix_error", "cell_prefix_matrix", "prefix_quadratic", "strategy_errors", "bucket_strategy",
+           "level_shares", "MAX_CELLS"]
 
 MAX_CELLS = 1 << 20  # the candidate family has fewer than n intervals; the partition's search is O(n) Python steps
 EXACT_BUCKETS = 512  # up to this many buckets the tree's branching is chosen from exact prefix errors (O(k²))
 BRANCHINGS = (2, 3, 4, 6, 8, 12, 16)  # the branchings compared (and the flat tree, b = k)
 LARGE_BRANCHING = 8  # beyond EXACT_BUCKETS: the exact best was 6 or 8 at k = 358 … 2,000, within 3 % of each other
+SEARCH_BUCKETS = 256  # up to this many buckets stage 2 tries every branching (≤ ~50 ms); up to 512 only one
+ROOT_SHARES = tuple(Fraction(j, 16) for j in (1, 2, 4, 6, 8, 10, 12, 14))  # root shares tried besides none/even
 
 
 def dyadic_candidates(n: int) -> tuple[np.ndarray, np.ndarray]:
@@ -268,6 +271,109 @@ def bucket_branching(k: int, noise: str = "laplace") -> int:
     return min(candidates, key=lambda b: (round(errors[b], 9), b))
 
 
+def cell_prefix_matrix(sizes) -> np.ndarray:
+    """M = WᵀW (k × k, float) for the CELL prefix workload in bucket space: W has one row per cell prefix, the
+    prefix ending at offset t (1 … s_j) of bucket j being Σ_{i<j} B_i + (t/s_j)·B_j (uniform spread), so that
+    the workload's total variance for an estimate B̂ of covariance C is tr(M C).
+
+    Summing the rows in closed form: M_ij = R_{max(i,j)} for i ≠ j with R_j = Σ_{m>j} s_m + (s_j + 1)/2 (the
+    rows past bucket max(i, j) give 1 each, bucket max(i, j)'s own rows give Σ_t t/s = (s + 1)/2), and
+    M_jj = Σ_{m>j} s_m + Σ_t (t/s_j)² = Σ_{m>j} s_m + (s_j + 1)(2s_j + 1)/(6s_j).  (Per node c = L e_node this is
+    Σ_j [s_j a_j² + a_j c_j (s_j + 1) + c_j² (s_j + 1)(2s_j + 1)/(6s_j)], a_j = c_1 + … + c_{j−1}.)"""
+    s = np.asarray(sizes, dtype=np.float64)
+    after = np.concatenate([np.cumsum(s[::-1])[::-1][1:], [0.0]])  # Σ_{m>j} s_m
+    r = after + (s + 1) / 2
+    index = np.arange(s.size)
+    m = r[np.maximum.outer(index, index)]
+    m[index, index] = after + (s + 1) * (2 * s + 1) / (6 * s)
+    return m
+
+
+def _noise_power(share, noise: str) -> float:
+    """A level's precision 1/variance per unit of the whole budget, up to a common constant: Laplace of scale
+    1/ε_l has variance ∝ 1/ε_l², so precision ∝ share²; the Gaussian's variance ∝ 1/ρ_l, precision ∝ share.
+    (The continuous proportionalities: the exact discrete variances differ by well under 1 % at these scales
+    and do not enter the choice.)"""
+    return float(share) ** 2 if noise == "laplace" else float(share)
+
+
+def prefix_quadratic(c: np.ndarray, sizes) -> np.ndarray:
+    """cᵀ M c for each row c of ``c`` (bucket-space vectors, last axis k), M = :func:`cell_prefix_matrix`, in
+    O(k) per row: Σ_j [s_j a_j² + a_j c_j (s_j + 1) + c_j² (s_j + 1)(2s_j + 1)/(6s_j)], a_j = c_1 + … + c_{j−1}
+    (the sum over t = 1 … s_j of (a_j + (t/s_j) c_j)²)."""
+    s = np.asarray(sizes, dtype=np.float64)
+    a = np.cumsum(c, axis=-1) - c
+    return (s * a * a + a * c * (s + 1) + c * c * ((s + 1) * (2 * s + 1) / (6 * s))).sum(axis=-1)
+
+
+def strategy_errors(sizes, b: int, noise: str = "laplace") -> dict:
+    """The exact expected total squared error of the cell prefix workload (:func:`cell_prefix_matrix`) for a
+    b-ary range tree over the k = len(sizes) buckets, GLS, per root share: {r: error} for r = 0 (root not
+    measured, the rest even), r = 1/(h + 1) (even over every level) and r ∈ ROOT_SHARES (the other h levels
+    share 1 − r evenly), in units where one node measured with the whole budget has variance 1 (Laplace:
+    variance ∝ 1/ε_l², Gaussian: ∝ 1/ρ_l, see :func:`_noise_power`).
+
+    With the non-root levels at unit variance, G = Σ_{non-root levels} A_lᵀA_l (A_l the level's node–bucket
+    incidence; it holds the leaves, so G is invertible) has G⁻¹ = Σ_nodes c cᵀ, c = L e_node the tree least
+    squares' response to one node (found with the linear-time tree GLS, one batch of unit vectors).  A
+    profile's information matrix is α G + β 11ᵀ, α = power((1 − r)/h), β = power(r), and by Sherman–Morrison
+    tr(M C) = [tr(M G⁻¹) − (β/α) uᵀMu / (1 + (β/α) 1ᵀu)]/α with u = G⁻¹1 = Σ_nodes c (1ᵀc) and
+    tr(M G⁻¹) = Σ_nodes cᵀMc (:func:`prefix_quadratic`): O(k · nodes) per branching, then O(1) per share.
+    Needs k ≥ 2."""
+    k = len(sizes)
+    tree = range_tree(k, b)
+    h = tree.levels - 1
+    variances = [math.inf] + [1.0] * h
+    offsets = np.cumsum([0] + [tree.sizes[level] for level in range(1, tree.levels)])
+    nodes = int(offsets[-1])
+    noisy: list[np.ndarray | None] = [None] + [np.zeros((nodes, tree.sizes[level])) for level in range(1, tree.levels)]
+    for level in range(1, tree.levels):
+        here = np.arange(tree.sizes[level])
+        noisy[level][offsets[level - 1] + here, here] = 1.0
+    c = tree_least_squares(tree, noisy, variances).values[-1]  # one row per measured node: L e_node
+    trace = float(prefix_quadratic(c, sizes).sum())
+    u = c.sum(axis=1) @ c
+    quad, ones = float(prefix_quadratic(u, sizes)), float(u.sum())
+    out = {}
+    for r in (Fraction(0), Fraction(1, h + 1), *ROOT_SHARES):
+        alpha, beta = _noise_power((1 - r) / h, noise), _noise_power(r, noise)
+        out[r] = (trace - (beta / alpha) * quad / (1 + (beta / alpha) * ones)) / alpha
+    return out
+
+
+def bucket_strategy(sizes, noise: str = "laplace") -> tuple[int, Fraction]:
+    """(b, r): the branching of the range tree over the buckets and the root's share of the bucket budget (0: root
+    not measured) with the least :func:`strategy_errors`, over the root shares listed there and, for k ≤
+    SEARCH_BUCKETS, the branchings of :func:`bucket_branching` and the flat tree (b = k); for SEARCH_BUCKETS < k ≤
+    EXACT_BUCKETS only b = bucket_branching(k).  Ties go to the first candidate in (b, r) order.  A function of
+    the bucket sizes (a DP output) and the noise kind only.  One bucket: (2, 1), the root alone.  Beyond
+    EXACT_BUCKETS buckets: the data-blind rule, (bucket_branching(k), 0), to keep the cost down."""
+    k = len(sizes)
+    if k < 2:
+        return 2, Fraction(1)
+    if k > EXACT_BUCKETS:
+        return bucket_branching(k, noise), Fraction(0)
+    branchings = sorted({b for b in BRANCHINGS if b < k} | {k}) if k <= SEARCH_BUCKETS else [bucket_branching(k, noise)]
+    best = None
+    for b in branchings:
+        for r, error in strategy_errors(sizes, b, noise).items():
+            if best is None or error < best[0] * (1 - 1e-12):
+                best = (error, b, r)
+    return best[1], best[2]
+
+
+def level_shares(levels: int, root_share: Fraction) -> list[Fraction]:
+    """The budget shares of the tree's measured levels, top down (exact, adding up to 1): with one level the root
+    takes everything; root_share 0 leaves the root unmeasured and splits evenly over the other levels; otherwise
+    the root takes root_share and the levels − 1 others (1 − root_share)/(levels − 1) each."""
+    if levels == 1:
+        return [Fraction(1)]
+    rest = levels - 1
+    if root_share == 0:
+        return [Fraction(1, rest)] * rest
+    return [Fraction(root_share)] + [(1 - Fraction(root_share)) / rest] * rest
+
+
 class DAWA(Algorithm):
     data_adaptive = True  # the buckets are chosen from noisy deviations, the measured tree follows them
     name = "dawa"
@@ -315,8 +421,8 @@ class DAWA(Algorithm):
 
         # measure: the bucket counts through a tree over the k buckets
         bucket_counts = np.add.reduceat(x, edges[:-1])
-        bucket_values, structure = self.measure_buckets(bucket_counts, count_budget)
         bucket_sizes = np.diff(edges)
+        bucket_values, structure = self.measure_buckets(bucket_counts, count_budget, bucket_sizes)
         values = np.repeat(bucket_values / bucket_sizes, bucket_sizes)
         return Estimate(
             values=values,
@@ -340,14 +446,19 @@ class DAWA(Algorithm):
         return best_partition(n, starts, stops, noisy_costs, penalty)
 
     @staticmethod
-    def measure_buckets(bucket_counts: np.ndarray, budget: PrivacyBudget) -> tuple[np.ndarray, dict]:
+    def measure_buckets(bucket_counts: np.ndarray, budget: PrivacyBudget, bucket_sizes=None) -> tuple[np.ndarray, dict]:
         """The k bucket counts estimated from a range tree over them, spending all of ``budget``: (estimates of the
-        k counts, float; the tree's shape).  Every measured level partitions the buckets: Δ₁ = Δ₂² = 1."""
+        k counts, float; the tree's shape and budget profile).  The tree and the per-level shares come from
+        :func:`bucket_strategy` on ``bucket_sizes`` (cells per bucket; default all 1), a DP output: free
+        post-processing, they never read the counts.  Every measured level partitions the buckets:
+        Δ₁ = Δ₂² = 1 per level, and the levels' shares add up to the budget exactly (sequential composition)."""
         k = bucket_counts.size
-        b = bucket_branching(k, budget.noise)
+        sizes = np.ones(k, dtype=np.int64) if bucket_sizes is None else np.asarray(bucket_sizes, dtype=np.int64)
+        b, root_share = bucket_strategy(sizes, budget.noise)
         tree = range_tree(k, b)
-        measured = list(range(1 if tree.levels > 1 else 0, tree.levels))
-        parts = budget.split([1] * len(measured))
+        shares = level_shares(tree.levels, root_share)
+        measured = list(range(tree.levels - len(shares), tree.levels))
+        parts = budget.split(shares)
         sums = tree.level_sums(bucket_counts)
         noisy: list[np.ndarray | None] = [None] * tree.levels
         variances: list[float] = [math.inf] * tree.levels
@@ -358,4 +469,5 @@ class DAWA(Algorithm):
                 composition="parallel over the level's disjoint nodes; levels add up sequentially")
             variances[level] = rec.noise_variance
         fit = tree_least_squares(tree, noisy, variances)
-        return fit.values[-1], {"bucket_tree_branching": int(b), "bucket_tree_levels": int(tree.levels)}
+        return fit.values[-1], {"bucket_tree_branching": int(b), "bucket_tree_levels": int(tree.levels),
+                                "bucket_tree_root_share": str(root_share if tree.levels > 1 else 1)}
