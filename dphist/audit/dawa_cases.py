@@ -12,7 +12,7 @@ of bucket counts, which the audit reads as the run's structure, tells the tables
 Mutant ``mutant-dawa-half-sensitivity``: states half the deviations' Δ, so their noise is half what the proof
 needs.  It runs with ratio 9/10 (most of ε on the partition, so the leak, 2·ε₁ + ε₂ = 1.9 at ε = 1, is large)
 on an empty table against one record in cell 0.  Measured at n_test = 300,000: lower bound 1.45 (seed 0) and
-1.35 (seed 1), while the honest DAWA with ratio 9/10 on the same pair gave 0.56.  At the default ratio 2/5 the
+1.35 (seed 1) with the first bucket tree, 1.36 (seed 0) with the workload-aware one, while the honest DAWA with ratio 9/10 on the same pair gave 0.56.  At the default ratio 2/5 the
 halved Δ leaks only 1.4 and showed 1.04 and 0.84: not a reliable case.
 """
 
