@@ -127,7 +127,7 @@ def load(path: Path) -> pd.DataFrame:
     return frame
 
 
-def run_grid(samples: int, runs: int, only: list[str] | None = None) -> None:
+def run_grid(samples: int, runs: int, only: list[str] | None = None, scales: list[int] | None = None) -> None:
     """Run the coarsened grid for every candidate (or ``only`` these, keeping the saved records of the others)."""
     started = time.perf_counter()
     sets = manifest(quick=False)
@@ -141,7 +141,7 @@ def run_grid(samples: int, runs: int, only: list[str] | None = None) -> None:
         for shape in COARSE[dims]:
             data = {name: coarsen(x, shape) for name, x in full.items()}
             todo = [a for a in CANDIDATES[dims] if not only or a in only]
-            records += run_benchmark(data, todo, SCALES, EPSILONS, samples, runs,
+            records += run_benchmark(data, todo, scales or SCALES, EPSILONS, samples, runs,
                                      progress=lambda name, scale, s: None)
             print(f"{dims}-D {shape}: done ({(time.perf_counter() - started) / 60:.1f} min)", flush=True)
     RESULTS.mkdir(exist_ok=True)
@@ -236,13 +236,14 @@ def main() -> None:
     parser.add_argument("--evaluate", action="store_true", help="run auto on the DPBench grid")
     parser.add_argument("--from-records", action="store_true", help="rewrite the results section only")
     parser.add_argument("--algorithms", nargs="*", default=None, help="with --grid: run only these candidates")
+    parser.add_argument("--scales", type=int, nargs="*", default=None, help="with --grid: only these scales")
     parser.add_argument("--samples", type=int, default=None)
     parser.add_argument("--runs", type=int, default=None)
     args = parser.parse_args()
     if not DATA.is_dir():
         raise SystemExit(f"DPBench data not found at {DATA}")
     if args.grid:
-        run_grid(args.samples or 3, args.runs or 1, args.algorithms)
+        run_grid(args.samples or 3, args.runs or 1, args.algorithms, args.scales)
     if args.fit:
         write_rules(fit(errors_all()))
     if args.evaluate:
