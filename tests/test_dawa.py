@@ -10,9 +10,10 @@ import numpy as np
 import pytest
 
 from dphist import workloads
-from dphist.algorithms.dawa import (DAWA, ROOT_SHARES, best_partition, bucket_branching, bucket_strategy,
-                                    candidate_sensitivity, candidate_weights, cell_prefix_matrix, deviations,
-                                    dyadic_candidates, level_shares, prefix_error, split_partition, strategy_errors)
+from dphist.algorithms.dawa import (DAWA, PREFIX_LEVEL, ROOT_SHARES, best_partition, bucket_branching,
+                                    bucket_strategy, candidate_costs, candidate_sensitivity, candidate_weights,
+                                    cell_prefix_matrix, deviations, dyadic_candidates, level_shares, prefix_deviations,
+                                    prefix_error, prefix_levels, split_partition, strategy_errors)
 from dphist.algorithms.identity import Identity
 from dphist.audit.dawa_cases import flip_pair, true_buckets
 from dphist.errors import UsageError
@@ -67,6 +68,49 @@ def test_candidate_sensitivity_holds_on_unit_changes(n):
         assert q == pytest.approx((b - a) * np.abs(part - part.mean()).sum())
 
 
+@pytest.mark.parametrize("n,prefix_from", [(5, 1), (8, 1), (13, 2), (16, 3), (32, PREFIX_LEVEL)])
+def test_prefix_cost_sensitivity_holds_on_unit_changes(n, prefix_from):
+    """With the prefix deviation from level ``prefix_from`` up: each |Δp_I| ≤ ⌊s_I/2⌋, Σ_I |Δq_I|/(s_I g_I) ≤ Δ
+    over every cell of random tables, and the bound is nearly reached (brute force: 0.92 … 1.0 of Δ for n a power
+    of two, 0.76 at n = 5), so a Δ
+    that left out a level's term would fail; p_I is the floored prefix formula."""
+    starts, stops = dyadic_candidates(n)
+    sizes = stops - starts
+    relative = sizes * candidate_weights(n, starts, stops)
+    pre = prefix_levels(n, starts, stops, prefix_from)
+    assert pre.tolist() == [int(s) > 2 ** (prefix_from - 1) for s in sizes]
+    delta = candidate_sensitivity(n, prefix_from)
+    rng = np.random.default_rng(n)
+    worst = Fraction(0)
+    for table in [np.zeros(n, dtype=np.int64)] + [rng.integers(0, 6, n) for _ in range(30)]:
+        base = candidate_costs(table, starts, stops, prefix_from)
+        for t in range(n):
+            moved = table.copy()
+            moved[t] += 1
+            change = np.abs(candidate_costs(moved, starts, stops, prefix_from) - base)
+            assert np.all(change[pre] <= sizes[pre] // 2)
+            total = sum((Fraction(int(c), int(r)) for c, r in zip(change, relative)), Fraction(0))
+            assert total <= delta
+            worst = max(worst, total)
+    # for n not a power of two a truncated interval's ⌊s/2⌋/s is below the level's 1/2
+    assert worst >= (Fraction(9, 10) if n & (n - 1) == 0 else Fraction(3, 4)) * delta, (worst, delta)
+    table = rng.integers(0, 9, n)
+    for a, b, p in zip(starts.tolist(), stops.tolist(), prefix_deviations(table, starts, stops).tolist()):
+        s, inner = b - a, np.cumsum(table[a:b])
+        assert p == sum(abs(s * int(inner[t - 1]) - t * int(inner[-1])) for t in range(1, s + 1)) // s
+
+
+def test_prefix_cost_exact_for_huge_totals():
+    """s²·S past int64: the Python-integer path gives the exact floor."""
+    starts, stops = dyadic_candidates(64)
+    table = np.zeros(64, dtype=np.int64)
+    table[0] = 1 << 52
+    got = prefix_deviations(table, starts, stops)
+    for a, b, p in zip(starts.tolist(), stops.tolist(), got.tolist()):
+        s = b - a
+        assert p == (sum(s - t for t in range(1, s + 1)) * (1 << 52) // s if a == 0 else 0)
+
+
 def test_sensitivity_and_weights():
     # g_k = 2^⌊(L − k)/2⌋: n = 8 (L = 3) gives levels 3, 2 weight 1 and level 1 weight 2
     starts, stops = dyadic_candidates(8)
@@ -74,8 +118,13 @@ def test_sensitivity_and_weights():
     assert candidate_sensitivity(8) == Fraction(2 * 1, 2 * 2) + Fraction(2 * 3, 4) + Fraction(2 * 7, 8)
     assert candidate_sensitivity(2) == 1
     top = 12
-    assert candidate_sensitivity(4096) == sum(2 * (1 - Fraction(1, 2**k)) / 2 ** ((top - k) // 2)
-                                              for k in range(1, top + 1))
+    assert candidate_sensitivity(4096, top + 1) == sum(2 * (1 - Fraction(1, 2**k)) / 2 ** ((top - k) // 2)
+                                                       for k in range(1, top + 1))
+    # from level 5 up the prefix deviation: 1/2 per level instead of 2(1 − 2^−k)
+    assert PREFIX_LEVEL == 5
+    assert candidate_sensitivity(4096) == (sum(2 * (1 - Fraction(1, 2**k)) / 2 ** ((top - k) // 2) for k in range(1, 5))
+                                           + sum(Fraction(1, 2) / 2 ** ((top - k) // 2) for k in range(5, top + 1)))
+    assert candidate_sensitivity(16) == candidate_sensitivity(16, 99)  # no candidate reaches level 5
     # a truncated node's weight is its level's (n = 5: [0, 5) is level 3, [0, 4) level 2, pairs level 1)
     starts, stops = dyadic_candidates(5)
     assert candidate_weights(5, starts, stops).tolist() == [2, 2, 1, 1]
@@ -121,6 +170,53 @@ def test_partition_noise_has_the_stated_variance():
         expected = discrete_laplace_variance(b * size * int(weights[which][0]))
         observed = float(np.mean(np.square(errors[:, which])))
         assert abs(observed / expected - 1) < 6 * np.sqrt(5 / m), (size, observed, expected)
+
+
+def test_prefix_level_noise_has_the_stated_variance():
+    """The prefix deviations (levels 5 and 6 of 64 cells, g = 1) get noise of scale s·b like the L1 ones: over
+    300 seeds, the mean square of q̃ − p at s = 32 (m = 600 draws) against the exact discrete Laplace variance,
+    6 sd of √(5/m) allowed (margin 0.55; a false alarm well under 1e-6 per check): a halved scale (ratio 0.25)
+    or one without the factor s (ratio 1/1024) fails."""
+    counts = np.random.default_rng(3).integers(0, 5, 64)
+    starts, stops = dyadic_candidates(64)
+    sizes = stops - starts
+    exact = candidate_costs(counts, starts, stops)
+    b = candidate_sensitivity(64) / DAWA().params["ratio"]
+    which = sizes == 32
+    assert np.all(prefix_levels(64, starts, stops)[which])
+    errors = []
+    for seed in range(300):
+        trace = []
+        DAWA().run(counts, _budget(Fraction(1), seed, trace))
+        errors.append((trace[0].values - exact)[which])
+    errors = np.array(errors)
+    expected = discrete_laplace_variance(b * 32)
+    observed = float(np.mean(np.square(errors)))
+    assert abs(observed / expected - 1) < 6 * np.sqrt(5 / errors.size), (observed, expected)
+
+
+def test_prefix_cost_splits_a_heavy_half_and_not_sparse_uniform_data():
+    """What the prefix deviation is for (issue 22), on noiseless costs with the default thresholds at ε = 0.1:
+    1,000 records spread uniformly at random over 4,096 cells stay one bucket (their L1 deviation, ≈ 2,000 at the
+    root, would split them), and the same records all in the left half split the root."""
+    n = 4096
+    starts, stops = dyadic_candidates(n)
+    algo = DAWA()
+    ratio = algo.params["ratio"]
+    eps = Fraction(1, 10)
+    penalty = float(1 / ((1 - ratio) * eps))
+    scale = float(candidate_sensitivity(n) / (ratio * eps)) * candidate_weights(n, starts, stops)
+    rng = np.random.default_rng(5)
+    uniform = np.bincount(rng.integers(0, n, 1000), minlength=n)
+    left = np.bincount(rng.integers(0, n // 2, 1000), minlength=n)
+    for table, buckets in ((uniform, 1), (left, None)):
+        costs = candidate_costs(table, starts, stops) / (stops - starts)
+        edges = algo.partition(n, starts, stops, costs, penalty, scale)
+        if buckets == 1:
+            assert edges.tolist() == [0, n]
+            assert deviations(table, starts, stops)[-1] / n > penalty + 0.8 * scale[-1]
+        else:
+            assert n // 2 in edges.tolist()
 
 
 def test_bucket_tree_noise_has_the_stated_variance():
