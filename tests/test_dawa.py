@@ -15,7 +15,7 @@ from dphist.algorithms.dawa import (DAWA, PREFIX_LEVEL, ROOT_SHARES, best_partit
                                     cell_prefix_matrix, deviations, dyadic_candidates, level_shares, prefix_deviations,
                                     prefix_error, prefix_levels, split_partition, strategy_errors)
 from dphist.algorithms.identity import Identity
-from dphist.audit.dawa_cases import flip_pair, true_buckets
+from dphist.audit.dawa_cases import flip_pair, prefix_pair, true_buckets
 from dphist.errors import UsageError
 from dphist.privacy import PrivacyBudget, SeededBits, ZCDPBudget, discrete_laplace_variance
 
@@ -401,8 +401,12 @@ def test_bucket_branching_minimises_the_exact_prefix_variance():
 
 
 def test_mutant_pair_flips_on_true_costs():
+    # The audit's pairs: one record changes the partition the true costs give (L1 costs on 8 cells, the prefix
+    # deviation on the top level of 32), so a mutant that partitions on them is caught.
     data, neighbour = flip_pair()
     assert (true_buckets(data), true_buckets(neighbour)) == (1, 2)
+    data, neighbour = prefix_pair()
+    assert (true_buckets(data), true_buckets(neighbour)) == (4, 5)
 
 
 def test_runs_under_zcdp():
