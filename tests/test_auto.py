@@ -13,6 +13,7 @@ from dphist import release
 from dphist.algorithms import REGISTRY, get_algorithm
 from dphist.algorithms.auto import Auto, nearest_rule
 from dphist.algorithms.auto_rules import RULES
+from dphist.errors import UsageError
 from dphist.privacy import PrivacyBudget, SeededBits, discrete_laplace_variance
 from dphist.schema import parse_schema
 
@@ -21,9 +22,10 @@ def test_rule_table_is_complete_and_names_real_algorithms():
     assert {d for d, _ in RULES} == {1, 2}
     for (dims, cells), decades in RULES.items():
         assert sorted(decades) == list(range(min(decades), max(decades) + 1))  # no gaps
-        for algorithm, regret, datasets in decades.values():
+        for algorithm, regret, datasets, several in decades.values():
             assert algorithm in REGISTRY and algorithm != "auto"
             get_algorithm(algorithm).check_shape((cells,) if dims == 1 else (int(cells ** 0.5),) * 2)
+            get_algorithm(several).check_shape((8, 8))  # the choice for a one-column rule met by slices
             assert regret >= 1 and datasets >= 5
 
 
@@ -94,7 +96,7 @@ def test_choice_follows_the_rule_table_from_low_to_high_signal():
     auto = Auto()
     for (dims, cells), decades in RULES.items():
         shape = (cells,) if dims == 1 else (int(round(cells ** 0.5)),) * 2
-        for dec, (algorithm, _, _) in decades.items():
+        for dec, (algorithm, *_) in decades.items():
             choice = auto.choose(shape, Fraction(1), 10.0 ** dec)
             assert choice["chosen"] == algorithm, (dims, cells, dec)
             assert f"1e{dec}" in choice["reason"]
@@ -109,9 +111,16 @@ def test_categorical_columns_are_slices_and_all_categorical_gets_identity():
     only_categories = auto.choose((2, 50), Fraction(1), 1e6, (schema["sex"], schema["state"]))
     assert only_categories["chosen"] == "identity" and "categorical" in only_categories["reason"]
     # age x sex at total T is two slices of 4096 cells with T/2 records each.
-    for dec in RULES[(1, 4096)]:
+    # A rule whose algorithm takes one column only gives way to its best algorithm for several columns.
+    for dec, (algorithm, _, _, several) in RULES[(1, 4096)].items():
         mixed = auto.choose((4096, 2), Fraction(1), 2 * 10.0 ** dec, (schema["age"], schema["sex"]))
-        assert mixed["chosen"] == RULES[(1, 4096)][dec][0] and "per slice of the 2 categories" in mixed["reason"]
+        assert "per slice of the 2 categories" in mixed["reason"]
+        try:
+            get_algorithm(algorithm).check_shape((4096, 2))
+        except UsageError:
+            assert mixed["chosen"] == several != algorithm and "cannot take a table of shape" in mixed["reason"]
+        else:
+            assert mixed["chosen"] == algorithm
 
 
 def test_a_choice_that_cannot_take_the_shape_falls_back_to_hb(monkeypatch):

@@ -15,7 +15,9 @@ Outside the grid: range queries run along ordered columns only, so a categorical
 splits the table into slices and the rule is looked up for one slice (the ordered columns, N̂/slices records);
 a table of categorical columns only gets identity, the unbiased estimate of each cell, on all of ε (no total
 is measured: the choice would not read it).  Tables of three or more
-ordered columns use the two-column rules; a choice that cannot take the table's shape falls back to hb.
+ordered columns use the two-column rules.  A choice that cannot take the table's shape (a one-column algorithm
+such as DAWA or MWEM for a table with categorical slices) gives way to the rule's best algorithm for tables of
+several columns, and to hb if there is none.
 
 Under zCDP (``budget.noise == "gaussian"``) auto chooses within the definition, among the data-independent L2
 strategies, from the public shape and column kinds alone (:func:`choose_gaussian`), and measures no total (the
@@ -59,8 +61,16 @@ def nearest_rule(rules: dict, dims: int, cells: int, signal: float) -> tuple[str
     size = min(sizes, key=lambda c: (abs(math.log(c) - math.log(max(cells, 1))), -c))
     decades = rules[(d, size)]
     dec = min(max(int(round(math.log10(max(signal, 1.0)))), min(decades)), max(decades))
-    algorithm, regret, datasets = decades[dec]
+    algorithm, regret, datasets = decades[dec][:3]
     return algorithm, regret, datasets, (d, size), dec
+
+
+def _takes(name: str, shape: tuple[int, ...]) -> bool:
+    try:
+        get_algorithm(name).check_shape(tuple(shape))
+    except UsageError:
+        return False
+    return True
 
 
 def _unordered(column) -> bool:
@@ -144,8 +154,12 @@ class Auto(Algorithm):
         try:
             get_algorithm(name).check_shape(shape)
         except UsageError:
-            reason += f"; {name} cannot take a table of shape {tuple(shape)}, so {FALLBACK}"
-            name = FALLBACK
+            entry = RULES[(d, size)][dec]
+            # The rule's best algorithm for tables of several columns, else the fixed fallback.
+            other = entry[3] if len(entry) > 3 and _takes(entry[3], shape) else FALLBACK
+            why = " (the rule's best for several columns)" if other != FALLBACK else ""
+            reason += f"; {name} cannot take a table of shape {tuple(shape)}, so {other}{why}"
+            name = other
         return {"chosen": name, "reason": reason}
 
     def instance(self, name: str, shape: tuple[int, ...], epsilon: Fraction, noisy_total: float) -> Algorithm:
