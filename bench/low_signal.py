@@ -72,10 +72,14 @@ def table(records: list[dict], minutes: float | None) -> str:
     algos = [a for a in ALGORITHMS if a in ours.columns and a != "auto"]
     seconds = frame.groupby(["algorithm", "scale"])["seconds"].median()
     took = f" Run took {minutes:.1f} min." if minutes is not None else ""
-    samples, runs = frame["sample"].nunique(), frame["run"].nunique()
+    # samples × runs per data set, which may differ between algorithms (the slow ones get fewer)
+    counts = frame.groupby("algorithm").apply(lambda g: f"{g['sample'].nunique()} samples × {g['run'].nunique()} runs",
+                                              include_groups=False)
+    design = "; ".join(f"{text}: {', '.join(a for a in ALGORITHMS if counts.get(a) == text)}"
+                       for text in sorted(set(counts), reverse=True))
     lines = ["## Low signal, 1-D: the default release against the best reference algorithm", "",
              f"DPBench 1-D protocol, ε = {EPSILON}, 4096 cells, prefix workload; fresh samples (seed {SEED}, unseen by "
-             f"the rule table), {samples} samples × {runs} runs per data set. *auto* is the default release (its noisy "
+             f"the rule table), per data set {design}. *auto* is the default release (its noisy "
              "total paid); *best ours* the best of our algorithms on that data set (an oracle, for reference); "
              "*reference* the reference implementation's best algorithm on that data set and its mean error "
              "(../shared/data/dpbench/reference/full_1d.jsonl). Ratios are ours ÷ the reference's best; below 1 "
