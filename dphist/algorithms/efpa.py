@@ -47,6 +47,7 @@ from __future__ import annotations
 
 from fractions import Fraction
 import math
+from functools import lru_cache
 
 import numpy as np
 
@@ -100,22 +101,34 @@ class RoundedDFT:
         return min(m - 1, self.pairs), bool(self.nyquist and m == self.candidates)
 
     def analyse(self, x: np.ndarray) -> dict:
-        """Everything exact the plan needs, in one pass over the rows (O(n²) integer work, in blocks):
+        """Everything exact the plan needs (O(n²) integer work, in blocks):
 
         ``cos``, ``sin``: the answers C_j·x, S_j·x (int64, j = 1 … p); ``total``, ``nyquist``: 2^b Σx and the
-        Nyquist answer; ``l1``: Δ₁(m) for m = 1 … M (Python ints); ``v``: max_t Σ_{r ≠ total} c_r W[r, t]²."""
-        n, one = self.n, 1 << self.bits
+        Nyquist answer; ``l1``: Δ₁(m) for m = 1 … M (Python ints); ``v``: max_t Σ_{r ≠ total} c_r W[r, t]².
+        ``l1`` and ``v`` depend on n and b only (:func:`_public_bounds`, cached)."""
+        one = 1 << self.bits
         x = np.asarray(x, dtype=np.int64)
         cos_ans = np.zeros(self.pairs, dtype=np.int64)
         sin_ans = np.zeros(self.pairs, dtype=np.int64)
+        for first in range(1, self.pairs + 1, _CHUNK):
+            stop = min(first + _CHUNK, self.pairs + 1)
+            c, s = self.rows(first, stop)
+            cos_ans[first - 1:stop - 1] = c @ x
+            sin_ans[first - 1:stop - 1] = s @ x
+        l1, v = _public_bounds(self.n, self.bits)
+        total = one * int(x.sum())
+        nyquist = one * int(x[0::2].sum() - x[1::2].sum()) if self.nyquist else 0
+        return {"cos": cos_ans, "sin": sin_ans, "total": total, "nyquist": nyquist, "l1": list(l1), "v": v}
+
+    def bounds(self) -> tuple[tuple[int, ...], int]:
+        """(Δ₁(m) for m = 1 … M, V): the sensitivities of the kept rows and of the scores, exact integers."""
+        n, one = self.n, 1 << self.bits
         pair_l1 = [0]  # max_t Σ_{j ≤ p} (|C_j[t]| + |S_j[t]|) for p = 0 … pairs
         carry = np.zeros(n, dtype=np.int64)
         squares = np.zeros(n, dtype=object)
         for first in range(1, self.pairs + 1, _CHUNK):
             stop = min(first + _CHUNK, self.pairs + 1)
             c, s = self.rows(first, stop)
-            cos_ans[first - 1:stop - 1] = c @ x
-            sin_ans[first - 1:stop - 1] = s @ x
             running = carry + np.cumsum(np.abs(c) + np.abs(s), axis=0)
             pair_l1.extend(int(v) for v in running.max(axis=1))
             carry = running[-1]
@@ -124,10 +137,9 @@ class RoundedDFT:
         if self.nyquist:
             l1[-1] += one
             squares = squares + one * one
-        total = one * int(x.sum())
-        nyquist = one * int(x[0::2].sum() - x[1::2].sum()) if self.nyquist else 0
         v = int(max(squares.tolist())) if n > 1 else 0
-        return {"cos": cos_ans, "sin": sin_ans, "total": total, "nyquist": nyquist, "l1": l1, "v": v}
+        return tuple(l1), v
+
 
     def dropped_energy(self, cos_ans: np.ndarray, sin_ans: np.ndarray, nyquist: int) -> list[int]:
         """E(m) for m = 1 … M: Σ over the dropped rows of c_r (W_r·x)², exact Python integers."""
@@ -155,6 +167,12 @@ class RoundedDFT:
         if with_nyquist:
             spectrum[..., -1] = np.asarray(nyquist, dtype=np.float64) * scale
         return np.fft.irfft(spectrum, self.n, axis=-1)
+
+
+@lru_cache(maxsize=16)
+def _public_bounds(n: int, bits: int) -> tuple[tuple[int, ...], int]:
+    """:meth:`RoundedDFT.bounds` for (n, b), computed once per process: public numbers, reused across releases."""
+    return RoundedDFT(n, bits).bounds()
 
 
 def weight_bits(n: int, measure: PrivacyBudget) -> int:
