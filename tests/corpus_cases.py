@@ -1024,6 +1024,13 @@ for _name, _body, _kw in [
     ("job_option_branching_inf", _T % "algorithm: h, options: {branching: .inf}", ("branching",)),
     ("job_option_branching_one", _T % "algorithm: h, options: {branching: 1}", ("branching",)),
     ("job_option_unknown", _T % "algorithm: identity, options: {colour: red}", ("colour",)),
+    ("job_option_dawa_ratio_one", _T % "algorithm: dawa, options: {ratio: 1}", ("dawa", "ratio")),
+    ("job_option_dawa_ratio_nan", _T % "algorithm: dawa, options: {ratio: .nan}", ("dawa", "ratio")),
+    ("job_option_dawa_select_unknown", _T % "algorithm: dawa, options: {select: best}", ("dawa", "select")),
+    ("job_option_dawa_threshold_negative", _T % "algorithm: dawa, options: {threshold: -1}", ("threshold",)),
+    ("job_option_dawa_penalty_text", _T % "algorithm: dawa, options: {penalty: lots}", ("penalty",)),
+    ("job_option_mwem_rounds_zero", _T % "algorithm: mwem, options: {rounds: 0}", ("mwem", "rounds")),
+    ("job_option_mwem_scale_fit_unknown", _T % "algorithm: mwem, options: {scale_fit: maybe}", ("scale_fit",)),
     ("job_options_list", _T % "options: [cap, 5]", ("options",)),
     ("job_columns_nested", "tables:\n  - {columns: [[age]]}\n", ("columns",)),
     ("job_name_path_traversal", "tables:\n  - {name: ../evil, columns: [age]}\n", ("../evil",)),
@@ -1143,6 +1150,11 @@ for _name, _pair, _kw in [
     ("option_fullwidth_digits", "cap=\uff11\uff10", ("cap",)),
 ]:
     add(_name, _opt("--algorithm", "auto", "--option", _pair, keywords=_kw))
+
+# One-column algorithms refuse a two-way table before any data is read.
+for _algo in ("dawa", "mwem", "efpa"):
+    add(f"{_algo}_two_columns", _opt("--algorithm", _algo, "--columns", "age,sex",
+                                     keywords=(_algo, "one-column")))
 
 for _name, _value in [("branching_zero", "0"), ("branching_one", "1"), ("branching_negative", "-2"),
                       ("branching_text", "wide"), ("branching_float", "2.5")]:
