@@ -178,8 +178,7 @@ class MWEM(Algorithm):
         return Estimate(values=estimate,
                         structure={"workload": self.params["workload"], "candidates": int(lo.size),
                                    "replay": self.params["replay"]},
-                        choices={"rounds": T, "ranges": [[a, b] for a, b, _ in history],
-                                 "total": float(estimate.sum())})
+                        choices={"rounds": T, "ranges": [[a, b] for a, b, _ in history]})
 
     @staticmethod
     def refit_scale(estimate, history, variances, noisy_total, total_variance):
