@@ -25,13 +25,18 @@ import numpy as np
 EPSILON = Fraction(1)
 
 
-def flip_pair() -> tuple[np.ndarray, np.ndarray]:
-    """(D, D′) as in the module docstring."""
-    data = np.zeros(8, dtype=np.int64)
-    data[0] = 5
+def _heavy_first_cell(cells: int, count: int) -> tuple[np.ndarray, np.ndarray]:
+    """(D, D′): ``count`` records in cell 0 of an otherwise empty table of ``cells``, and one more there."""
+    data = np.zeros(cells, dtype=np.int64)
+    data[0] = count
     neighbour = data.copy()
     neighbour[0] += 1
     return data, neighbour
+
+
+def flip_pair() -> tuple[np.ndarray, np.ndarray]:
+    """(D, D′) as in the module docstring: 8 cells, 5 records in cell 0 against 6."""
+    return _heavy_first_cell(8, 5)
 
 
 def _mutant_class():
@@ -85,11 +90,7 @@ def true_buckets(table: np.ndarray, epsilon: Fraction = EPSILON) -> int:
 
 def prefix_pair() -> tuple[np.ndarray, np.ndarray]:
     """32 cells, so the partition reads prefix deviations on its top level: 12 records in cell 0 against 13."""
-    data = np.zeros(32, dtype=np.int64)
-    data[0] = 12
-    neighbour = data.copy()
-    neighbour[0] += 1
-    return data, neighbour
+    return _heavy_first_cell(32, 12)
 
 
 def cases(mutants: bool = True) -> list:
@@ -110,9 +111,7 @@ def cases(mutants: bool = True) -> list:
         out.append(Case(f"{cls.name} (32,) partitions on the true costs", cls(), wide, wide_neighbour, EPSILON,
                         mutant=True))
         half = _half_sensitivity_class()
-        empty = np.zeros(8, dtype=np.int64)
-        one = empty.copy()
-        one[0] += 1
+        empty, one = _heavy_first_cell(8, 0)
         out.append(Case(f"{half.name} (8,) ratio 9/10, add to the first cell of an empty table",
                         half(ratio=Fraction(9, 10)), empty, one, EPSILON, mutant=True))
     return out
