@@ -156,20 +156,24 @@ def _auto_flip_pair(epsilon: Fraction) -> tuple[str, np.ndarray, np.ndarray]:
 
     auto = Auto()
     eps1 = epsilon * (1 - auto.params["total_share"])
-    for (dims, cells), decades in sorted(RULES.items()):
-        if dims != 1:
-            continue
-        for dec in sorted(decades)[:-1]:
-            if decades[dec][0] == decades[dec + 1][0]:
+    # A boundary between two data-independent algorithms first: their outputs differ in structure the audit's
+    # events see at once (a data-adaptive one, such as DAWA, hides its noise in a data-dependent structure).
+    for plain_only in (True, False):
+        for (dims, cells), decades in sorted(RULES.items()):
+            if dims != 1:
                 continue
-            total = int(10 ** (dec + 0.5) / eps1)
-            picks = [auto.choose((cells,), eps1, t)["chosen"] for t in (total, total + 1)]
-            if picks[0] != picks[1]:
-                data = np.full(cells, total // cells, dtype=np.int64)
-                data[: total % cells] += 1
-                neighbour = data.copy()
-                neighbour[0] += 1
-                return f"the choice flips ({picks[0]} / {picks[1]})", data, neighbour
+            for dec in sorted(decades)[:-1]:
+                pair = (decades[dec][0], decades[dec + 1][0])
+                if pair[0] == pair[1] or (plain_only and any(REGISTRY[a].data_adaptive for a in pair)):
+                    continue
+                total = int(10 ** (dec + 0.5) / eps1)
+                picks = [auto.choose((cells,), eps1, t)["chosen"] for t in (total, total + 1)]
+                if picks[0] != picks[1]:
+                    data = np.full(cells, total // cells, dtype=np.int64)
+                    data[: total % cells] += 1
+                    neighbour = data.copy()
+                    neighbour[0] += 1
+                    return f"the choice flips ({picks[0]} / {picks[1]})", data, neighbour
     raise AssertionError("no boundary in the 1-D rules")
 
 
