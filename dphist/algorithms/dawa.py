@@ -218,9 +218,9 @@ def candidate_costs(counts: np.ndarray, starts: np.ndarray, stops: np.ndarray,
     ``prefix_from``, :func:`deviations` below.  Divided by s_I, each is a cost in records: the L1 deviation
     dev(I), or the mean absolute prefix error inside I under even spread (up to the floor, < 1/s_I)."""
     pre = prefix_levels(int(stops.max(initial=0)), starts, stops, prefix_from)
-    out = deviations(counts, starts, stops)
-    if pre.any():
-        out[pre] = prefix_deviations(counts, starts[pre], stops[pre])
+    out = np.zeros(starts.size, dtype=np.int64)
+    out[~pre] = deviations(counts, starts[~pre], stops[~pre])
+    out[pre] = prefix_deviations(counts, starts[pre], stops[pre])
     return out
 
 
