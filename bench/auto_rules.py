@@ -1,19 +1,24 @@
-"""Learn and evaluate the rule table behind ``--algorithm auto`` on the DPBench grid.
+"""Learn and evaluate the rule tables behind ``--algorithm auto`` on the DPBench grid, one per workload.
 
-    .venv/bin/python bench/auto_rules.py --grid       # run the coarsened grid (the full-size grid is dpbench.py's)
-    .venv/bin/python bench/auto_rules.py --fit        # fit the table, write dphist/algorithms/auto_rules.py
-    .venv/bin/python bench/auto_rules.py --evaluate   # run `auto` on the DPBench grid, write the regret table
+    .venv/bin/python bench/auto_rules.py --grid       # run the grid: every candidate, every domain size
+    .venv/bin/python bench/auto_rules.py --fit        # fit the tables, write dphist/algorithms/auto_rules.py
+    .venv/bin/python bench/auto_rules.py --evaluate   # run `auto` per workload on the DPBench grid, write the regret
 
-The rule table maps public facts to an algorithm: the number of dimensions, the number of cells, and the signal
+A rule table maps public facts to an algorithm: the number of dimensions, the number of cells, and the signal
 decade round(log10(N·ε)), N the table's total (the DPBench protocol's "scale"; `auto` sees it only through a
-noisy total).  DPBench's own domains are 4096 cells (1-D) and 256×256 (2-D); to learn how the choice moves
-with the domain size, the same data sets are also summed into coarser domains (1-D: 1024, 256, 64, 16 cells;
-2-D: 128², 64², 32², 16²).  Error and regret follow the DPBench protocol (dphist.benchmark).  For every
-(dimensions, cells, decade) the table keeps the algorithm with the lowest mean regret over the data sets.
+noisy total).  There is one table per workload, the questions the steward says the table will answer
+(``--workload``): ``ranges`` (DPBench's: the prefixes in 1-D, 2000 random rectangles in 2-D), ``cells`` (every
+single cell) and ``marginals`` (the one-way marginals; the cells themselves in 1-D).  Each run of the grid scores
+the same released table on all three.  DPBench's own domains are 4096 cells (1-D) and 256×256 (2-D); to learn
+how the choice moves with the domain size, the same data sets are also summed into coarser domains (1-D: 1024,
+256, 64, 16 cells; 2-D: 128², 64², 32², 16²).  Error and regret follow the DPBench protocol (dphist.benchmark).
+For every (workload, dimensions, cells, decade) the table keeps the algorithm with the lowest mean regret over
+the data sets; regret is against the best of ours and, for ranges at ε = 0.1 on the full domains, the reference
+implementation's best algorithm on that data set.
 
-The evaluation runs `auto` itself (noisy total included, so its budget share is paid) on the full-size grid
-with the same data samples as bench/dpbench.py, and divides its error by the best error among all algorithms
-in bench/results/dpbench.jsonl in the same setting (regret).  A leave-one-data-set-out variant refits the table
+The evaluation runs `auto` itself per workload (noisy total included, so its budget share is paid) on the
+full-size domains with the grid's data samples, and divides its error by the best in the grid's records (and
+the reference's, as above) in the same setting (regret).  A leave-one-data-set-out variant refits the table
 without each data set and scores the choice on that data set, the honest figure for data the table never saw.
 """
 
@@ -37,16 +42,19 @@ from sections import replace_section  # noqa: E402
 from dphist.benchmark import load_histogram, run_benchmark  # noqa: E402
 
 RESULTS = HERE / "results"
-FULL = RESULTS / "dpbench.jsonl"
 GRID = RESULTS / "auto-grid.jsonl"
 EVALUATION = RESULTS / "auto-evaluation.jsonl"
 RULES = HERE.parent / "dphist" / "algorithms" / "auto_rules.py"
 # The algorithms auto may pick: those that need no public policy number from the steward (StructureFirst
 # needs a cap) and are not dominated by construction (NoiseFirst's range error is identity's).
 CANDIDATES = {1: ["identity", "h", "hb", "privelet", "dpcube", "kdtree", "ahp", "privtree", "mwem", "efpa", "dawa"],
-              2: ["identity", "hb", "quadtree", "privelet", "dpcube", "kdtree"]}
-COARSE = {1: [(1024,), (256,), (64,), (16,)], 2: [(128, 128), (64, 64), (32, 32), (16, 16)]}
+              2: ["identity", "hb", "quadtree", "privelet", "dpcube", "kdtree", "privtree", "ugrid", "agrid", "dawa"]}
+DOMAINS = {1: [(4096,), (1024,), (256,), (64,), (16,)], 2: [(256, 256), (128, 128), (64, 64), (32, 32), (16, 16)]}
 SCALES, EPSILONS = [1_000, 100_000, 10_000_000], ["0.1", "1"]
+# Settings left out of the grid: MWEM at 1e7 records takes seconds a run and is 5-40 times the best there (its
+# few rounds cannot resolve a high-signal table; bench/RESULTS.md, section low-signal).
+SKIP = {("mwem", 10_000_000)}
+WORKLOADS = {"ranges": "error", "cells": "error_cells", "marginals": "error_marginals"}
 
 
 def coarsen(x: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:
@@ -81,13 +89,14 @@ def reference_best() -> pd.Series:
 FULL_CELLS = {1: 4096, 2: 65536}
 
 
-def per_setting(frame: pd.DataFrame) -> pd.DataFrame:
-    """Mean error per (dims, cells, decade, data set) and algorithm (rows: settings; columns: algorithms), with
-    a column ``reference``: the reference's best algorithm's mean error where it was measured (ε = 0.1, the
-    full domain), else NaN.  Regret is taken against the best of ours and the reference's."""
+def per_setting(frame: pd.DataFrame, workload: str = "ranges") -> pd.DataFrame:
+    """Mean error on ``workload`` per (dims, cells, decade, data set) and algorithm (rows: settings; columns:
+    algorithms), with a column ``reference``: for ranges, the reference's best algorithm's mean error where it
+    was measured (ε = 0.1, the full domain), else NaN.  Regret is taken against the best of ours and the
+    reference's."""
     frame = frame.assign(decade=decade(frame))
-    table = frame.groupby(["dims", "cells", "decade", "dataset", "algorithm"])["error"].mean().unstack()
-    ref = reference_best()
+    table = frame.groupby(["dims", "cells", "decade", "dataset", "algorithm"])[WORKLOADS[workload]].mean().unstack()
+    ref = reference_best() if workload == "ranges" else pd.Series(dtype=float)
     settings = frame.drop_duplicates(["dims", "cells", "decade", "dataset"]).set_index(
         ["dims", "cells", "decade", "dataset"])
     values = []
@@ -114,12 +123,12 @@ def takes_columns(name: str) -> bool:
 
 def fit(errors: pd.DataFrame, leave_out: str | None = None) -> dict:
     """{(dims, cells): {decade: (algorithm, mean regret, data sets, the best algorithm that takes several
-    columns)}} from per-setting errors."""
+    columns)}} from one workload's per-setting errors."""
     table: dict = {}
     for (dims, cells, dec), group in errors.groupby(level=["dims", "cells", "decade"]):
         if leave_out is not None:
             group = group[group.index.get_level_values("dataset") != leave_out]
-        candidates = [a for a in CANDIDATES[dims] if a in group.columns]
+        candidates = [a for a in CANDIDATES[dims] if a in group.columns and group[a].notna().all()]
         best = group[candidates + ["reference"]].min(axis=1)  # NaN references are skipped
         regret = group[candidates].div(best, axis=0).mean()
         best = regret.idxmin()
@@ -141,106 +150,146 @@ def load(path: Path) -> pd.DataFrame:
     return frame
 
 
-def run_grid(samples: int, runs: int, only: list[str] | None = None, scales: list[int] | None = None) -> None:
-    """Run the coarsened grid for every candidate (or ``only`` these, keeping the saved records of the others)."""
+def run_grid(samples: int, runs: int, only: list[str] | None = None, scales: list[int] | None = None,
+             dims_list: tuple[int, ...] = (1, 2), path: Path = GRID) -> None:
+    """Run the grid for every candidate (or ``only`` these, or only ``dims_list``, keeping the saved records of
+    the others) into ``path``."""
     started = time.perf_counter()
     sets = manifest(quick=False)
     records = []
-    if only:
-        records = [r for r in map(json.loads, GRID.read_text().splitlines()) if r["algorithm"] not in only]
-    for dims in (1, 2):
+    if path.exists() and (only or set(dims_list) != {1, 2}):
+        records = [r for r in map(json.loads, path.read_text().splitlines())
+                   if not (r["dims"] in dims_list and (not only or r["algorithm"] in only))]
+    for dims in dims_list:
         if only and not any(a in CANDIDATES[dims] for a in only):
             continue
         full = {name: load_histogram(path) for name, (d, path) in sets.items() if d == dims}
-        for shape in COARSE[dims]:
+        for shape in DOMAINS[dims]:
             data = {name: coarsen(x, shape) for name, x in full.items()}
-            todo = [a for a in CANDIDATES[dims] if not only or a in only]
-            records += run_benchmark(data, todo, scales or SCALES, EPSILONS, samples, runs,
-                                     progress=lambda name, scale, s: None)
+            for algorithm in [a for a in CANDIDATES[dims] if not only or a in only]:
+                todo = [s for s in scales or SCALES if (algorithm, s) not in SKIP]
+                records += run_benchmark(data, [algorithm], todo, EPSILONS, samples, runs)
             print(f"{dims}-D {shape}: done ({(time.perf_counter() - started) / 60:.1f} min)", flush=True)
-    RESULTS.mkdir(exist_ok=True)
-    GRID.write_text("".join(json.dumps(r) + "\n" for r in records))
-    print(f"wrote {GRID}")
+            RESULTS.mkdir(exist_ok=True)
+            path.write_text("".join(json.dumps(r) + "\n" for r in records))
+    print(f"wrote {path}")
 
 
-def write_rules(table: dict) -> None:
-    lines = ['"""The rule table behind ``--algorithm auto``.  Generated by bench/auto_rules.py --fit from',
-             "bench/results/dpbench.jsonl and bench/results/auto-grid.jsonl; do not edit by hand.",
+def typical(frame: pd.DataFrame) -> dict:
+    """{(dims, cells): {decade: {algorithm: (cells error, ranges error)}}}: each candidate's median over the data
+    sets of its mean scaled error (a fraction of the records), for the report's expected error of data-adaptive
+    algorithms (dphist.expected_error)."""
+    frame = frame.assign(decade=decade(frame))
+    per_set = frame.groupby(["dims", "cells", "decade", "algorithm", "dataset"])[["error_cells", "error"]].mean()
+    median = per_set.groupby(level=["dims", "cells", "decade", "algorithm"]).median()
+    out: dict = {}
+    for (dims, cells, dec, algorithm), row in median.iterrows():
+        if algorithm in CANDIDATES[dims] and np.isfinite(row.error_cells) and np.isfinite(row.error):
+            out.setdefault((int(dims), int(cells)), {}).setdefault(int(dec), {})[algorithm] = (
+                float(f"{row.error_cells:.3g}"), float(f"{row.error:.3g}"))
+    return out
+
+
+def write_rules(tables: dict, typical_errors: dict) -> None:
+    lines = ['"""The rule tables behind ``--algorithm auto``.  Generated by bench/auto_rules.py --fit from',
+             "bench/results/auto-grid.jsonl; do not edit by hand.",
              "",
-             "RULES[(dimensions, cells)][decade] = (algorithm, mean regret on the grid, data sets, for several",
-             "columns), where decade is round(log10(N·ε)) for a table of N records released at ε: the algorithm with",
-             "the lowest mean error ratio to the best of ours and the reference implementation's over the DPBench",
-             "data sets (summed into that many cells) in that setting, and the best of those that take tables of",
-             "several columns (for a one-column rule met by a table with categorical slices).",
+             "RULES[workload][(dimensions, cells)][decade] = (algorithm, mean regret on the grid, data sets, for",
+             "several columns), where decade is round(log10(N·ε)) for a table of N records released at ε: the",
+             "algorithm with the lowest mean error ratio on the workload (ranges, cells or one-way marginals) to the",
+             "best of ours (and, for ranges, the reference implementation's) over the DPBench data sets (summed into",
+             "that many cells) in that setting, and the best of those that take tables of several columns (for a",
+             "one-column rule met by a table with categorical slices).",
              '"""', "", "RULES = {"]
-    for key in sorted(table):
+    for workload in WORKLOADS:
+        lines.append(f"    {workload!r}: {{")
+        table = tables[workload]
+        for key in sorted(table):
+            lines.append(f"        {key}: {{")
+            for dec in sorted(table[key]):
+                lines.append(f"            {dec}: {table[key][dec]!r},")
+            lines.append("        },")
+        lines.append("    },")
+    lines.append("}")
+    lines += ["", "# TYPICAL[(dimensions, cells)][decade][algorithm] = (cells, ranges): the algorithm's median over the",
+              "# DPBench data sets of its mean error on single cells and on the ranges, as a fraction of the records",
+              "# (the report's typical error of data-adaptive algorithms, dphist.expected_error).", "TYPICAL = {"]
+    for key in sorted(typical_errors):
         lines.append(f"    {key}: {{")
-        for dec in sorted(table[key]):
-            lines.append(f"        {dec}: {table[key][dec]!r},")
+        for dec in sorted(typical_errors[key]):
+            lines.append(f"        {dec}: {typical_errors[key][dec]!r},")
         lines.append("    },")
     lines.append("}")
     RULES.write_text("\n".join(lines) + "\n")
     print(f"wrote {RULES}")
 
 
-def errors_all() -> pd.DataFrame:
-    frames = [load(FULL)] + ([load(GRID)] if GRID.exists() else [])
-    frame = pd.concat(frames, ignore_index=True)
-    return per_setting(frame)
+def errors_all(workload: str) -> pd.DataFrame:
+    return per_setting(load(GRID), workload)
 
 
 def evaluate(samples: int, runs: int) -> None:
+    """Run auto per workload on the full-size domains, with the grid's data samples (same seed)."""
     started = time.perf_counter()
     sets = manifest(quick=False)
     records = []
     for dims in (1, 2):
         data = {name: load_histogram(path) for name, (d, path) in sets.items() if d == dims}
-        records += run_benchmark(data, ["auto"], SCALES, EPSILONS, samples, runs, progress=None)
+        for workload in WORKLOADS:
+            part = run_benchmark(data, ["auto"], SCALES, EPSILONS, samples, runs,
+                                 options=lambda name, scale, w=workload: {"workload": w})
+            records += [{**r, "workload": workload} for r in part]
     EVALUATION.write_text("".join(json.dumps(r) + "\n" for r in records))
     minutes = (time.perf_counter() - started) / 60
     report(minutes)
 
 
 def report(minutes: float | None) -> None:
-    full = load(FULL)
+    grid = load(GRID)
     auto = load(EVALUATION)
     keys = ["dims", "dataset", "scale", "epsilon"]
-    ours = full.groupby(keys + ["algorithm"])["error"].mean().unstack().min(axis=1)
+    full = grid[grid.cells == grid.dims.map(FULL_CELLS)]
     ref = reference_best()
-    at = [ref.get((d, int(s), n), np.nan) if e == "0.1" else np.nan for d, n, s, e in ours.index]
-    best = np.fmin(ours, pd.Series(at, index=ours.index)).rename("best")
-    mean_auto = auto.groupby(keys)["error"].mean().rename("auto")
-    joined = pd.concat([best, mean_auto], axis=1).dropna()
-    joined["regret"] = joined.auto / joined.best
-    # Leave one data set out: refit without it, score the choice by the grid's recorded error.
-    errors = errors_all()
-    per_alg = full.groupby(keys + ["algorithm"])["error"].mean().unstack()
-    lodo = []
-    for (dims, name, scale, eps), row in per_alg.iterrows():
-        table = fit(errors, leave_out=name)
-        cells = int(full[(full.dataset == name)].cells.iloc[0])
-        choice = lookup(table, int(dims), cells, scale * float(eps))
-        lodo.append({"dims": dims, "dataset": name, "scale": scale, "epsilon": eps,
-                     "lodo": row[choice] / joined.loc[(dims, name, scale, eps), "best"]
-                     if (dims, name, scale, eps) in joined.index else np.nan})
-    joined = joined.join(pd.DataFrame(lodo).set_index(keys))
-    chosen = auto.groupby(keys)["chosen"].agg(lambda s: ", ".join(sorted(set(s))))
-    joined = joined.join(chosen)
     took = f" Run took {minutes:.1f} min." if minutes is not None else ""
-    lines = ["## Automatic algorithm choice", "",
-             "`--algorithm auto` on the DPBench grid (28 data sets, scales 1e3/1e5/1e7, ε 0.1 and 1; the samples and",
-             "runs of the accuracy section). *regret* = auto's mean error (noisy total and its budget share included)",
-             "÷ the best mean error among all our algorithms and, where measured (ε = 0.1), the reference's",
-             "algorithms on that data set and setting; *leave-one-out* = the",
-             "regret when the rule table is refitted without that data set (from the recorded errors; the share for",
-             f"the noisy total not included). Records: `bench/results/{EVALUATION.name}`.{took}", "",
-             "| dims | scale | ε | mean regret | worst regret | leave-one-out mean | chosen |", "|---|---|---|---|---|---|---|"]
-    for (dims, scale, eps), group in joined.groupby(level=["dims", "scale", "epsilon"]):
-        picks = ", ".join(sorted(set(", ".join(group.chosen).split(", "))))
-        lines.append(f"| {dims}-D | {scale:,} | {eps} | {group.regret.mean():.3f} | {group.regret.max():.2f} | "
-                     f"{group.lodo.mean():.3f} | {picks} |")
-    lines += ["", f"Over the whole grid ({len(joined)} settings): mean regret **{joined.regret.mean():.3f}**, "
-              f"worst {joined.regret.max():.2f}; leave-one-data-set-out mean {joined.lodo.mean():.3f}.", ""]
+    lines = ["## Automatic algorithm choice, per workload", "",
+             "`--algorithm auto --workload W` on the DPBench grid's full-size domains (18 1-D data sets at 4096 "
+             "cells, 10 2-D at 256 × 256; scales 1e3/1e5/1e7, ε 0.1 and 1; the grid's data samples). *regret* = "
+             "auto's mean error on the workload (noisy total and its budget share included) ÷ the best mean error "
+             "among all our algorithms on that data set and setting and, for ranges at ε = 0.1, the reference's "
+             "best algorithm; *leave-one-out* = the regret when the rule table is refitted without that data set "
+             "(from the recorded errors; the share for the noisy total not included). Workloads: *ranges* "
+             "(prefixes in 1-D, 2000 random rectangles in 2-D), *cells* (every cell), *marginals* (one-way "
+             f"marginals; the cells in 1-D). Records: `bench/results/{EVALUATION.name}`.{took}", "",
+             "| workload | dims | scale | ε | mean regret | worst regret | leave-one-out mean | chosen |",
+             "|---|---|---|---|---|---|---|---|"]
+    overall = []
+    for workload, column in WORKLOADS.items():
+        ours = full.groupby(keys + ["algorithm"])[column].mean().unstack()
+        best = ours.min(axis=1)
+        if workload == "ranges":
+            at = [ref.get((d, int(s), n), np.nan) if e == "0.1" else np.nan for d, n, s, e in ours.index]
+            best = np.fmin(best, pd.Series(at, index=ours.index))
+        mine = auto[auto.workload == workload]
+        joined = pd.concat([best.rename("best"), mine.groupby(keys)[column].mean().rename("auto")], axis=1).dropna()
+        joined["regret"] = joined.auto / joined.best
+        errors = errors_all(workload)
+        lodo = []
+        for (dims, name, scale, eps), row in ours.iterrows():
+            if (dims, name, scale, eps) not in joined.index:
+                continue
+            table = fit(errors, leave_out=name)
+            choice = lookup(table, int(dims), FULL_CELLS[int(dims)], scale * float(eps))
+            lodo.append({"dims": dims, "dataset": name, "scale": scale, "epsilon": eps,
+                         "lodo": row[choice] / joined.loc[(dims, name, scale, eps), "best"]})
+        joined = joined.join(pd.DataFrame(lodo).set_index(keys))
+        joined = joined.join(mine.groupby(keys)["chosen"].agg(lambda s: ", ".join(sorted(set(s)))))
+        for (dims, scale, eps), group in joined.groupby(level=["dims", "scale", "epsilon"]):
+            picks = ", ".join(sorted(set(", ".join(group.chosen).split(", "))))
+            lines.append(f"| {workload} | {dims}-D | {scale:,} | {eps} | {group.regret.mean():.3f} | "
+                         f"{group.regret.max():.2f} | {group.lodo.mean():.3f} | {picks} |")
+        overall.append(f"{workload} {joined.regret.mean():.3f} (worst {joined.regret.max():.2f}, leave-one-out "
+                       f"{joined.lodo.mean():.3f})")
+    lines += ["", "Mean regret over the whole grid: " + "; ".join(overall) + ".", ""]
     replace_section("auto", "\n".join(lines))
     print("\n".join(lines))
 
@@ -253,17 +302,20 @@ def main() -> None:
     parser.add_argument("--from-records", action="store_true", help="rewrite the results section only")
     parser.add_argument("--algorithms", nargs="*", default=None, help="with --grid: run only these candidates")
     parser.add_argument("--scales", type=int, nargs="*", default=None, help="with --grid: only these scales")
+    parser.add_argument("--dims", type=int, nargs="*", default=[1, 2], help="with --grid: only these dimensions")
+    parser.add_argument("--records", default=None, help="with --grid: write the records here instead")
     parser.add_argument("--samples", type=int, default=None)
     parser.add_argument("--runs", type=int, default=None)
     args = parser.parse_args()
     if not DATA.is_dir():
         raise SystemExit(f"DPBench data not found at {DATA}")
     if args.grid:
-        run_grid(args.samples or 3, args.runs or 1, args.algorithms, args.scales)
+        run_grid(args.samples or 3, args.runs or 2, args.algorithms, args.scales, tuple(args.dims),
+                 Path(args.records) if args.records else GRID)
     if args.fit:
-        write_rules(fit(errors_all()))
+        write_rules({workload: fit(errors_all(workload)) for workload in WORKLOADS}, typical(load(GRID)))
     if args.evaluate:
-        evaluate(args.samples or 5, args.runs or 2)
+        evaluate(args.samples or 3, args.runs or 2)
     if args.from_records:
         report(None)
     if not (args.grid or args.fit or args.evaluate or args.from_records):
