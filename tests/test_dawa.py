@@ -13,13 +13,16 @@ from dphist import workloads
 from dphist.algorithms.dawa import (DAWA, PREFIX_LEVEL, ROOT_SHARES, best_partition, bucket_branching,
                                     bucket_strategy, candidate_costs, candidate_sensitivity, candidate_weights,
                                     cell_prefix_matrix, deviations, dyadic_candidates, level_shares, prefix_deviations,
-                                    prefix_error, prefix_levels, split_partition, strategy_errors)
+                                    prefix_error, prefix_levels, range_quadratic, split_partition,
+                                    strategy_errors)
+from dphist.algorithms.hilbert import hilbert_order
 from dphist.algorithms.identity import Identity
-from dphist.audit.dawa_cases import flip_pair, prefix_pair, true_buckets
+from dphist.audit.dawa_cases import flip_pair, grid_pair, prefix_pair, true_buckets
 from dphist.errors import UsageError
 from dphist.privacy import PrivacyBudget, SeededBits, ZCDPBudget, discrete_laplace_variance
 
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "dpbench" / "1D"
+DATA_2D = DATA.parent / "2D"
 
 
 def _budget(eps=Fraction(1), seed=0, trace=None):
@@ -407,6 +410,8 @@ def test_mutant_pair_flips_on_true_costs():
     assert (true_buckets(data), true_buckets(neighbour)) == (1, 2)
     data, neighbour = prefix_pair()
     assert (true_buckets(data), true_buckets(neighbour)) == (4, 5)
+    data, neighbour = grid_pair()
+    assert (true_buckets(data), true_buckets(neighbour)) == (1, 3)
 
 
 def test_runs_under_zcdp():
@@ -419,12 +424,15 @@ def test_runs_under_zcdp():
 
 
 def test_bad_input():
-    with pytest.raises(UsageError):
-        DAWA().check_shape((4, 4))
-    with pytest.raises(UsageError):
-        DAWA().check_shape((1,))
+    DAWA().check_shape((4, 4))  # 2-D grids are read along a Hilbert curve
+    for shape in ((2, 2, 2), (4, 4, 4, 4)):
+        with pytest.raises(UsageError, match="one-column tables and two-column grids"):
+            DAWA().check_shape(shape)
+    for shape in ((1,), (1, 1), (1024, 1025)):
+        with pytest.raises(UsageError):
+            DAWA().check_shape(shape)
     for bad in ({"ratio": 0}, {"ratio": "1"}, {"ratio": "x"}, {"penalty": -1}, {"penalty": "nan"},
-                {"select": "best"}, {"nope": 1}):
+                {"select": "best"}, {"nope": 1}, {"stage2": "tree"}):
         with pytest.raises(UsageError):
             DAWA(**bad)
 
@@ -440,3 +448,194 @@ def test_better_than_identity_at_low_signal():
         theirs.append(workloads.scaled_average_l1(W, sample,
                                                   Identity().run(sample, _budget(Fraction(1, 10), seed)).values))
     assert np.mean(ours) < 0.5 * np.mean(theirs), (ours, theirs)
+
+
+# ----- 2-D: the grid read along the Hilbert curve -----------------------------------------------------------------
+
+GRID = np.array([[3, 0, 0, 1, 0, 0, 0, 0],
+                 [9, 9, 0, 0, 0, 0, 2, 0],
+                 [0, 1, 0, 0, 5, 5, 5, 4],
+                 [0, 0, 0, 0, 5, 6, 5, 5],
+                 [0, 0, 0, 0, 0, 0, 0, 0],
+                 [1, 0, 0, 0, 0, 0, 0, 1],
+                 [0, 0, 7, 0, 0, 0, 0, 0],
+                 [0, 0, 0, 0, 0, 0, 30, 0]], dtype=np.int64)
+
+
+@pytest.mark.parametrize("stage2", ["prefix", "ranges", "identity"])
+def test_2d_is_1d_dawa_on_the_hilbert_sequence(stage2):
+    """Same seed, same options: the 2-D run (2-D defaults) equals the 1-D run with those options on the table read
+    along the curve, put back on the grid (so the partition's candidates, Δ and noise are those of n = r·c
+    cells), and the budget is spent exactly with the documented split."""
+    from dphist.algorithms.dawa import DEFAULTS_2D
+
+    ratio = DEFAULTS_2D["ratio"]
+    for shape in ((8, 8), (5, 7)):
+        grid = GRID[: shape[0], : shape[1]]
+        line = grid.ravel()[hilbert_order(shape)]
+        for seed in range(3):
+            b2, b1 = _budget(Fraction(1, 2), seed), _budget(Fraction(1, 2), seed)
+            two = DAWA(stage2=stage2).run(grid, b2)
+            one = DAWA(stage2=stage2, **DEFAULTS_2D).run(line, b1)
+            assert two.values.shape == shape
+            assert np.array_equal(two.values.ravel()[hilbert_order(shape)], one.values)
+            assert two.choices == one.choices
+            assert b2.spent == b2.amount
+            first, *rest = b2.measurements
+            assert first.sensitivity == candidate_sensitivity(grid.size)
+            assert first.epsilon == Fraction(1, 2) * ratio
+            assert sum(m.epsilon for m in rest) == Fraction(1, 2) * (1 - ratio)
+            assert all(m.sensitivity == 1 for m in rest)
+            assert two.structure["linearisation"] == "hilbert" and two.structure["bucket_workload"] == stage2
+
+
+def test_2d_default_stage2_and_1d_default_unchanged():
+    from dphist.algorithms.dawa import DEFAULTS_2D, STAGE2_2D
+
+    assert DAWA().stage2(1) == "prefix" and DAWA().stage2(2) == STAGE2_2D
+    for key, value in DEFAULTS_2D.items():
+        assert DAWA().setting(key, 2) == value and DAWA().setting(key, 1) == DAWA.options[key][0]
+        assert DAWA(**{key: "7/10"}).setting(key, 2) == Fraction(7, 10)  # a given option is never overridden
+    budget = _budget()
+    DAWA().run(GRID, budget)
+    assert budget.measurements[0].epsilon == DEFAULTS_2D["ratio"]
+    budget = _budget()
+    DAWA(ratio="1/5").run(GRID, budget)
+    assert budget.measurements[0].epsilon == Fraction(1, 5)
+    assert DAWA().run(GRID, _budget()).structure["bucket_workload"] == STAGE2_2D
+    assert "linearisation" not in DAWA().run(GRID.ravel(), _budget()).structure
+
+
+def test_2d_sensitivity_holds_on_unit_changes():
+    """One record in any cell of a 4 × 4 grid moves the linearised costs by Σ_I |Δq_I|/(s_I g_I) ≤ Δ(16), and the
+    empty grid with a record in the curve's first cell reaches Δ (L1 levels only at 16 cells)."""
+    shape, n = (4, 4), 16
+    order = hilbert_order(shape)
+    starts, stops = dyadic_candidates(n)
+    relative = (stops - starts) * candidate_weights(n, starts, stops)
+    delta = candidate_sensitivity(n)
+    rng = np.random.default_rng(4)
+    worst = Fraction(0)
+    for grid in [np.zeros(shape, dtype=np.int64)] + [rng.integers(0, 5, shape) for _ in range(20)]:
+        base = candidate_costs(grid.ravel()[order], starts, stops)
+        for cell in np.ndindex(*shape):
+            moved = grid.copy()
+            moved[cell] += 1
+            change = np.abs(candidate_costs(moved.ravel()[order], starts, stops) - base)
+            total = sum((Fraction(int(c), int(r)) for c, r in zip(change, relative)), Fraction(0))
+            assert total <= delta
+            worst = max(worst, total)
+    assert worst == delta
+
+
+def test_2d_partition_noise_has_the_stated_variance():
+    """q̃_I − q_I on a 4 × 4 grid (costs of the Hilbert sequence) over 300 seeds, per interval size: mean square
+    against the exact discrete Laplace variance of scale s·g_s·b, 6 sd of √(5/m) (false alarm ~2e-9 per
+    check; margins 0.27 at s = 2 and 0.39 at s = 4, so a halved scale or one without s or g fails)."""
+    grid = GRID[:4, :4]
+    starts, stops = dyadic_candidates(16)
+    sizes = stops - starts
+    weights = candidate_weights(16, starts, stops)
+    exact = candidate_costs(grid.ravel()[hilbert_order((4, 4))], starts, stops)
+    b = candidate_sensitivity(16) / DAWA().setting("ratio", 2)
+    errors = []
+    for seed in range(300):
+        trace = []
+        DAWA().run(grid, _budget(Fraction(1), seed, trace))
+        errors.append(trace[0].values - exact)
+    errors = np.array(errors)
+    for size in (2, 4):
+        which = sizes == size
+        m = errors[:, which].size
+        expected = discrete_laplace_variance(b * size * int(weights[which][0]))
+        observed = float(np.mean(np.square(errors[:, which])))
+        assert abs(observed / expected - 1) < 6 * np.sqrt(5 / m), (size, observed, expected)
+
+
+@pytest.mark.parametrize("workload", ["ranges", "identity"])
+def test_2d_bucket_noise_has_the_stated_variance(workload):
+    """The 2-D stage 2 strategies on fixed buckets: each level's noise against the exact discrete Laplace
+    variance of scale 1/ε_l (ε_l as :func:`level_shares` states for the chosen tree) over 300 seeds, 6 sd of
+    √(5/m) (false alarm ~2e-9 per level).  identity: one level, the leaves, with the whole budget (m = 4,800,
+    margin 0.19: a budget split in two, variance ratio 4, fails)."""
+    from dphist.trees import range_tree
+
+    bucket_counts = np.array([40, 3, 0, 17, 9, 9, 1, 0, 22, 5, 5, 5, 0, 2, 8, 30], dtype=np.int64)
+    sizes = np.array([4, 1, 1, 30, 2, 2, 8, 8, 1, 1, 1, 1, 64, 3, 3, 2])
+    b, root_share = bucket_strategy(sizes, workload=workload)
+    if workload == "identity":
+        assert (b, root_share) == (16, 0)
+    tree = range_tree(16, b)
+    shares = level_shares(tree.levels, root_share)
+    measured = list(range(tree.levels - len(shares), tree.levels))
+    errors: dict[int, list] = {}
+    for seed in range(300):
+        trace = []
+        budget = _budget(Fraction(1, 2), seed, trace)
+        DAWA.measure_buckets(bucket_counts, budget, sizes, workload)
+        assert budget.spent == budget.amount
+        assert [r.epsilon for r in budget.measurements] == [Fraction(1, 2) * s for s in shares]
+        sums = tree.level_sums(bucket_counts)
+        for level, draw in zip(measured, trace):
+            errors.setdefault(level, []).append(draw.values - sums[level])
+    for level, share in zip(measured, shares):
+        values = np.concatenate(errors[level])
+        ratio = float(np.mean(np.square(values))) / discrete_laplace_variance(1 / (Fraction(1, 2) * share))
+        assert abs(ratio - 1) < 6 * np.sqrt(5 / values.size), (level, ratio)
+
+
+def test_range_quadratic_matches_dense():
+    """range_quadratic against WᵀW for the explicit all-cell-ranges matrix (uniform spread in each bucket), and
+    strategy_errors(workload="ranges") against the dense GLS variance of that workload."""
+    rng = np.random.default_rng(2)
+    sizes = [3, 1, 4, 2, 5]
+    k, n = len(sizes), sum(sizes)
+    spread = np.zeros((n, k))  # cell i's share of each bucket
+    cell = 0
+    for j, s in enumerate(sizes):
+        spread[cell:cell + s, j] = 1 / s
+        cell += s
+    W = np.array([spread[a:b].sum(axis=0) for a in range(n) for b in range(a + 1, n + 1)])
+    M = W.T @ W
+    c = rng.normal(size=(6, k))
+    assert np.allclose(range_quadratic(c, sizes), np.einsum("ij,jk,ik->i", c, M, c))
+    for b, root_share in ((2, Fraction(1, 4)), (5, Fraction(0)), (3, Fraction(1, 2))):
+        _, W_prefix = _dense_workload_variance(sizes, b, root_share, "laplace")
+        from dphist.trees import range_tree
+
+        tree = range_tree(k, b)
+        shares = level_shares(tree.levels, root_share)
+        rows, variances = [], []
+        for level, share in zip(range(tree.levels - len(shares), tree.levels), shares):
+            labels = tree.labels(level)
+            for node in range(tree.sizes[level]):
+                rows.append((labels == node).astype(float))
+                variances.append(1 / float(share) ** 2)
+        A, V = np.array(rows), np.diag(variances)
+        L = np.linalg.solve(A.T @ np.linalg.inv(V) @ A, A.T @ np.linalg.inv(V))
+        dense = float(np.trace(W @ L @ V @ L.T @ W.T))
+        assert strategy_errors(sizes, b, "laplace", "ranges")[root_share] == pytest.approx(dense)
+
+
+def test_2d_structure_is_public_and_runs_under_zcdp():
+    s1 = DAWA().run(np.arange(64, dtype=np.int64).reshape(8, 8), _budget()).structure
+    s2 = DAWA().run(np.zeros((8, 8), dtype=np.int64), _budget()).structure
+    assert s1 == s2
+    budget = ZCDPBudget(Fraction(1, 2), bits=SeededBits(3))
+    est = DAWA().run(GRID, budget)
+    assert budget.spent == budget.amount
+    assert est.values.shape == GRID.shape and np.all(np.isfinite(est.values))
+    assert all(m.mechanism == "discrete Gaussian" for m in budget.measurements[1:])
+
+
+@pytest.mark.skipif(not (DATA_2D / "Adult_2D_256_256.npy").exists(), reason="DPBench data not present")
+def test_2d_better_than_identity_at_low_signal():
+    x = np.load(DATA_2D / "Adult_2D_256_256.npy")
+    sample = workloads.sample_from_shape(x, 1000, seed=0)
+    W = workloads.random_boxes(sample.shape, 500, seed=0)
+    ours, theirs = [], []
+    for seed in range(2):
+        ours.append(workloads.scaled_average_l1(W, sample, DAWA().run(sample, _budget(Fraction(1, 10), seed)).values))
+        theirs.append(workloads.scaled_average_l1(W, sample,
+                                                  Identity().run(sample, _budget(Fraction(1, 10), seed)).values))
+    assert np.mean(ours) < 0.2 * np.mean(theirs), (ours, theirs)

@@ -1,4 +1,5 @@
-"""DAWA, the data- and workload-aware algorithm (Li, Hay, Miklau, Wang, PVLDB 2014), 1-D, with a partition
+"""DAWA, the data- and workload-aware algorithm (Li, Hay, Miklau, Wang, PVLDB 2014), 1-D and 2-D
+(Hilbert order), with a partition
 step whose privacy is proved below for exactly what the code does.
 
 The histogram x has n cells.  ε₁ = ratio·ε (2/5 by default) pays for the partition, ε₂ = ε − ε₁ for the bucket
@@ -94,6 +95,29 @@ runs, seed 7; "÷ best" is the mean of ours ÷ the reference implementation's be
   proportionalities (∝ 1/ε_l², ∝ 1/ρ_l), the least squares the exact discrete variances.
 * ratio 2/5 and threshold 4/5 (dpcomp_core's ratio is 1/2, the paper's 1/4): ratios 1/4 … 1/2 and thresholds
   1/4 … 6/5 were within ±15 % of each other, measured with the data-blind tree.
+
+2-D (a grid of r × c cells), as in the paper and dpcomp_core: the grid is read along the Hilbert curve
+(:mod:`dphist.algorithms.hilbert`, the curve of the smallest 2^k square holding the grid, restricted to it), and
+everything above runs on that sequence of n = r·c cells; the estimate is put back on the grid.  The order is a
+public bijection of the cells, so one record still changes one cell of the sequence by 1: every sensitivity
+above holds unchanged with n = r·c, and the budget composes as in 1-D.  A bucket is a run of the curve, and a
+rectangle is a union of a few runs, so stage 2 is tuned to ALL cell ranges of the sequence
+(``stage2=ranges``: :func:`range_quadratic` in place of the prefix workload).  2-D defaults (DEFAULTS_2D,
+used where the user gives no value) and the choices, measured on the 10 DPBench 2-D data sets (256 × 256,
+ε = 0.1, 2000 random rectangles, 2 samples × 2 runs, seed 2026; mean (worst) of ours ÷ the reference's best
+algorithm per data set at scales 1e3 / 1e5):
+
+* stage 2, with the 1-D partition defaults: prefix 2.35 (4.50) / 2.76 (3.98); identity on the buckets 2.40
+  (4.50) / 2.74 (3.74); ranges 2.31 (4.50) / 2.73 (3.65).  With the 2-D partition (ratio 1/2, thresholds
+  2/5 and 1/10): prefix 2.15 / 2.50, identity 2.23 / 2.43, ranges 2.15 / 2.48.  All within the ±15 % run
+  noise: the error is the partition's, not the bucket tree's (at 1e5 a few dozen to ~160 buckets for 65,536
+  cells).  ``ranges`` is kept as the one whose target matches the workload and was never worse than 3 %.
+* the partition (stage 2 ranges): ratio 1/4 2.88 / 3.70, 2/5 2.31 / 2.73, 1/2 2.30 / 2.62; thresholds 2/5
+  and 1/10 (from 4/5 and 3/10) 2.31 / 2.73 → 2.42 / 2.52 at ratio 2/5 and 2.15 / 2.48 at 1/2; with those
+  thresholds ratio 3/5 2.08 (3.81) / 2.22 (3.20) (chosen: DEFAULTS_2D), 7/10 2.15 / 2.13; thresholds 1/5 and
+  1/20 at 3/5 2.21 / 2.17; penalty 1/4 no better; thresholds 2 and 1 worse (2.74 / 3.73).  More of ε on the
+  partition and lower thresholds give more, smaller buckets, which a rectangle's edges need.  One benchmark
+  seed: the chosen defaults may be a little flattered by it.
 """
 
 from __future__ import annotations
@@ -111,11 +135,12 @@ from ..trees import range_tree
 from . import options as option
 from .base import Algorithm, Estimate
 from .hierarchical import LEVEL_L1, LEVEL_L2_SQUARED
+from .hilbert import hilbert_order
 
 __all__ = ["DAWA", "dyadic_candidates", "candidate_weights", "candidate_sensitivity", "level_weight", "top_level",
            "deviations", "prefix_deviations", "candidate_costs", "prefix_levels", "best_partition", "split_partition",
            "bucket_branching", "prefix_error", "cell_prefix_matrix", "prefix_quadratic", "strategy_errors",
-           "bucket_strategy", "level_shares", "MAX_CELLS"]
+           "bucket_strategy", "level_shares", "range_quadratic", "MAX_CELLS", "STAGE2_2D"]
 
 MAX_CELLS = 1 << 20  # the candidate family has fewer than n intervals; the partition's search is O(n) Python steps
 EXACT_BUCKETS = 512  # up to this many buckets the tree's branching is chosen from exact prefix errors (O(k²))
@@ -123,6 +148,9 @@ BRANCHINGS = (2, 3, 4, 6, 8, 12, 16)  # the branchings compared (and the flat tr
 LARGE_BRANCHING = 8  # beyond EXACT_BUCKETS: the exact best was 6 or 8 at k = 358 … 2,000, within 3 % of each other
 SEARCH_BUCKETS = 256  # up to this many buckets stage 2 tries every branching (≤ ~50 ms); up to 512 only one
 PREFIX_LEVEL = 5  # candidates of level ≥ 5 (more than 16 cells) are measured by their prefix deviation (issue 22)
+STAGE2_2D = "ranges"  # the bucket tree's workload in 2-D (measured in the module docstring)
+# Defaults on a 2-D grid for the options the user did not give (measured in the module docstring, "2-D")
+DEFAULTS_2D = {"ratio": Fraction(3, 5), "threshold": Fraction(2, 5), "prefix_threshold": Fraction(1, 10)}
 ROOT_SHARES = tuple(Fraction(j, 16) for j in (1, 2, 4, 6, 8, 10, 12, 14))  # root shares tried besides none/even
 
 
@@ -368,7 +396,23 @@ def prefix_quadratic(c: np.ndarray, sizes) -> np.ndarray:
     return (s * a * a + a * c * (s + 1) + c * c * ((s + 1) * (2 * s + 1) / (6 * s))).sum(axis=-1)
 
 
-def strategy_errors(sizes, b: int, noise: str = "laplace") -> dict:
+def range_quadratic(c: np.ndarray, sizes) -> np.ndarray:
+    """cᵀ M c for each row c of ``c`` (bucket-space vectors, last axis k), M = WᵀW for the workload of ALL cell
+    ranges [t₁, t₂) (0 ≤ t₁ < t₂ ≤ n, n = Σ s_j) with each bucket spread evenly, in O(k) per row.  A cell range
+    is F(t₂) − F(t₁), F(t) the estimated prefix up to cell t (F(0) = 0), so Σ_{t₁<t₂} (F(t₂) − F(t₁))² =
+    (n + 1)·ΣF² − (ΣF)² over the n + 1 points; ΣF² is :func:`prefix_quadratic` and ΣF = Σ_j [s_j a_j +
+    c_j (s_j + 1)/2], a_j = c_1 + … + c_{j−1}.  (The workload of 2-D rectangles read along a Hilbert curve is a
+    union of a few such runs.)"""
+    s = np.asarray(sizes, dtype=np.float64)
+    a = np.cumsum(c, axis=-1) - c
+    linear = (s * a + c * (s + 1) / 2).sum(axis=-1)
+    return (s.sum() + 1) * prefix_quadratic(c, s) - linear * linear
+
+
+WORKLOAD_QUADRATICS = {"prefix": prefix_quadratic, "ranges": range_quadratic}
+
+
+def strategy_errors(sizes, b: int, noise: str = "laplace", workload: str = "prefix") -> dict:
     """The exact expected total squared error of the cell prefix workload (:func:`cell_prefix_matrix`) for a
     b-ary range tree over the k = len(sizes) buckets, GLS, per root share: {r: error} for r = 0 (root not
     measured, the rest even), r = 1/(h + 1) (even over every level) and r ∈ ROOT_SHARES (the other h levels
@@ -381,7 +425,7 @@ def strategy_errors(sizes, b: int, noise: str = "laplace") -> dict:
     profile's information matrix is α G + β 11ᵀ, α = power((1 − r)/h), β = power(r), and by Sherman–Morrison
     tr(M C) = [tr(M G⁻¹) − (β/α) uᵀMu / (1 + (β/α) 1ᵀu)]/α with u = G⁻¹1 = Σ_nodes c (1ᵀc) and
     tr(M G⁻¹) = Σ_nodes cᵀMc (:func:`prefix_quadratic`): O(k · nodes) per branching, then O(1) per share.
-    Needs k ≥ 2."""
+    ``workload="ranges"``: the same with M the all-cell-ranges matrix (:func:`range_quadratic`).  Needs k ≥ 2."""
     k = len(sizes)
     tree = range_tree(k, b)
     h = tree.levels - 1
@@ -393,9 +437,10 @@ def strategy_errors(sizes, b: int, noise: str = "laplace") -> dict:
         here = np.arange(tree.sizes[level])
         noisy[level][offsets[level - 1] + here, here] = 1.0
     c = tree_least_squares(tree, noisy, variances).values[-1]  # one row per measured node: L e_node
-    trace = float(prefix_quadratic(c, sizes).sum())
+    quadratic = WORKLOAD_QUADRATICS[workload]
+    trace = float(quadratic(c, sizes).sum())
     u = c.sum(axis=1) @ c
-    quad, ones = float(prefix_quadratic(u, sizes)), float(u.sum())
+    quad, ones = float(quadratic(u, sizes)), float(u.sum())
     out = {}
     for r in (Fraction(0), Fraction(1, h + 1), *ROOT_SHARES):
         alpha, beta = _noise_power((1 - r) / h, noise), _noise_power(r, noise)
@@ -403,22 +448,26 @@ def strategy_errors(sizes, b: int, noise: str = "laplace") -> dict:
     return out
 
 
-def bucket_strategy(sizes, noise: str = "laplace") -> tuple[int, Fraction]:
+def bucket_strategy(sizes, noise: str = "laplace", workload: str = "prefix") -> tuple[int, Fraction]:
     """(b, r): the branching of the range tree over the buckets and the root's share of the bucket budget (0: root
     not measured) with the least :func:`strategy_errors`, over the root shares listed there and, for k ≤
     SEARCH_BUCKETS, the branchings of :func:`bucket_branching` and the flat tree (b = k); for SEARCH_BUCKETS < k ≤
     EXACT_BUCKETS only b = bucket_branching(k).  Ties go to the first candidate in (b, r) order.  A function of
     the bucket sizes (a DP output) and the noise kind only.  One bucket: (2, 1), the root alone.  Beyond
-    EXACT_BUCKETS buckets: the data-blind rule, (bucket_branching(k), 0), to keep the cost down."""
+    EXACT_BUCKETS buckets: the data-blind rule, (bucket_branching(k), 0), to keep the cost down.
+    ``workload``: "prefix" (the cell prefixes, 1-D) or "ranges" (all cell ranges, :func:`range_quadratic`);
+    "identity": (k, 0), each bucket measured once with the whole budget (no search)."""
     k = len(sizes)
     if k < 2:
         return 2, Fraction(1)
+    if workload == "identity":
+        return k, Fraction(0)
     if k > EXACT_BUCKETS:
         return bucket_branching(k, noise), Fraction(0)
     branchings = sorted({b for b in BRANCHINGS if b < k} | {k}) if k <= SEARCH_BUCKETS else [bucket_branching(k, noise)]
     best = None
     for b in branchings:
-        for r, error in strategy_errors(sizes, b, noise).items():
+        for r, error in strategy_errors(sizes, b, noise, workload).items():
             if best is None or error < best[0] * (1 - 1e-12):
                 best = (error, b, r)
     return best[1], best[2]
@@ -441,33 +490,66 @@ class DAWA(Algorithm):
     name = "dawa"
     summary = ("a private partition into near-uniform buckets, then a tree over the bucket counts (Li et al. "
                "2014); one column, range queries at low signal")
-    options = {"ratio": (Fraction(2, 5), option.fraction_between_0_and_1),
+    options = {"ratio": (Fraction(2, 5), option.fraction_between_0_and_1),  # 2-D defaults: DEFAULTS_2D
                "penalty": (Fraction(1), _positive_number),
                "select": ("split", option.choice("split", "optimal")),
                "threshold": (Fraction(4, 5), _positive_number),
-               "prefix_threshold": (Fraction(3, 10), _positive_number)}
-    option_help = {"ratio": "share of ε spent choosing the buckets (paper: 1/4; 2/5 measured better here)",
+               "prefix_threshold": (Fraction(3, 10), _positive_number),
+               "stage2": ("auto", option.choice("auto", "prefix", "ranges", "identity"))}
+    option_help = {"ratio": "share of ε spent choosing the buckets (paper: 1/4; 2/5 measured better here in 1-D, "
+                            "3/5 in 2-D)",
                    "penalty": "cost of one more bucket, in units of one bucket count's noise scale",
                    "select": "split: halve an interval while its noisy deviation exceeds the threshold; "
                              "optimal: the partition of least total noisy cost (the paper's rule)",
-                   "threshold": "for select=split: the penalty plus this many noise scales of the deviation",
+                   "threshold": "for select=split: the penalty plus this many noise scales of the deviation "
+                                "(2-D default 2/5)",
                    "prefix_threshold": "the same for the intervals above 16 cells, whose cost is the prefix "
-                                       "deviation"}
+                                       "deviation (2-D default 1/10)",
+                   "stage2": "the tree over the buckets: prefix (tuned for cell prefixes), ranges (tuned for all "
+                             "cell ranges of the linear order), identity (each bucket once); auto: "
+                             f"prefix in 1-D, {STAGE2_2D} in 2-D"}
+
+    def __init__(self, **options):
+        super().__init__(**options)
+        self._given = frozenset(options)  # options the user set: the 2-D defaults never override them
+        self._dims = 1
+
+    def setting(self, key: str, dims: int):
+        """The value of option ``key`` for a table of ``dims`` axes: the user's value if given, else
+        DEFAULTS_2D[key] on a 2-D grid, else the option's default (public: options and shape)."""
+        if dims == 2 and key not in self._given and key in DEFAULTS_2D:
+            return DEFAULTS_2D[key]
+        return self.params[key]
 
     def check_shape(self, shape: tuple[int, ...]) -> None:
-        if len(shape) != 1:
-            raise UsageError("algorithm 'dawa' works on one-column tables")
-        if shape[0] < 2:
+        if len(shape) not in (1, 2):
+            raise UsageError(f"algorithm 'dawa' works on one-column tables and two-column grids (here "
+                             f"{len(shape)} columns)")
+        cells = math.prod(int(n) for n in shape)
+        if cells < 2:
             raise UsageError("algorithm 'dawa' needs at least 2 cells")
-        if shape[0] > MAX_CELLS:
-            raise UsageError(f"algorithm 'dawa' works on at most {MAX_CELLS:,} cells (here {shape[0]:,})")
+        if cells > MAX_CELLS:
+            raise UsageError(f"algorithm 'dawa' works on at most {MAX_CELLS:,} cells (here {cells:,})")
+
+    def stage2(self, dims: int) -> str:
+        """The bucket tree's target workload: the ``stage2`` option, or for "auto" "prefix" in 1-D and
+        STAGE2_2D in 2-D (public: the shape and the options)."""
+        chosen = self.params["stage2"]
+        return chosen if chosen != "auto" else ("prefix" if dims == 1 else STAGE2_2D)
 
     def run(self, counts: np.ndarray, budget: PrivacyBudget, columns=None) -> Estimate:
         self.check_shape(counts.shape)
-        n = counts.shape[0]
-        ratio = self.params["ratio"]
+        shape = counts.shape
+        # 2-D: read the grid along the Hilbert curve (a public bijection of the cells: one record still moves
+        # one cell of the sequence by 1, so every sensitivity below is the 1-D one for n = r·c cells)
+        order = hilbert_order(shape) if len(shape) == 2 else None
+        n = math.prod(shape)
+        self._dims = len(shape)
+        ratio = self.setting("ratio", self._dims)
         part_budget, count_budget = budget.split([ratio, 1 - ratio])
         x = np.asarray(counts, dtype=np.int64)
+        if order is not None:
+            x = x.ravel()[order]
         if int(np.abs(x).sum()) >= (1 << 62) // (2 * n):
             raise UsageError("algorithm 'dawa': the table's total is too large for its exact integer deviations")
 
@@ -488,13 +570,17 @@ class DAWA(Algorithm):
         # measure: the bucket counts through a tree over the k buckets
         bucket_counts = np.add.reduceat(x, edges[:-1])
         bucket_sizes = np.diff(edges)
-        bucket_values, structure = self.measure_buckets(bucket_counts, count_budget, bucket_sizes)
+        workload = self.stage2(len(shape))
+        bucket_values, structure = self.measure_buckets(bucket_counts, count_budget, bucket_sizes, workload)
         values = np.repeat(bucket_values / bucket_sizes, bucket_sizes)
-        return Estimate(
-            values=values,
-            structure={"candidates": int(starts.size), "partition_sensitivity": str(delta), "ratio": str(ratio),
-                       "partition_noise_scale": float(record.scale)},
-            choices={"buckets": int(bucket_sizes.size), **structure})
+        public = {"candidates": int(starts.size), "partition_sensitivity": str(delta), "ratio": str(ratio),
+                  "partition_noise_scale": float(record.scale)}
+        if order is not None:  # back from the curve to the grid
+            grid = np.empty(n, dtype=np.float64)
+            grid[order] = values
+            values = grid.reshape(shape)
+            public.update(linearisation="hilbert", bucket_workload=workload)
+        return Estimate(values=values, structure=public, choices={"buckets": int(bucket_sizes.size), **structure})
 
     def partition_sensitivity(self, n: int) -> Fraction:
         """Δ of the deviations' vector, :func:`candidate_sensitivity` (a method so the audit's mutant can lie)."""
@@ -507,22 +593,23 @@ class DAWA(Algorithm):
         ``penalty`` is λ (one bucket count's noise scale times the ``penalty`` option) and ``noise_scale`` the
         scale b·g_I of the noise on each deviation (an array); both are public (n, ε and the options)."""
         if self.params["select"] == "split":
-            ratios = np.where(prefix_levels(n, starts, stops), float(self.params["prefix_threshold"]),
-                              float(self.params["threshold"]))
+            ratios = np.where(prefix_levels(n, starts, stops), float(self.setting("prefix_threshold", self._dims)),
+                              float(self.setting("threshold", self._dims)))
             threshold = penalty + ratios * noise_scale
             return split_partition(n, starts, stops, noisy_costs, threshold)
         return best_partition(n, starts, stops, noisy_costs, penalty)
 
     @staticmethod
-    def measure_buckets(bucket_counts: np.ndarray, budget: PrivacyBudget, bucket_sizes=None) -> tuple[np.ndarray, dict]:
+    def measure_buckets(bucket_counts: np.ndarray, budget: PrivacyBudget, bucket_sizes=None,
+                        workload: str = "prefix") -> tuple[np.ndarray, dict]:
         """The k bucket counts estimated from a range tree over them, spending all of ``budget``: (estimates of the
         k counts, float; the tree's shape and budget profile).  The tree and the per-level shares come from
-        :func:`bucket_strategy` on ``bucket_sizes`` (cells per bucket; default all 1), a DP output: free
+        :func:`bucket_strategy` on ``bucket_sizes`` (cells per bucket; default all 1) and ``workload``, a DP output: free
         post-processing, they never read the counts.  Every measured level partitions the buckets:
         Δ₁ = Δ₂² = 1 per level, and the levels' shares add up to the budget exactly (sequential composition)."""
         k = bucket_counts.size
         sizes = np.ones(k, dtype=np.int64) if bucket_sizes is None else np.asarray(bucket_sizes, dtype=np.int64)
-        b, root_share = bucket_strategy(sizes, budget.noise)
+        b, root_share = bucket_strategy(sizes, budget.noise, workload)
         tree = range_tree(k, b)
         shares = level_shares(tree.levels, root_share)
         measured = list(range(tree.levels - len(shares), tree.levels))

@@ -49,6 +49,10 @@ def _mutant_class():
 
         def run(self, counts, budget, columns=None):
             self._true = np.asarray(counts, dtype=np.int64)
+            if self._true.ndim == 2:  # the partition sees the grid read along the Hilbert curve
+                from ..algorithms.hilbert import hilbert_order  # noqa: PLC0415
+
+                self._true = self._true.ravel()[hilbert_order(self._true.shape)]
             return super().run(counts, budget, columns)
 
         def partition(self, n, starts, stops, noisy_costs, penalty, noise_scale):
@@ -74,12 +78,18 @@ def _half_sensitivity_class():
 
 def true_buckets(table: np.ndarray, epsilon: Fraction = EPSILON) -> int:
     """The number of buckets the true deviations give on ``table`` under the default options (what the mutant
-    measures), with the same public penalty and noise scale as a run at ``epsilon``."""
+    measures), with the same public penalty and noise scale as a run at ``epsilon``.  A 2-D ``table`` is read
+    along the Hilbert curve and gets the 2-D defaults, as a run does."""
     from ..algorithms.dawa import (DAWA, candidate_costs, candidate_sensitivity, candidate_weights,  # noqa: PLC0415
                                    dyadic_candidates)
 
     algo = DAWA()
-    ratio = algo.params["ratio"]
+    algo._dims = table.ndim  # the 2-D defaults, as in a run
+    if table.ndim == 2:
+        from ..algorithms.hilbert import hilbert_order  # noqa: PLC0415
+
+        table = table.ravel()[hilbert_order(table.shape)]
+    ratio = algo.setting("ratio", algo._dims)
     penalty = float(algo.params["penalty"] / ((1 - ratio) * epsilon))
     starts, stops = dyadic_candidates(table.size)
     noise_scale = float(candidate_sensitivity(table.size) / (ratio * epsilon)) * candidate_weights(table.size, starts,
@@ -91,6 +101,14 @@ def true_buckets(table: np.ndarray, epsilon: Fraction = EPSILON) -> int:
 def prefix_pair() -> tuple[np.ndarray, np.ndarray]:
     """32 cells, so the partition reads prefix deviations on its top level: 12 records in cell 0 against 13."""
     return _heavy_first_cell(32, 12)
+
+
+def grid_pair() -> tuple[np.ndarray, np.ndarray]:
+    """A 4 × 4 grid, read along the Hilbert curve (which starts at cell (0, 0)): 3 records in cell (0, 0) against
+    4.  On the 16-cell sequence, with the 2-D defaults, the true deviations give 1 bucket against 3
+    (``true_buckets``)."""
+    data, neighbour = _heavy_first_cell(16, 3)
+    return data.reshape(4, 4), neighbour.reshape(4, 4)
 
 
 def cases(mutants: bool = True) -> list:
@@ -114,4 +132,12 @@ def cases(mutants: bool = True) -> list:
         empty, one = _heavy_first_cell(8, 0)
         out.append(Case(f"{half.name} (8,) ratio 9/10, add to the first cell of an empty table",
                         half(ratio=Fraction(9, 10)), empty, one, EPSILON, mutant=True))
+    # 2-D (added last, so the cases above keep their positions and seeds)
+    grid, grid_neighbour = grid_pair()
+    out.append(Case("dawa (4, 4) Hilbert order, one record in a heavy first cell", DAWA(), grid, grid_neighbour,
+                    EPSILON))
+    if mutants:
+        cls = _mutant_class()
+        out.append(Case(f"{cls.name} (4, 4) Hilbert order, partitions on the true costs", cls(), grid,
+                        grid_neighbour, EPSILON, mutant=True))
     return out
