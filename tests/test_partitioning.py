@@ -214,7 +214,7 @@ def test_auto_block_follows_the_noisy_total_only():
 
 @pytest.mark.parametrize("name", ["dpcube", "kdtree"])
 def test_partition_is_a_function_of_the_noisy_blocks_alone(name):
-    algo = get_algorithm(name)
+    algo = get_algorithm(name, release="gls")  # one phase-2 total per partition (refine measures sub-blocks)
     noisy = np.random.default_rng(9).integers(-20, 60, (12, 10))
     truth = np.random.default_rng(10).integers(0, 40, (12, 10))
     s1, s2 = 8.0, 50.0
@@ -231,9 +231,67 @@ def test_partition_is_a_function_of_the_noisy_blocks_alone(name):
             return super().partition(cells, sigma1, sigma2)
 
     counts = np.random.default_rng(11).integers(0, 40, (12, 10))
-    est, budget, answers = traced_run(Spy(block=1), counts, Fraction(1, 2), 12)
+    est, budget, answers = traced_run(Spy(block=1, release="gls"), counts, Fraction(1, 2), 12)
     (cells, sigma1, sigma2), = seen
     first, second = budget.measurements
     assert np.array_equal(cells, answers[0]) and not np.array_equal(cells, counts)
     assert (sigma1, sigma2) == (first.noise_variance, second.noise_variance)
     assert answers[1].size == len(algo.partition(cells, sigma1, sigma2)) == est.choices["partitions"]
+
+
+# -- the refined release (2-D default, issue 23) ------------------------------------------------------------------
+
+
+def test_refined_release_is_the_2d_default_and_1d_is_unchanged():
+    one = get_algorithm("dpcube").run(np.arange(16), PrivacyBudget(Fraction(1), bits=SeededBits(1)))
+    assert (one.structure["release"], one.structure["alpha"]) == ("gls", "9/10")
+    two = get_algorithm("dpcube").run(np.ones((8, 8), dtype=np.int64), PrivacyBudget(Fraction(1), bits=SeededBits(1)))
+    assert (two.structure["release"], two.structure["alpha"]) == ("refine", "1/2")
+
+
+def test_refined_release_budget_split_and_sub_blocks_cover_the_table():
+    counts = np.random.default_rng(3).integers(0, 30, (16, 12))
+    algo = get_algorithm("dpcube")
+    est, budget, answers = traced_run(algo, counts, Fraction(1), 5)
+    assert budget.spent == budget.amount == 1
+    total, first, second = budget.measurements
+    # total ε/20, then α = 1/2 of the rest each
+    assert [m.epsilon for m in (total, first, second)] == [Fraction(1, 20), Fraction(19, 40), Fraction(19, 40)]
+    assert answers[2].size == est.choices["subblocks"] >= est.choices["partitions"]
+    assert est.values.shape == counts.shape
+    # each partition's combined total is the released sum: the release sums to a finite number near N
+    assert abs(est.values.sum() - counts.sum()) < 20 * np.sqrt(second.noise_variance * answers[2].size)
+
+
+def test_refined_release_phase2_noise_is_the_stated_laplace():
+    # Zero table: the phase-2 answers are pure noise of scale 1/ε₂ (Δ = 1: the sub-blocks are disjoint).
+    # 400 runs; the sample variance over all answers vs the exact discrete Laplace variance, 5 standard errors
+    # (false alarm well below 1e-4 for the nearly normal sample variance of thousands of draws).
+    from dphist.privacy import discrete_laplace_variance
+    algo = get_algorithm("dpcube", block=2)
+    draws = []
+    for seed in range(400):
+        _, budget, answers = traced_run(algo, np.zeros((8, 8), dtype=np.int64), Fraction(1), seed)
+        draws.append(answers[1])
+        sigma2 = budget.measurements[1].noise_variance
+    x = np.concatenate(draws).astype(float)
+    eps2 = Fraction(1, 2)
+    assert sigma2 == discrete_laplace_variance(1 / eps2)
+    # Laplace kurtosis 6: var(s²) ≈ (κ + 2)σ⁴/n = 8σ⁴/n
+    assert abs(x.var() - sigma2) < 5 * sigma2 * np.sqrt(8 / x.size)
+
+
+def test_refined_release_sub_block_count_follows_the_noisy_phase1_total():
+    # Strong signal: many sub-blocks (a cell each, m = N·ε₂/10 ≥ cells); no signal: one per partition.
+    algo = get_algorithm("dpcube", block=4)
+    big = traced_run(algo, np.full((8, 8), 1000, dtype=np.int64), Fraction(1), 1)[0]
+    small = traced_run(algo, np.zeros((8, 8), dtype=np.int64), Fraction(1), 1)[0]
+    assert big.choices["subblocks"] == 64
+    assert small.choices["subblocks"] == small.choices["partitions"]
+
+
+def test_refined_release_runs_on_zcdp():
+    from dphist.privacy import ZCDPBudget
+    budget = ZCDPBudget(Fraction(1, 10), bits=SeededBits(2))
+    est = get_algorithm("dpcube").run(np.random.default_rng(1).integers(0, 9, (8, 8)), budget)
+    assert budget.spent == budget.amount and np.isfinite(est.values).all()

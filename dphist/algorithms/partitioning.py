@@ -8,13 +8,18 @@ those noisy counts, so it is post-processing and costs nothing more.
                       infer:   the v-optimal partition of x̃ into κ buckets for κ = 1..K (dynamic program
                                over a public grid of candidate boundaries), κ* minimising the bias-corrected
                                error T[κ] − (n − 2κ)σ²; release bucket means (or x̃ itself if κ = n is better)
-    DPCube (any d)    measure: x̃ = x + DLap(1/ε₁), ε₁ = αε                            (Δ = 1)
+    DPCube (any d)    measure: x̃ = x + DLap(1/ε₁), ε₁ = αε, on blocks of cells of a size from a noisy total
+                               N̂ = N + DLap(1/ε₀) (ε₀ = ε/20; block=auto)                (Δ = 1 each)
                       infer:   k-d splits of the table while they lower Ĥ(P₁) + Ĥ(P₂) + 2κ below Ĥ(P) + κ,
                                Ĥ the bias-corrected SSE of x̃, κ = σ₂² the variance of one noisy total
                       measure: every partition's total + DLap(1/ε₂), ε₂ = (1 − α)ε    (Δ = 1: disjoint)
                       infer:   per partition P, z_P = the inverse-variance combination of its two total
                                estimates; release x̃ + (z_P − S̃_P)/|P| (``gls``, unbiased), z_P/|P| evenly
                                (``uniform``), or between the two by λ_P = Ĥ/(Ĥ + (|P| − 1)σ₁²) (``shrink``)
+    DPCube, 2-D       (release=refine, the default on two or more axes; α = 1/2) as the reference: the split
+                      cost is the raw SSE of x̃ + 3σ₂² per partition; phase 2 measures a grid of m_P =
+                      max(F̃_P, 1)·ε₂/10 sub-blocks inside each partition P (F̃_P its phase-1 noisy total; all
+                      sub-blocks disjoint: Δ = 1), combined with F̃_P by inverse variance, spread evenly
     k-d tree          as DPCube, but a box is cut at the noisy median of its longest axis while Ĥ > κ
 """
 
@@ -262,12 +267,15 @@ class DPCube(Algorithm):
     # (see ``auto_block``), so every cell is measured when the signal is strong.  There, partitions are small
     # and the two measurements of a small partition combine to one at ε·sqrt(α² + (1 − α)²): hence α = 9/10,
     # which cost nothing measurable at the small scales.
-    options = {"alpha": (Fraction(9, 10), option.fraction_between_0_and_1), "max_depth": (64, option.positive_int),
-               "release": ("gls", option.choice("uniform", "gls", "shrink")), "block": ("auto", _block),
+    options = {"alpha": (Fraction(9, 10), option.fraction_between_0_and_1),
+               "refine_alpha": (Fraction(1, 2), option.fraction_between_0_and_1), "max_depth": (64, option.positive_int),
+               "release": ("auto", option.choice("auto", "uniform", "gls", "shrink", "refine")), "block": ("auto", _block),
                "total_share": (Fraction(1, 20), option.fraction_between_0_and_1)}
     option_help = {"alpha": "share of ε (after the total's) for phase 1; the rest measures the partition totals",
+                   "refine_alpha": "the same share under the refine release (2-D default)",
                    "max_depth": "most k-d cuts from the whole table to a partition",
-                   "release": "inside a partition: gls (noisy cells moved to the combined total, unbiased), "
+                   "release": "auto (gls on one axis, refine on more) or, inside a partition: refine (a grid of "
+                              "sub-blocks measured, its size from the partition's noisy phase-1 total), gls (noisy cells moved to the combined total, unbiased), "
                               "uniform (the total spread evenly) or shrink (between them, per partition)",
                    "block": "phase 1 measures blocks of this many cells per axis (1 = every cell, the paper's "
                             "version), or auto: chosen from a noisy total",
@@ -303,6 +311,8 @@ class DPCube(Algorithm):
         else:
             block = tuple(min(self.params["block"], n) for n in counts.shape)
         alpha = self.params["alpha"]
+        if self._release(counts.ndim) == "refine":
+            alpha = self.params["refine_alpha"]
         first, second = rest.split([alpha, 1 - alpha])
         edges = [_edges(n, b) for n, b in zip(counts.shape, block)]
         coarse = _coarsen(counts, edges)
@@ -320,6 +330,8 @@ class DPCube(Algorithm):
             label[tuple(slice(a, b) for a, b in zip(lo, hi))] = i
         flat = label.ravel()
 
+        if self._release(counts.ndim) == "refine":
+            return self._refined(counts, cells, edges, leaves, second, sigma1, sigma2, block, alpha)
         # measure: phase 2, every partition's total (partitions are disjoint: one record moves one total by 1)
         totals = np.bincount(flat, weights=coarse.ravel(), minlength=len(leaves)).round().astype(np.int64)
         noisy_totals, _ = second.laplace(totals, 1, second.amount,
@@ -327,10 +339,62 @@ class DPCube(Algorithm):
 
         # infer: combine the two estimates of each partition, then spread blocks over their cells
         value = self.combine(cells.ravel().astype(np.float64), flat, len(leaves), noisy_totals, sigma1, sigma2)
-        structure = {"alpha": str(alpha), "release": self.params["release"],
+        structure = {"alpha": str(alpha), "release": self._release(counts.ndim),
                      "max_depth": self.params["max_depth"], "block": self.params["block"]}
         return Estimate(values=_spread(value.reshape(coarse.shape), edges), structure=structure,
                         choices={"partitions": len(leaves), "block": list(block)})
+
+    # Refined release (issue 23), fitted on the 2-D DPBench sets at ε = 0.1: κ = 3σ₂² against the raw SSE (the
+    # reference's 1/ε₂ per partition on cells, in block units at its 11 × 11 blocks and ε₂ = ε/2, is about 3σ₂²);
+    # c = 10 records·ε per sub-block as in UGrid.
+    REFINE_PENALTY = 3.0
+    REFINE_C = 10.0
+
+    def _refined(self, counts, cells, edges, leaves, second, sigma1, sigma2, block, alpha):
+        """Phase 2 of the refined release.  Select (post-processing of phase 1): partition P, with phase-1 noisy
+        total F_P, gets m_P = clip(max(F_P, 0)·ε₂/c, 1, |P| cells) sub-blocks, a near-equal grid with sides in
+        proportion to P's.  Measure: every sub-block's true count + DLap(1/ε₂), one call (the sub-blocks of all
+        partitions are disjoint: Δ₁ = 1 for one record).  Infer: z_P = the inverse-variance combination of the
+        sub-blocks' sum (variance m_P·σ₂²) and F_P (variance |P|σ₁², |P| in blocks); each sub-block gets its
+        noisy count + (z_P − sum)/m_P, spread evenly over its cells.  Returns the Estimate (table shape)."""
+        eps2 = 1 / float(second.scale(1, second.amount))
+        c = self.REFINE_C
+        label = np.zeros(counts.shape, dtype=np.int64)
+        owner, phase1, nblocks = [], [], []
+        nxt = 0
+        for i, (lo, hi) in enumerate(leaves):
+            f = float(cells[tuple(slice(a, b) for a, b in zip(lo, hi))].sum())
+            clo = [int(e[a]) for e, a in zip(edges, lo)]
+            chi = [int(e[b]) for e, b in zip(edges, hi)]
+            sides = [b - a for a, b in zip(clo, chi)]
+            area = float(np.prod(sides))
+            m = min(max(max(f, 0.0) * eps2 / c, 1.0), area)
+            g = [int(min(max(round(L * (m / area) ** (1 / len(sides))), 1), L)) for L in sides]
+            sub = [a + _edges(L, -(-L // k)) for a, L, k in zip(clo, sides, g)]
+            ids = np.arange(nxt, nxt + int(np.prod([len(e) - 1 for e in sub]))).reshape([len(e) - 1 for e in sub])
+            for axis, e in enumerate(sub):
+                ids = np.repeat(ids, np.diff(e), axis=axis)
+            label[tuple(slice(a, b) for a, b in zip(clo, chi))] = ids
+            owner += [i] * (int(ids.max()) + 1 - nxt)
+            nxt = int(ids.max()) + 1
+            phase1.append(f)
+            nblocks.append(float(np.prod([hi_ - lo_ for lo_, hi_ in zip(lo, hi)])))
+        flat = label.ravel()
+        totals = np.bincount(flat, weights=counts.ravel(), minlength=nxt).round().astype(np.int64)
+        noisy, _ = second.laplace(totals, 1, second.amount, "phase 2: sub-blocks of every partition")
+        owner = np.asarray(owner)
+        k = len(leaves)
+        m = np.bincount(owner, minlength=k).astype(float)
+        s_sub = np.bincount(owner, weights=noisy.astype(float), minlength=k)
+        phase1 = np.asarray(phase1); nb = np.asarray(nblocks)
+        w = nb * sigma1 / (nb * sigma1 + m * sigma2)
+        z = w * s_sub + (1 - w) * phase1
+        value = noisy + ((z - s_sub) / m)[owner]
+        size = np.bincount(flat, minlength=nxt).astype(float)
+        out = (value / size)[flat].reshape(counts.shape)
+        return Estimate(values=out, structure={"alpha": str(alpha), "release": "refine",
+                                               "max_depth": self.params["max_depth"], "block": self.params["block"]},
+                        choices={"partitions": k, "block": list(block), "subblocks": int(nxt)})
 
     def combine(self, run: np.ndarray, flat: np.ndarray, k: int, noisy_totals: np.ndarray, sigma1: float,
                 sigma2: float) -> np.ndarray:
@@ -340,9 +404,10 @@ class DPCube(Algorithm):
         from_cells = np.bincount(flat, weights=run, minlength=k)
         w = size * sigma1 / (size * sigma1 + sigma2)  # inverse-variance weight of the phase-2 total
         combined = w * noisy_totals + (1 - w) * from_cells
-        if self.params["release"] == "uniform":
+        release = "gls" if self.params["release"] == "auto" else self.params["release"]  # refine never gets here
+        if release == "uniform":
             return (combined / size)[flat]
-        if self.params["release"] == "gls":
+        if release == "gls":
             return run + ((combined - from_cells) / size)[flat]
         # shrink: λ_P = Ĥ / (Ĥ + (|P| − 1)σ₁²) of each block's deviation from its partition's mean
         deviation = run - (from_cells / size)[flat]
@@ -357,7 +422,17 @@ class DPCube(Algorithm):
 
     def partition(self, cells: np.ndarray, sigma1: float, sigma2: float):
         """The k-d partition of the phase-1 noisy blocks ``cells``, as a list of boxes (lo, hi)."""
+        if self._release(cells.ndim) == "refine":
+            # Refined release (2-D): the reference's cost, the raw SSE of the noisy blocks (noise included, so
+            # noisy regions split towards a grid) plus REFINE_PENALTY noisy totals' variance per partition.
+            return _kd_partition(cells, 0.0, self.REFINE_PENALTY * sigma2, self.params["max_depth"],
+                                 self.split_rule)
         return _kd_partition(cells, sigma1, sigma2, self.params["max_depth"], self.split_rule)
+
+    def _release(self, ndim: int) -> str:
+        """The release in force: ``auto`` is gls on one axis, refine on two or more."""
+        release = self.params["release"]
+        return release if release != "auto" else ("gls" if ndim == 1 else "refine")
 
 
 class KDTree(DPCube):
