@@ -110,10 +110,14 @@ def per_setting(frame: pd.DataFrame, workload: str = "ranges") -> pd.DataFrame:
 
 
 def takes_columns(name: str) -> bool:
-    """Whether the algorithm takes tables of several columns (a one-column rule's choice may meet a table with
-    categorical slices, which needs one that does)."""
+    """Whether the algorithm takes tables of several columns as a grid (a one-column rule's choice may meet a table
+    with categorical slices, which needs one that does; DAWA reads two columns as one sequence, see
+    dphist.algorithms.auto.SEQUENCE_ONLY)."""
     from dphist.algorithms import get_algorithm
+    from dphist.algorithms.auto import SEQUENCE_ONLY
     from dphist.errors import UsageError
+    if name in SEQUENCE_ONLY:
+        return False
     try:
         get_algorithm(name).check_shape((8, 8))
     except UsageError:

@@ -1,11 +1,12 @@
-"""1-D low signal: our algorithms and the default release against the best reference algorithm of each data set.
+"""Low signal: our algorithms and the default release against the best reference algorithm of each data set.
 
-    .venv/bin/python bench/low_signal.py                      # run every algorithm, write the section
+    .venv/bin/python bench/low_signal.py                      # 1-D: run every algorithm, write the section
     .venv/bin/python bench/low_signal.py --algorithms auto    # rerun some algorithms, keep the others' records
     .venv/bin/python bench/low_signal.py --from-records       # rewrite the section only
+    .venv/bin/python bench/low_signal.py --dims 2             # the same in 2-D (section low-signal-2d)
 
 The DPBench 1-D protocol (dphist.benchmark): the 18 data sets at 4096 cells, scales 1e3 / 1e5 / 1e7, ε = 0.1, the
-prefix workload, scaled average L1 error.  The samples are fresh: drawn with a seed (``SEED``) that no other
+prefix workload, scaled average L1 error; in 2-D the 10 data sets at 256 × 256 and 2000 random rectangles.  The samples are fresh: drawn with a seed (``SEED``) that no other
 bench and no fit of the rule table uses, so auto is scored on data its rules never saw.  The bar is the
 reference implementation's (dpcomp_core) per-data-set mean error in
 ../shared/data/dpbench/reference/full_1d.jsonl, and per data set the best reference algorithm (lowest mean error
@@ -33,30 +34,45 @@ from dphist.benchmark import load_histogram, run_benchmark  # noqa: E402
 
 RECORDS = HERE / "results" / "low-signal.jsonl"
 REFERENCE = DATA / "reference" / "full_1d.jsonl"
+COLUMN = "err_prefix"  # the reference's error column
 ALGORITHMS = ["auto", "identity", "h", "hb", "privelet", "dpcube", "kdtree", "ahp", "privtree", "mwem", "efpa",
               "dawa"]
+DIMS, SECTION = 1, "low-signal"
+# The 2-D settings (--dims 2), swapped in by configure().
+SETTINGS_2D = {"RECORDS": HERE / "results" / "low-signal-2d.jsonl", "REFERENCE": DATA / "reference" / "full_2d.jsonl",
+               "COLUMN": "err_dpbench2000", "DIMS": 2, "SECTION": "low-signal-2d",
+               "ALGORITHMS": ["auto", "identity", "hb", "quadtree", "privelet", "dpcube", "kdtree", "privtree",
+                              "ugrid", "agrid", "dawa"]}
 SCALES = [1_000, 100_000, 10_000_000]
 EPSILON = "0.1"
 SEED = 2026  # fresh samples: bench/dpbench.py and the rule table's grid use seed 0
 # Our names for the reference's algorithms, for the speed table.
 REFERENCE_NAMES = {"identity": "Identity", "h": "H", "hb": "HB", "privelet": "Privelet", "dpcube": "DPCube",
-                   "ahp": "AHP", "mwem": "MWEM", "efpa": "EFPA", "dawa": "DAWA"}
-# Issue 22's bar for the default release (auto) against the best reference algorithm: (mean, worst) per scale.
+                   "ahp": "AHP", "mwem": "MWEM", "efpa": "EFPA", "dawa": "DAWA", "quadtree": "QuadTree",
+                   "ugrid": "UGrid", "agrid": "AGrid"}
+# Issues 22 (1-D) and 23 (2-D): the bar for the default release (auto) against the best reference algorithm:
+# (mean, worst) per scale.
 TARGETS = {1_000: (1.0, 1.5), 100_000: (0.9, 1.3)}
+
+
+def configure(dims: int) -> None:
+    """Switch the module's settings to ``dims`` dimensions (1 is the default)."""
+    if dims == 2:
+        globals().update(SETTINGS_2D)
 
 
 def reference_best() -> pd.DataFrame:
     """Per (scale, data set): the best reference algorithm at ε = 0.1 and its mean error over its runs."""
     ref = pd.read_json(REFERENCE, lines=True)
     ref = ref[(ref.status == "ok") & np.isclose(ref.eps, float(EPSILON))]
-    mean = ref.groupby(["scale", "dataset", "alg"])["err_prefix"].mean().unstack()
+    mean = ref.groupby(["scale", "dataset", "alg"])[COLUMN].mean().unstack()
     out = pd.DataFrame({"reference": mean.idxmin(axis=1), "reference_error": mean.min(axis=1)})
     out.index = out.index.set_levels(out.index.levels[0].astype(int), level=0)
     return out
 
 
 def run(algorithms: list[str], samples: int, runs: int) -> list[dict]:
-    sets = {name: load_histogram(path) for name, (d, path) in manifest(quick=False).items() if d == 1}
+    sets = {name: load_histogram(path) for name, (d, path) in manifest(quick=False).items() if d == DIMS}
     records = []
     for algo in algorithms:
         started = time.perf_counter()
@@ -77,12 +93,13 @@ def table(records: list[dict], minutes: float | None) -> str:
                                               include_groups=False)
     design = "; ".join(f"{text}: {', '.join(a for a in ALGORITHMS if counts.get(a) == text)}"
                        for text in sorted(set(counts), reverse=True))
-    lines = ["## Low signal, 1-D: the default release against the best reference algorithm", "",
-             f"DPBench 1-D protocol, ε = {EPSILON}, 4096 cells, prefix workload; fresh samples (seed {SEED}, unseen by "
+    domain = "4096 cells, prefix workload" if DIMS == 1 else "256 × 256 cells, 2000 random rectangles"
+    lines = [f"## Low signal, {DIMS}-D: the default release against the best reference algorithm", "",
+             f"DPBench {DIMS}-D protocol, ε = {EPSILON}, {domain}; fresh samples (seed {SEED}, unseen by "
              f"the rule table), per data set {design}. *auto* is the default release (its noisy "
              "total paid); *best ours* the best of our algorithms on that data set (an oracle, for reference); "
              "*reference* the reference implementation's best algorithm on that data set and its mean error "
-             "(../shared/data/dpbench/reference/full_1d.jsonl). Ratios are ours ÷ the reference's best; below 1 "
+             f"(../shared/data/dpbench/reference/{REFERENCE.name}). Ratios are ours ÷ the reference's best; below 1 "
              f"is better. Records: `bench/results/{RECORDS.name}`.{took}", ""]
     summary = ["| scale | auto: mean ratio | auto: worst ratio (data set) | target mean / worst | best ours: mean "
                "ratio | auto chose |", "|---|---|---|---|---|---|"]
@@ -123,7 +140,8 @@ def speed(frame: pd.DataFrame) -> list[str]:
     ref = pd.read_json(REFERENCE, lines=True)
     ref_seconds = ref.groupby(["alg", "scale"])["alg_time_s"].median()
     ours = frame.groupby(["algorithm", "scale"])["seconds"].median()
-    lines = ["Speed, median seconds per run at n = 4096 (ours on this machine; the reference's from its records, "
+    cells = "n = 4096" if DIMS == 1 else "256 × 256"
+    lines = [f"Speed, median seconds per run at {cells} (ours on this machine; the reference's from its records, "
              "measured elsewhere):", "", "| algorithm | " + " | ".join(f"ours {s:.0e} | reference {s:.0e}"
                                                                      for s in SCALES) + " |",
              "|---" * (1 + 2 * len(SCALES)) + "|"]
@@ -143,7 +161,9 @@ def main() -> None:
     parser.add_argument("--samples", type=int, default=2)
     parser.add_argument("--runs", type=int, default=2)
     parser.add_argument("--from-records", action="store_true")
+    parser.add_argument("--dims", type=int, choices=(1, 2), default=1)
     args = parser.parse_args()
+    configure(args.dims)
     if not DATA.is_dir():
         raise SystemExit(f"DPBench data not found at {DATA}")
     old = [json.loads(line) for line in RECORDS.read_text().splitlines()] if RECORDS.exists() else []
@@ -157,7 +177,7 @@ def main() -> None:
         RECORDS.parent.mkdir(exist_ok=True)
         RECORDS.write_text("".join(json.dumps(r) + "\n" for r in old))
     text = table(old, minutes)
-    replace_section("low-signal", text)
+    replace_section(SECTION, text)
     print(text)
 
 

@@ -49,12 +49,18 @@ def release(source: Any, epsilon: Any = None, schema: Any = None, *, rho: Any = 
     delta : with ``noise="gaussian"``, the δ of the release's (ε, δ) guarantee (0 < δ ≤ 1e-3).  Otherwise the δ
         of (ε, δ)-DP used only to discover categories (e.g. ``"1e-6"``); 0 otherwise.  Not with ``rho``.
     columns : one table over these columns (``["age", "sex"]`` or ``"age,sex"``).
-    tables : several tables, each ``{"name", "columns", "algorithm", "share"}``; epsilon is split by share.
+    tables : several tables, each ``{"name", "columns", "algorithm", "share", "options", "workload"}``; epsilon
+        is split by share.
         With neither ``columns`` nor ``tables``, one 1-D table per schema column, epsilon split equally.
     algorithm : default algorithm for tables that do not name one (``auto``: chosen per table from a noisy
         total; ``identity`` for marginal sets).
     algorithm_options : options for the algorithms (e.g. ``{"branching": 16}``); a table's own ``options``
         take precedence.
+    workload : the questions the tables will answer: ``"ranges"`` (range sums along ordered columns),
+        ``"cells"`` (single cells) or ``"marginals"`` (one-way marginals); a table's own ``workload`` takes
+        precedence.  By default ranges where a column is ordered, cells where every column is a category.
+        ``auto`` chooses the algorithm with the least expected error on it; every table's report states it
+        with the expected error of single cells and of ranges.
     seed : test mode.  Deterministic noise; the release is marked NOT differentially private, and the ledger is
         not touched.
     raw : skip post-processing; ``count`` is then the unbiased noisy estimate.

@@ -26,6 +26,7 @@ from click.core import ParameterSource
 
 from .version import __version__
 from .algorithms import REGISTRY
+from .algorithms.auto import WORKLOADS as RELEASE_WORKLOADS
 from .engines import ENGINES
 from .draft import draft_schema
 from .evaluate import WARNING, WORKLOADS, evaluate
@@ -273,6 +274,11 @@ def _algorithm_option_flags(command):
 @click.option("--algorithm", "-a", metavar="NAME", help=f"Algorithm for tables that name none [{DEFAULT_ALGORITHM}]. "
               "See 'dphist algorithms'.")
 @_algorithm_option_flags
+@click.option("--workload", type=click.Choice(RELEASE_WORKLOADS),
+              help="The questions the tables will answer: range sums along ordered columns, single cells, or one-way "
+              "marginals. auto picks the algorithm with the least "
+              "expected error on them; the report states the expected error of cells and of ranges "
+              "[ranges where a column is ordered; cells where every column is a category].")
 @click.option("--out", "-o", metavar="DIR", help="Output directory [./release].")
 @click.option("--format", "-f", "fmt", type=click.Choice(FORMATS), help="Release file format [csv].")
 @click.option("--raw", is_flag=True, help="Skip post-processing: publish the unbiased noisy counts (may be negative).")
@@ -334,6 +340,7 @@ def release_command(input, epsilon, rho, noise, schema_path, columns, spec, marg
         out = out or job.out
         fmt = fmt or job.format
         settings["algorithm"] = settings["algorithm"] or job.algorithm
+        settings["workload"] = settings["workload"] or job.workload
         tables = job.tables or None
         marginals = job.marginals
         marginal_strategy = marginal_strategy or job.marginal_strategy
@@ -520,7 +527,8 @@ def _private_schema(input, out, epsilon, delta, columns, bins, max_categories, b
 @click.option("--trials", "-k", default=10, show_default=True, type=click.IntRange(1, 10_000),
               help="Runs per algorithm.")
 @click.option("--workload", "-w", type=click.Choice(WORKLOADS),
-              help="Queries to score [all-ranges for one column, random-boxes (2000) otherwise].")
+              help="Queries to score: ranges (all ranges for one column, 2000 random boxes otherwise; the default), "
+                   "cells, marginals (one-way), or all-ranges, prefix, random-ranges, random-boxes, identity.")
 @_algorithm_option_flags
 @click.option("--seed", type=click.IntRange(min=0), metavar="N", help="Deterministic noise.")
 def evaluate_command(input, epsilon, rho, noise, delta, schema_path, columns, algorithms, trials, workload,
@@ -882,7 +890,8 @@ def algorithms_command():
         for key, (default, _) in cls.options.items():
             # Tree methods leave branching and budget_split to the method's own default.
             shown = {"branching": getattr(cls, "default_branching", None),
-                     "budget_split": getattr(cls, "default_split", None)}.get(key) if default is None else default
+                     "budget_split": getattr(cls, "default_split", None),
+                     "workload": "from the columns"}.get(key) if default is None else default
             note = f": {cls.option_help[key]}" if key in cls.option_help else ""
             click.echo(f"{'':<15}option {key} ({'required' if shown is None else f'default {shown}'}){note}")
 

@@ -28,10 +28,14 @@ WARNING = ("NOT PRIVATE: these errors are computed from the true counts. Use the
            "publish them. A choice made from them depends on the data: for a strict guarantee, evaluate on a "
            "public or synthetic stand-in instead.")
 
-WORKLOADS = ("all-ranges", "prefix", "random-ranges", "random-boxes", "identity")
+WORKLOADS = ("all-ranges", "prefix", "random-ranges", "random-boxes", "identity", "ranges", "cells", "marginals")
 
 
 def _workload(name: str | None, shape: tuple[int, ...]) -> workloads.Workload:
+    # The release's workload names (--workload of dphist release) stand for these query sets.
+    if name == "marginals":
+        return workloads.marginals(shape, [(k,) for k in range(len(shape))])
+    name = {"ranges": None, "cells": "identity"}.get(name, name)
     if name is None:
         name = "all-ranges" if len(shape) == 1 else "random-boxes"
     if name in ("all-ranges", "prefix", "random-ranges") and len(shape) != 1:

@@ -22,6 +22,9 @@ Instead of ``tables``, a job may list ``marginals`` (tables that must agree exac
     marginals: [[age, sex], [sex, income], [age, income]]
     marginal_strategy: auto      # or full / separate
 
+``workload`` (for the whole job, or per table) names the questions the tables will answer: ``ranges``,
+``cells`` or ``marginals`` (as ``--workload``); auto chooses for it and the report states it.
+
 Relative paths are taken relative to the spec file.  ``{date}`` in ``out`` becomes today's date (YYYY-MM-DD).
 """
 
@@ -33,6 +36,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from .algorithms.auto import WORKLOADS
 from .privacy import parse_share
 from .errors import UsageError
 from .marginals import parse_marginals
@@ -45,13 +49,15 @@ _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$")
 
 @dataclass(frozen=True)
 class TableRequest:
-    """One table to release: a name, its columns (axes, in order), an algorithm and a budget share."""
+    """One table to release: a name, its columns (axes, in order), an algorithm, a budget share, the algorithm's
+    options and the workload (the questions it will answer: ranges, cells or marginals; None: the run's)."""
 
     name: str
     columns: tuple[str, ...]
     algorithm: str | None = None
     share: Any = 1
     options: dict = field(default_factory=dict)
+    workload: str | None = None
 
 
 @dataclass
@@ -70,6 +76,7 @@ class Job:
     run_key: str | None = None
     marginals: list[list[str]] | None = None
     marginal_strategy: str | None = None
+    workload: str | None = None
 
 
 def table_name_for(columns: list[str] | tuple[str, ...]) -> str:
@@ -94,7 +101,7 @@ def _parse_tables(entries: list, source: str) -> list[TableRequest]:
         where = f"{source}: table {i}"
         if not isinstance(entry, dict):
             raise UsageError(f"{where}: must be a mapping with 'columns'")
-        unknown = set(entry) - {"name", "columns", "algorithm", "share", "options"}
+        unknown = set(entry) - {"name", "columns", "algorithm", "share", "options", "workload"}
         if unknown:
             raise UsageError(f"{where}: unknown field '{sorted(map(str, unknown))[0]}'")
         columns = entry.get("columns")
@@ -108,8 +115,11 @@ def _parse_tables(entries: list, source: str) -> list[TableRequest]:
         options = entry.get("options", {})
         if not isinstance(options, dict):
             raise UsageError(f"{where}: 'options' must be a mapping such as {{branching: 16}}")
+        workload = entry.get("workload")
+        if workload is not None and workload not in WORKLOADS:
+            raise UsageError(f"{where}: 'workload' must be one of {', '.join(WORKLOADS)}, not {str(workload)[:40]!r}")
         tables.append(TableRequest(name, tuple(columns), None if algorithm is None else str(algorithm), share,
-                                   {str(k): v for k, v in options.items()}))
+                                   {str(k): v for k, v in options.items()}, workload))
     check_table_names(tables)
     return tables
 
@@ -133,7 +143,7 @@ def load_job(path: str | Path, today: _dt.date | None = None) -> Job:
     if not isinstance(document, dict):
         raise UsageError(f"{path}: a job spec must be a mapping with a 'tables' list")
     known = {"input", "schema", "epsilon", "rho", "noise", "delta", "out", "format", "algorithm", "tables",
-             "dataset_id", "run_key", "marginals", "marginal_strategy"}
+             "dataset_id", "run_key", "marginals", "marginal_strategy", "workload"}
     unknown = set(document) - known
     if unknown:
         raise UsageError(f"{path}: unknown field '{sorted(map(str, unknown))[0]}'")
@@ -162,6 +172,9 @@ def load_job(path: str | Path, today: _dt.date | None = None) -> Job:
     noise = document.get("noise")
     if noise is not None and noise not in ("laplace", "gaussian"):
         raise UsageError(f"{path}: 'noise' must be laplace or gaussian, not {str(noise)[:40]!r}")
+    workload = document.get("workload")
+    if workload is not None and workload not in WORKLOADS:
+        raise UsageError(f"{path}: 'workload' must be one of {', '.join(WORKLOADS)}, not {str(workload)[:40]!r}")
     marginals = document.get("marginals")
     if marginals is not None:
         if "tables" in document:
@@ -172,6 +185,7 @@ def load_job(path: str | Path, today: _dt.date | None = None) -> Job:
     return Job(
         marginals=marginals,
         marginal_strategy=text("marginal_strategy"),
+        workload=workload,
         dataset_id=text("dataset_id"),
         run_key=text("run_key"),
         input=relative("input"),

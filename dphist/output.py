@@ -19,7 +19,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from .algorithms import Algorithm, Estimate
+from . import expected_error
+from .algorithms import Algorithm, Estimate, get_algorithm
 from .counting import TableShape
 from .inference import nonnegative_integer_table
 from .io.writers import stage_release, write_release
@@ -130,6 +131,11 @@ class Release:
         width = max(len(t["name"]) for t in r["tables"])
         for t in r["tables"]:
             sd = f", sd per cell {t['expected_cell_sd']:.3g}" if t.get("expected_cell_sd") is not None else ""
+            errors = t.get("expected_error") or {}
+            if "cells" in errors and "ranges" in errors:
+                typical = "typical " if "rms" not in errors["cells"] else ""
+                sd += (f"; for {t['workload']}: {typical}mean error per cell {errors['cells']['mean_abs']:.3g}, "
+                       f"per range {errors['ranges']['mean_abs']:.3g}")
             shared = f" (a sum of the one {t['derived_from']} table)" if t.get("derived_from") else ""
             algorithm = t["algorithm"] + (" (auto)" if t.get("algorithm_choice") else "")
             unit = "epsilon" if "epsilon" in t else "rho"
@@ -278,8 +284,22 @@ def table_report(table: MeasuredTable, factor: int, raw: bool) -> dict:
         **({"chosen_from_noisy_values": choices} if choices else {}),
         "steps": [m.report() for m in budget.measurements],
         "expected_cell_sd": _rms_sd(estimate.variance),
+        "workload": request.workload,
+        "expected_error": _expected_error(table, factor, choice),
         "post_processing": "none (--raw)" if raw else POST_PROCESSING,
     }
+
+
+def _expected_error(table: MeasuredTable, factor: int, choice: dict | None) -> dict:
+    """The expected error of single cells and of ranges (:mod:`dphist.expected_error`) of the algorithm that
+    produced the table (auto's choice, at the budget left after auto's noisy total).  Public facts only."""
+    algorithm, amount = table.algorithm, table.budget.amount
+    if choice is not None:
+        algorithm = get_algorithm(choice["chosen"])
+        amount -= Fraction(choice.get("epsilon_for_total", 0))
+    figures = expected_error.expected_errors(algorithm, table.shape.shape, table.shape.columns, amount,
+                                             table.budget.definition, factor, float(np.sum(table.estimate.values)))
+    return {"unit": "records", **figures}
 
 
 def _table_amount(budget: PrivacyBudget, factor: int) -> dict:

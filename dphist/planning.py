@@ -13,13 +13,14 @@ from __future__ import annotations
 
 import math
 import os
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field, fields, replace
 from fractions import Fraction
 from typing import Any
 
 import numpy as np
 
 from .algorithms import Algorithm, applicable_options, get_algorithm
+from .algorithms.auto import WORKLOADS, default_workload
 from .contribution import UnitBound
 from .counting import TableShape
 from .discovery import (AUTO, BINNINGS, DEFAULT_BINS, DEFAULT_MAX_CATEGORIES, DEFAULT_SHARE, DiscoveryPlan,
@@ -95,6 +96,7 @@ class ReleaseOptions:
     max_cells: int = DEFAULT_MAX_CELLS
     rho: Any = None
     noise: str | None = None
+    workload: str | None = None
     unit: UnitBound | None = field(init=False, default=None)
     definition: str = field(init=False, default="pure")
 
@@ -130,6 +132,7 @@ class ReleaseOptions:
             set_("marginals", tuple(parse_marginals(self.marginals)))
             if self.raw:
                 raise UsageError("marginals are post-processed to agree with each other: --raw does not apply")
+        check_workload(self.workload)
         if self.marginal_strategy not in STRATEGIES:
             raise UsageError(f"unknown marginal strategy '{self.marginal_strategy}' (choose one of "
                              f"{', '.join(STRATEGIES)})")
@@ -280,6 +283,13 @@ def make_plan(source: Any, options: ReleaseOptions) -> ReleasePlan:
         if not any(key in applicable_options(n, {key: None}) for n in names):
             raise UsageError(f"option '{key}' does not apply to {', '.join(sorted(set(names)))}")
     shapes = [_table_shape(schema, t, o.max_cells) for t in requests]
+    # The questions each table will answer: auto's own option, the table's workload, the run's, else what its
+    # columns suggest.  auto chooses for it; every report states it with the expected errors.
+    requests = [replace(t, workload=a.params.get("workload") or t.workload or o.workload
+                        or default_workload(shape.columns)) for a, t, shape in zip(algorithms, requests, shapes)]
+    for a, t in zip(algorithms, requests):
+        if "workload" in a.options:
+            a.params["workload"] = t.workload
     for algo, shape in zip(algorithms, shapes):
         algo.check_shape(shape.shape)
     budgets = split_shares(table_amount, [Fraction(t.share) for t in requests])
@@ -437,6 +447,12 @@ def _requested_columns(columns: tuple[str, ...] | None, tables: tuple[TableReque
     if schema is not None:
         return list(schema.columns)
     return [c for c in src.column_names() if unit is None or c != unit.column]
+
+
+def check_workload(workload: str | None, where: str = "") -> None:
+    """UsageError unless ``workload`` is None or one of :data:`WORKLOADS`."""
+    if workload is not None and workload not in WORKLOADS:
+        raise UsageError(f"{where}unknown workload '{str(workload)[:40]}' (choose one of {', '.join(WORKLOADS)})")
 
 
 def _table_requests(default: list[str], columns: tuple[str, ...] | None,

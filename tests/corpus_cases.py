@@ -1031,6 +1031,11 @@ for _name, _body, _kw in [
     ("job_option_dawa_penalty_text", _T % "algorithm: dawa, options: {penalty: lots}", ("penalty",)),
     ("job_option_mwem_rounds_zero", _T % "algorithm: mwem, options: {rounds: 0}", ("mwem", "rounds")),
     ("job_option_mwem_scale_fit_unknown", _T % "algorithm: mwem, options: {scale_fit: maybe}", ("scale_fit",)),
+    ("job_table_workload_unknown", _T % "workload: queries", ("workload", "queries")),
+    ("job_table_workload_list", _T % "workload: [cells]", ("workload",)),
+    ("job_workload_unknown", "workload: everything\ntables:\n  - {columns: [age]}\n", ("workload", "everything")),
+    ("job_workload_number", "workload: 3\ntables:\n  - {columns: [age]}\n", ("workload",)),
+    ("job_option_auto_workload_unknown", _T % "algorithm: auto, options: {workload: rows}", ("workload",)),
     ("job_options_list", _T % "options: [cap, 5]", ("options",)),
     ("job_columns_nested", "tables:\n  - {columns: [[age]]}\n", ("columns",)),
     ("job_name_path_traversal", "tables:\n  - {name: ../evil, columns: [age]}\n", ("../evil",)),
@@ -1151,8 +1156,9 @@ for _name, _pair, _kw in [
 ]:
     add(_name, _opt("--algorithm", "auto", "--option", _pair, keywords=_kw))
 
-# One-column algorithms refuse a two-way table before any data is read.
-for _algo in ("dawa", "mwem", "efpa"):
+# One-column algorithms refuse a two-way table before any data is read (DAWA takes two columns, along the Hilbert
+# curve, and UGrid and AGrid need exactly two).
+for _algo in ("mwem", "efpa"):
     add(f"{_algo}_two_columns", _opt("--algorithm", _algo, "--columns", "age,sex",
                                      keywords=(_algo, "one-column")))
 
@@ -1189,6 +1195,12 @@ for _name, _value in [("discovery_share_zero", "0"), ("discovery_share_one", "1"
                     keywords=("discovery share",)))
 add("discovery_bins_zero", _opt("--columns", "age,score", "--discovery-bins", "0", keywords=("--discovery-bins",)))
 add("format_unknown", _opt("--format", "xlsx", keywords=("--format",)))
+add("ugrid_one_column", _opt("--algorithm", "ugrid", "--columns", "age", keywords=("ugrid", "2 columns")))
+add("agrid_one_column", _opt("--algorithm", "agrid", "--columns", "age", keywords=("agrid", "2 columns")))
+add("workload_unknown", _opt("--workload", "queries", keywords=("--workload",)))
+add("workload_empty", _opt("--workload=", keywords=("--workload",)))
+add("workload_option_for_auto_unknown", _opt("--algorithm", "auto", "--option", "workload=rows",
+                                             keywords=("workload",)))
 add("algorithm_empty", _opt("--algorithm=", "--quiet", code=ACCEPT_OR_REFUSE, keywords=("algorithm",)))
 add("algorithm_unknown_with_columns", _opt("--algorithm", "../../etc", "--columns", "age", keywords=("algorithm",)))
 add("budget_split_unknown", _opt("--algorithm", "h", "--budget-split", "random", keywords=("--budget-split",)))

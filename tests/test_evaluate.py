@@ -45,6 +45,22 @@ def test_errors_rank_as_expected_on_ranges():
     assert info["queries"] == 1024 * 1025 // 2
 
 
+def test_release_workload_names_score_their_queries():
+    """The release's --workload names work here too: cells (identity beats the tree on single cells), ranges
+    (the default queries) and marginals (one-way)."""
+    rng = np.random.default_rng(1)
+    frame = pd.DataFrame({"v": rng.integers(0, 256, 20_000), "w": rng.integers(0, 8, 20_000)})
+    schema = {"columns": {"v": {"type": "numeric", "lower": 0, "upper": 256, "bins": 256},
+                          "w": {"type": "numeric", "lower": 0, "upper": 8, "bins": 8}}}
+    table, info = evaluate(frame, "0.5", schema, "v", ["identity", "hb"], trials=5, seed=3, workload="cells")
+    scores = dict(zip(table["algorithm"], table["scaled_l1_mean"]))
+    assert info["queries"] == 256 and scores["identity"] < scores["hb"]
+    _, info = evaluate(frame, "0.5", schema, "v", ["identity"], trials=1, seed=3, workload="ranges")
+    assert info["queries"] == 256 * 257 // 2
+    _, info = evaluate(frame, "0.5", schema, "v,w", ["identity"], trials=1, seed=3, workload="marginals")
+    assert info["queries"] == 256 + 8
+
+
 @pytest.mark.parametrize("kwargs, message", [({"workload": "prefix", "columns": "income,age"}, "one-column"),
                                              ({"workload": "nope"}, "unknown workload"),
                                              ({"trials": 0}, "trials")])

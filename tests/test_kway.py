@@ -35,6 +35,10 @@ def test_four_way_tables(frame, name, tmp_path):
         with pytest.raises(UsageError, match="one-column tables"):
             dphist.api.plan_release(frame, "1", SCHEMA, columns=COLUMNS, algorithm=name, algorithm_options=options)
         return
+    if name in ("ugrid", "agrid"):  # grids over two columns (Qardaji et al.)
+        with pytest.raises(UsageError, match="exactly 2 columns"):
+            dphist.api.plan_release(frame, "1", SCHEMA, columns=COLUMNS, algorithm=name, algorithm_options=options)
+        return
     if name == "privtree":  # a split cuts every axis in two: fan-out 2^d, kept to d <= 3
         with pytest.raises(UsageError, match="1 to 3 columns"):
             dphist.api.plan_release(frame, "1", SCHEMA, columns=COLUMNS, algorithm=name, algorithm_options=options)

@@ -1,15 +1,20 @@
 """Auto: choose the algorithm for a table from public facts and a noisy total, then run it.
 
     measure:  N̂ = Σx + DLap(1/ε₀), ε₀ = share·ε                    (Δ = 1: one record changes the total by 1)
-    choose:   from the table's dimensions, its number of cells, the column kinds and the signal s = max(N̂, 1)·ε₁,
-              ε₁ = ε − ε₀, look up the rule table learned on the DPBench grid (``auto_rules.RULES``, written by
-              bench/auto_rules.py): the algorithm with the lowest mean regret at that dimension, the nearest
-              learned domain size and the signal decade round(log₁₀ s)
+    choose:   from the workload (the questions the table will answer: ranges, single cells or one-way
+              marginals), the table's dimensions, its number of cells, the column kinds and the signal
+              s = max(N̂, 1)·ε₁, ε₁ = ε − ε₀, look up the workload's rule table learned on the DPBench grid
+              (``auto_rules.RULES[workload]``, written by bench/auto_rules.py): the algorithm with the lowest mean
+              regret at that dimension, the nearest learned domain size and the signal decade round(log₁₀ s)
     run:      the chosen algorithm at ε₁ (DPCube and the k-d tree take their block size from N̂ instead of
               measuring a total of their own)
 
 The choice reads the data only through N̂, so it is post-processing of an ε₀-DP measurement, and the whole is
-ε-DP by sequential composition (ε₀ + ε₁ = ε).  The report names the choice, the rule entry and N̂.
+ε-DP by sequential composition (ε₀ + ε₁ = ε).  The report names the workload, the choice, the rule entry and N̂.
+
+The workload is the steward's (``--workload``); by default it follows the columns (:func:`default_workload`):
+ranges when a column is ordered (numbers, dates, or categories with a declared hierarchy), single cells when
+every column is a plain category.
 
 Outside the grid: range queries run along ordered columns only, so a categorical column (without a hierarchy)
 splits the table into slices and the rule is looked up for one slice (the ordered columns, N̂/slices records);
@@ -44,9 +49,24 @@ from .base import Algorithm, Estimate
 from .catalog import REGISTRY, get_algorithm
 from .partitioning import DPCube
 
-__all__ = ["Auto", "nearest_rule", "choose_gaussian"]
+__all__ = ["Auto", "nearest_rule", "choose_gaussian", "WORKLOADS", "default_workload"]
 
 FALLBACK = "hb"
+#: Algorithms that read a table of two columns as one sequence of cells (DAWA, along the Hilbert curve): with
+#: categorical slices the curve would interleave the categories, so there they give way as a one-column
+#: algorithm does.
+SEQUENCE_ONLY = ("dawa",)
+#: The questions a table may be released for: range sums along its ordered columns, its single cells, or its
+#: one-way marginals (the cells themselves for one column).
+WORKLOADS = ("ranges", "cells", "marginals")
+
+
+def default_workload(columns) -> str:
+    """The workload a table is released for when the steward names none: single cells when every column is a
+    plain category (its cells have no order, so a range is no question), else ranges."""
+    if columns and all(_unordered(c) for c in columns):
+        return "cells"
+    return "ranges"
 
 
 def nearest_rule(rules: dict, dims: int, cells: int, signal: float) -> tuple[str, float, int, tuple, int]:
@@ -96,12 +116,18 @@ def _axis_error_factors(axis, ordered: bool) -> tuple[float, float]:
     return float(axis.l2_squared), float((factors * scales**2).sum(axis=1).mean())
 
 
-def choose_gaussian(shape: tuple[int, ...], columns=None) -> dict:
+def choose_gaussian(shape: tuple[int, ...], columns=None, workload: str = "ranges") -> dict:
     """The zCDP choice for a table of ``shape``: ``chosen``, ``reason`` and ``expected`` (each candidate's exact
-    average variance per query of the table's workload, per unit σ² = 1/(2ρ)).  Reads only public facts."""
+    average variance per query of the table's workload, per unit σ² = 1/(2ρ)).  Reads only public facts.  For
+    the cells workload the choice is identity, whose every cell has the least variance any of these strategies
+    gives a cell (each spends the whole budget on one measurement of every cell or on several coarser ones); the
+    marginals workload is served as ranges (a marginal's cell is a range along its axis)."""
     from .hierarchical import EXACT_L2_CELLS, best_branching, l2_range_error  # noqa: PLC0415
     from .privelet import HaarAxis, Privelet  # noqa: PLC0415
     unordered = set(_unordered_axes(columns))
+    if workload == "cells":
+        return {"chosen": "identity", "reason": "zCDP, workload cells: identity is the unbiased estimate of each "
+                "cell with the least variance", "expected": {}}
     if len(unordered) == len(shape):
         return {"chosen": "identity", "reason": "zCDP: every column is categorical: cells have no order, so range "
                 "queries do not apply and identity is the unbiased estimate of each cell", "expected": {}}
@@ -130,37 +156,49 @@ def choose_gaussian(shape: tuple[int, ...], columns=None) -> dict:
 
 class Auto(Algorithm):
     name = "auto"
-    summary = "chooses an algorithm per table from its shape, ε and a noisy total (rules learned on DPBench)"
-    options = {"total_share": (Fraction(1, 20), option.fraction_between_0_and_1)}
-    option_help = {"total_share": "share of the table's ε spent on the noisy total that the choice reads"}
+    summary = "chooses an algorithm per table from its shape, ε, workload and a noisy total (rules learned on DPBench)"
+    options = {"total_share": (Fraction(1, 20), option.fraction_between_0_and_1),
+               "workload": (None, option.choice(*WORKLOADS))}
+    option_help = {"total_share": "share of the table's ε spent on the noisy total that the choice reads",
+                   "workload": "the questions the table will answer: ranges, cells or marginals (one-way); by "
+                               "default ranges when a column is ordered, cells when every column is a category"}
     data_adaptive = True
+
+    def workload(self, columns=None) -> str:
+        """The workload the choice serves: the ``workload`` option, else :func:`default_workload` of ``columns``."""
+        return self.params["workload"] or default_workload(columns)
 
     def choose(self, shape: tuple[int, ...], epsilon: Fraction, noisy_total: float, columns=None) -> dict:
         """The choice for a table of ``shape`` to be released at ``epsilon`` per record (after the total's share),
-        as a report entry: ``chosen`` and ``reason``.  Reads only public facts and the noisy total."""
-        # Range queries run along ordered columns only: a categorical column splits the table into slices, each
-        # an ordered table with its share of the records, so the rule is looked up for one slice.
+        as a report entry: ``workload``, ``chosen`` and ``reason``.  Reads only public facts and the noisy
+        total."""
+        workload = self.workload(columns)
+        # Locality (what every algorithm but identity exploits) runs along ordered columns only: a categorical
+        # column splits the table into slices, each an ordered table with its share of the records, so the rule
+        # is looked up for one slice.
         unordered = _unordered_axes(columns)
         ordered = [n for k, n in enumerate(shape) if k not in unordered]
         if not ordered:
-            return {"chosen": "identity", "reason": "every column is categorical: cells have no order, so range "
-                    "queries do not apply and identity is the unbiased estimate of each cell"}
+            return {"workload": workload, "chosen": "identity",
+                    "reason": "every column is categorical: cells have no order, so no algorithm gains from "
+                    "neighbouring cells and identity is the unbiased estimate of each cell"}
         slices = int(np.prod([shape[k] for k in unordered], dtype=np.int64))
         signal = max(float(noisy_total), 1.0) * float(epsilon) / slices
-        name, regret, datasets, (d, size), dec = nearest_rule(RULES, len(ordered), int(np.prod(ordered)), signal)
+        rules = RULES[workload]
+        name, regret, datasets, (d, size), dec = nearest_rule(rules, len(ordered), int(np.prod(ordered)), signal)
         per_slice = f" per slice of the {slices} categories" if slices > 1 else ""
-        reason = (f"rule for {d}-D tables of {size} cells at noisy total x epsilon ~ 1e{dec} (here {signal:.3g}"
-                  f"{per_slice}): lowest mean regret on the DPBench grid ({regret} over {datasets} data sets)")
-        try:
-            get_algorithm(name).check_shape(shape)
-        except UsageError:
-            entry = RULES[(d, size)][dec]
+        reason = (f"{workload} rule for {d}-D tables of {size} cells at noisy total x epsilon ~ 1e{dec} (here "
+                  f"{signal:.3g}{per_slice}): lowest mean regret on the DPBench grid ({regret} over {datasets} "
+                  "data sets)")
+        if not _takes(name, shape) or (slices > 1 and name in SEQUENCE_ONLY):
+            entry = rules[(d, size)][dec]
             # The rule's best algorithm for tables of several columns, else the fixed fallback.
-            other = entry[3] if len(entry) > 3 and _takes(entry[3], shape) else FALLBACK
+            usable = len(entry) > 3 and _takes(entry[3], shape) and not (slices > 1 and entry[3] in SEQUENCE_ONLY)
+            other = entry[3] if usable else FALLBACK
             why = " (the rule's best for several columns)" if other != FALLBACK else ""
             reason += f"; {name} cannot take a table of shape {tuple(shape)}, so {other}{why}"
             name = other
-        return {"chosen": name, "reason": reason}
+        return {"workload": workload, "chosen": name, "reason": reason}
 
     def instance(self, name: str, shape: tuple[int, ...], epsilon: Fraction, noisy_total: float) -> Algorithm:
         """The chosen algorithm, set up to reuse N̂ where it would otherwise measure a total of its own."""
@@ -174,9 +212,11 @@ class Auto(Algorithm):
     def run(self, counts: np.ndarray, budget: PrivacyBudget, columns=None) -> Estimate:
         if budget.noise == "gaussian":
             # zCDP: a data-independent choice from public facts only, so no total is measured.
-            choice = choose_gaussian(counts.shape, columns)
+            workload = self.workload(columns)
+            choice = choose_gaussian(counts.shape, columns, workload)
             estimate = get_algorithm(choice["chosen"]).run(counts, budget, columns)
-            estimate.choices = {"algorithm_choice": {"chosen": choice["chosen"], "reason": choice["reason"]},
+            estimate.choices = {"algorithm_choice": {"workload": workload, "chosen": choice["chosen"],
+                                                     "reason": choice["reason"]},
                                 **estimate.choices}
             estimate.structure = {"algorithm": choice["chosen"], **estimate.structure}
             return estimate

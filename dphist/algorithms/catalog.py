@@ -10,6 +10,7 @@ from .ahp import AHP
 from .base import Algorithm
 from .dawa import DAWA
 from .efpa import EFPA
+from .grids import AGrid, UGrid
 from .hierarchical import H, Hb, QuadTree
 from .identity import Identity
 from .mwem import MWEM
@@ -49,5 +50,5 @@ def get_algorithm(name: str, **options) -> Algorithm:
 
 
 for _cls in (Identity, H, Hb, QuadTree, Privelet, NoiseFirst, DPCube, KDTree, StructureFirst, AHP,
-             PrivTree, MWEM, EFPA, DAWA):
+             PrivTree, MWEM, EFPA, DAWA, UGrid, AGrid):
     register(_cls)

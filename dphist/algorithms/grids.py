@@ -155,7 +155,7 @@ _COMMON_HELP = {"c": "grid constant: about N·ε/c blocks (larger c: fewer, larg
 
 class UGrid(_Grid):
     name = "ugrid"
-    summary = ("uniform grid of about √(Nε/10) × √(Nε/10) blocks, noisy block counts spread evenly "
+    summary = ("uniform grid of about √(Nε/c) × √(Nε/c) blocks (c = 5), noisy block counts spread evenly "
                "(Qardaji et al. 2013); 2 columns, small counts")
     options = {**_COMMON_OPTIONS, "total_share": (Fraction(1, 10), option.fraction_between_0_and_1)}
     option_help = dict(_COMMON_HELP)

@@ -92,3 +92,13 @@ def cases(mutants: bool = True) -> list:
                 Case("agrid (4, 4) sizes level 2 from true level-1 counts", TrueCountAGrid(**a_opts), a_data,
                      a_neighbour, EPSILON, mutant=True)]
     return out
+
+
+def ugrid_cases(mutants: bool = True) -> list:
+    """UGrid's cases of :func:`cases` (the audit runs each algorithm's own cases by its name)."""
+    return [c for c in cases(mutants) if c.name.startswith("ugrid")]
+
+
+def agrid_cases(mutants: bool = True) -> list:
+    """AGrid's cases of :func:`cases`."""
+    return [c for c in cases(mutants) if c.name.startswith("agrid")]

@@ -50,14 +50,15 @@ from .discovery_steps import (ArgmaxBounds, CandidatesBeforeBounding, Discovered
                               UnthresholdedSelection, bounds_pair, labels_pair, tail_pair, unit_labels_pair)
 from .units import BoundedUnits, UnboundedUnits, unit_pairs
 from .mutants import MUTANTS, ZCDP_MUTANTS, UnsquaredL2Tree
-from . import ahp_cases, dawa_cases, efpa_cases, mwem_cases, privtree_cases
+from . import ahp_cases, dawa_cases, efpa_cases, grid_cases, mwem_cases, privtree_cases
 from .replication import NoisePool, PooledBudget, PooledZCDPBudget, ReplicatedBudget, ReplicatedZCDPBudget
 
 __all__ = ["Case", "AuditResult", "default_cases", "zcdp_cases", "audit", "ALPHA"]
 
 #: Per algorithm, the module function giving its own audit cases (and mutants, when asked).
 ALGORITHM_CASES = {"ahp": ahp_cases.cases, "dawa": dawa_cases.cases, "efpa": efpa_cases.cases,
-                   "mwem": mwem_cases.cases, "privtree": privtree_cases.cases}
+                   "mwem": mwem_cases.cases, "privtree": privtree_cases.cases, "ugrid": grid_cases.ugrid_cases,
+                   "agrid": grid_cases.agrid_cases}
 ALPHA = 1e-6  # total false-alarm probability for a correct algorithm, over all cases of one audit
 ADAPTIVE_SHARE = 1 / 20  # fraction of the samples for data-adaptive algorithms (one Python run per sample)
 OUTCOME_SHARE = 1 / 60  # for discovery, whose outcome is a domain (events on it need fewer runs to show)
@@ -150,8 +151,9 @@ def _flip_pair(epsilon: Fraction, name: str = "dpcube") -> tuple[np.ndarray, np.
 
 
 def _auto_flip_pair(epsilon: Fraction) -> tuple[str, np.ndarray, np.ndarray]:
-    """A 1-D pair (D, D + one record) whose TRUE totals straddle a boundary of auto's rule table, so that a choice
-    read off the true total would differ between them: the worst case for the choice."""
+    """A 1-D pair (D, D + one record) whose TRUE totals straddle a boundary of auto's rule table for ranges (the
+    default workload of an ordered column), so that a choice read off the true total would differ between them:
+    the worst case for the choice."""
     from ..algorithms.auto import Auto, RULES
 
     auto = Auto()
@@ -159,7 +161,7 @@ def _auto_flip_pair(epsilon: Fraction) -> tuple[str, np.ndarray, np.ndarray]:
     # A boundary between two data-independent algorithms first: their outputs differ in structure the audit's
     # events see at once (a data-adaptive one, such as DAWA, hides its noise in a data-dependent structure).
     for plain_only in (True, False):
-        for (dims, cells), decades in sorted(RULES.items()):
+        for (dims, cells), decades in sorted(RULES["ranges"].items()):
             if dims != 1:
                 continue
             for dec in sorted(decades)[:-1]:
