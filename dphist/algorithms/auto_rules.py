@@ -14,9 +14,9 @@ RULES = {
         (1, 16): {
             2: ('identity', 1.352, 18, 'identity'),
             3: ('identity', 1.078, 18, 'identity'),
-            4: ('hb', 1.098, 18, 'hb'),
+            4: ('identity', 1.101, 18, 'identity'),
             5: ('identity', 1.159, 18, 'identity'),
-            6: ('hb', 1.076, 18, 'hb'),
+            6: ('identity', 1.081, 18, 'identity'),
             7: ('identity', 1.123, 18, 'identity'),
         },
         (1, 64): {
@@ -52,11 +52,11 @@ RULES = {
             7: ('hb', 1.067, 18, 'hb'),
         },
         (2, 256): {
-            2: ('dpcube', 1.356, 10, 'dpcube'),
+            2: ('hb', 1.38, 10, 'hb'),
             3: ('hb', 1.2, 10, 'hb'),
-            4: ('dpcube', 1.281, 10, 'dpcube'),
+            4: ('hb', 1.299, 10, 'hb'),
             5: ('hb', 1.207, 10, 'hb'),
-            6: ('dpcube', 1.23, 10, 'dpcube'),
+            6: ('hb', 1.244, 10, 'hb'),
             7: ('hb', 1.379, 10, 'hb'),
         },
         (2, 1024): {
@@ -65,7 +65,7 @@ RULES = {
             4: ('dpcube', 1.306, 10, 'dpcube'),
             5: ('dpcube', 1.198, 10, 'dpcube'),
             6: ('hb', 1.245, 10, 'hb'),
-            7: ('dpcube', 1.445, 10, 'dpcube'),
+            7: ('hb', 1.45, 10, 'hb'),
         },
         (2, 4096): {
             2: ('dpcube', 1.172, 10, 'dpcube'),
@@ -96,13 +96,13 @@ RULES = {
         (1, 16): {
             2: ('identity', 1.098, 18, 'identity'),
             3: ('identity', 1.021, 18, 'identity'),
-            4: ('hb', 1.048, 18, 'hb'),
+            4: ('identity', 1.058, 18, 'identity'),
             5: ('identity', 1.039, 18, 'identity'),
             6: ('identity', 1.023, 18, 'identity'),
             7: ('identity', 1.036, 18, 'identity'),
         },
         (1, 64): {
-            2: ('privtree', 1.401, 18, 'privtree'),
+            2: ('identity', 1.438, 18, 'identity'),
             3: ('identity', 1.004, 18, 'identity'),
             4: ('identity', 1.038, 18, 'identity'),
             5: ('identity', 1.003, 18, 'identity'),
@@ -134,7 +134,7 @@ RULES = {
             7: ('identity', 1.028, 18, 'identity'),
         },
         (2, 256): {
-            2: ('privtree', 1.222, 10, 'privtree'),
+            2: ('hb', 1.277, 10, 'hb'),
             3: ('identity', 1.171, 10, 'identity'),
             4: ('identity', 1.127, 10, 'identity'),
             5: ('identity', 1.015, 10, 'identity'),
@@ -159,7 +159,7 @@ RULES = {
         },
         (2, 16384): {
             2: ('privtree', 1.077, 10, 'privtree'),
-            3: ('hb', 1.166, 10, 'hb'),
+            3: ('identity', 1.189, 10, 'identity'),
             4: ('identity', 1.163, 10, 'identity'),
             5: ('identity', 1.106, 10, 'identity'),
             6: ('identity', 1.126, 10, 'identity'),
@@ -178,13 +178,13 @@ RULES = {
         (1, 16): {
             2: ('identity', 1.098, 18, 'identity'),
             3: ('identity', 1.021, 18, 'identity'),
-            4: ('hb', 1.048, 18, 'hb'),
+            4: ('identity', 1.058, 18, 'identity'),
             5: ('identity', 1.039, 18, 'identity'),
             6: ('identity', 1.023, 18, 'identity'),
             7: ('identity', 1.036, 18, 'identity'),
         },
         (1, 64): {
-            2: ('privtree', 1.401, 18, 'privtree'),
+            2: ('identity', 1.438, 18, 'identity'),
             3: ('identity', 1.004, 18, 'identity'),
             4: ('identity', 1.038, 18, 'identity'),
             5: ('identity', 1.003, 18, 'identity'),
@@ -216,7 +216,7 @@ RULES = {
             7: ('identity', 1.028, 18, 'identity'),
         },
         (2, 256): {
-            2: ('privtree', 1.208, 10, 'privtree'),
+            2: ('hb', 1.236, 10, 'hb'),
             3: ('dpcube', 1.204, 10, 'dpcube'),
             4: ('identity', 1.214, 10, 'identity'),
             5: ('identity', 1.043, 10, 'identity'),
@@ -233,11 +233,11 @@ RULES = {
         },
         (2, 4096): {
             2: ('privtree', 1.065, 10, 'privtree'),
-            3: ('hb', 1.168, 10, 'hb'),
+            3: ('identity', 1.202, 10, 'identity'),
             4: ('dpcube', 1.184, 10, 'dpcube'),
             5: ('identity', 1.19, 10, 'identity'),
-            6: ('dpcube', 1.182, 10, 'dpcube'),
-            7: ('dpcube', 1.161, 10, 'dpcube'),
+            6: ('identity', 1.186, 10, 'identity'),
+            7: ('identity', 1.218, 10, 'identity'),
         },
         (2, 16384): {
             2: ('privtree', 1.063, 10, 'privtree'),
@@ -250,8 +250,8 @@ RULES = {
         (2, 65536): {
             2: ('privtree', 1.074, 10, 'privtree'),
             3: ('hb', 1.018, 10, 'hb'),
-            4: ('hb', 1.158, 10, 'hb'),
-            5: ('dpcube', 1.199, 10, 'dpcube'),
+            4: ('identity', 1.158, 10, 'identity'),
+            5: ('identity', 1.234, 10, 'identity'),
             6: ('dpcube', 1.112, 10, 'dpcube'),
             7: ('dpcube', 1.1, 10, 'dpcube'),
         },
