@@ -33,7 +33,7 @@ __all__ = ["noise_errors", "typical_errors", "expected_errors", "range_workload"
 
 RANGE_QUERIES = 2000
 #: Tables above this many cells get no simulated figure (the simulation runs the algorithm ``repeats`` times).
-MAX_SIMULATED_CELLS = 1 << 18
+MAX_SIMULATED_CELLS = 1 << 16
 _SEED = 20261124  # any fixed seed: the figure is about the mechanism, not the data
 
 
@@ -68,8 +68,8 @@ def noise_errors(algorithm, shape: tuple[int, ...], columns, amount: Fraction, d
     of ``factor`` rows: ``{"cells": {"rms", "mean_abs"}, "ranges": {...}, "basis": ...}``, in records.  Only for
     data-independent algorithms (their error is the same on every table).  Reads no data."""
     cells = math.prod(shape)
-    if repeats is None:  # about 2^17 simulated cells in all, 8 to 256 runs (a fraction of a second)
-        repeats = int(min(256, max(8, (1 << 17) // max(cells, 1))))
+    if repeats is None:  # about 2^16 simulated cells in all, 8 to 64 runs (well under a second)
+        repeats = int(min(64, max(8, (1 << 16) // max(cells, 1))))
     ordered = [not (getattr(c, "kind", None) == "categorical" and not getattr(c, "hierarchy", None))
                for c in (columns or [None] * len(shape))]
     ranges = range_workload(tuple(shape), ordered)
