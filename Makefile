@@ -37,6 +37,9 @@ bench: install
 	$(PY) bench/scale.py
 	$(PY) bench/dpbench.py
 	$(PY) bench/auto_rules.py --evaluate
+	$(PY) bench/low_signal.py
+	$(PY) bench/low_signal.py --dims 2
+	$(PY) bench/workload.py
 	$(PY) bench/large_scale.py
 	$(PY) bench/marginals.py
 	$(PY) bench/zcdp.py
