@@ -11,7 +11,7 @@ from dataclasses import dataclass
 import numpy as np
 from scipy import sparse
 
-from .trees import Tree, product_tree
+from .trees import SiblingGroups, Tree, product_tree
 
 __all__ = ["nonnegative_integer_table", "TreeFit", "tree_least_squares", "grouped_simplex_projection",
            "grouped_rounding", "tree_nonnegative_integers", "sum_by_parent"]
@@ -37,7 +37,7 @@ def nonnegative_integer_table(estimate: np.ndarray, total: float | None = None) 
     sums = tree.level_sums(estimate)
     if total is not None:
         sums[0] = np.array([float(total)])
-    return tree_nonnegative_integers(tree, TreeFit(sums, [np.zeros_like(v) for v in sums]))
+    return tree_nonnegative_integers(tree, sums)
 
 
 # --------------------------------------------------------------------------------------------------------------
@@ -121,68 +121,86 @@ def _residual_shares(child_var, sum_var, parent, counts):
     return share
 
 
-def grouped_simplex_projection(values: np.ndarray, groups: np.ndarray, totals: np.ndarray) -> np.ndarray:
+def grouped_simplex_projection(values: np.ndarray, groups: np.ndarray, totals: np.ndarray,
+                               siblings: SiblingGroups | None = None) -> np.ndarray:
     """Project each group of ``values`` onto {v >= 0, sum(v) = totals[group]} (Euclidean), all groups at once.
 
     ``groups[i]`` is the group of values[i]; ``totals`` are >= 0.  Returns a float array like ``values``.  This is
     the least-squares non-negative correction when the values have equal variance; unlike clamping at zero it
-    keeps the total (Duchi et al. 2008: sort, then one shift per group; O(n log n)).
+    keeps the total (Duchi et al. 2008: sort each group, then one shift per group).  Time O(n log w) for groups
+    of at most w entries (a tree's sibling groups: w is the fan-out); extra memory O(n) plus O(chunk).
+    ``siblings`` is the grouping of ``groups`` if already known (a tree level's :meth:`Tree.sibling_groups`).
     """
     values = np.asarray(values, dtype=np.float64)
-    order = np.lexsort((-values, groups))
-    u, g = values[order], groups[order]
-    n_groups = totals.size
-    counts = np.bincount(g, minlength=n_groups)
-    first = np.cumsum(counts) - counts
-    cs = np.cumsum(u)
-    before = np.concatenate([[0.0], cs])[first]  # cumulative sum before each group starts
-    within = cs - before[g]
-    k = np.arange(u.size) - first[g] + 1
-    active = u - (within - totals[g]) / k > 0
-    # The active set is a prefix of each sorted group; its length fixes the shift theta of the group.
-    rho = np.bincount(g, weights=active, minlength=n_groups).astype(np.int64)
-    last = first + np.maximum(rho, 1) - 1
-    theta = np.where(rho > 0, (within[np.minimum(last, u.size - 1)] - totals) / np.maximum(rho, 1), np.inf)
-    theta = np.where(counts == 0, 0.0, theta)
-    out = np.maximum(values - theta[groups], 0.0)
-    # A group whose total was lost to float rounding (rho == 0) gets its whole total on its largest entry.
-    lost = np.flatnonzero((rho == 0) & (counts > 0) & (totals > 0))
-    if lost.size:
-        out[order[first[lost]]] = totals[lost]
+    totals = np.asarray(totals, dtype=np.float64)
+    theta = np.zeros(totals.size)
+    lost = []
+    siblings = siblings or SiblingGroups.of(groups, totals.size)
+    for ids, index in siblings.blocks():
+        rows = values[index]
+        u = np.sort(rows, axis=1)[:, ::-1]  # each group in decreasing order
+        cs = np.cumsum(u, axis=1)
+        t = totals[ids]
+        active = u - (cs - t[:, None]) / np.arange(1, u.shape[1] + 1) > 0
+        # The active set is a prefix of each sorted group; its length fixes the shift theta of the group.
+        rho = active.sum(axis=1)
+        last = cs[np.arange(ids.size), np.maximum(rho, 1) - 1]
+        theta[ids] = np.where(rho > 0, (last - t) / np.maximum(rho, 1), np.inf)
+        # A group whose total was lost to float rounding (rho == 0) gets its whole total on its largest entry.
+        for r in np.flatnonzero((rho == 0) & (t > 0)):
+            lost.append((index[r, np.argmax(rows[r])], t[r]))
+    out = np.empty_like(values)
+    for start in range(0, values.size, SiblingGroups.CHUNK_ENTRIES):  # no full-size temporaries
+        part = slice(start, start + SiblingGroups.CHUNK_ENTRIES)
+        np.maximum(values[part] - theta[groups[part]], 0.0, out=out[part])
+    for i, total in lost:
+        out[i] = total
     return out
 
 
-def grouped_rounding(values: np.ndarray, groups: np.ndarray, totals: np.ndarray) -> np.ndarray:
+def grouped_rounding(values: np.ndarray, groups: np.ndarray, totals: np.ndarray,
+                     siblings: SiblingGroups | None = None) -> np.ndarray:
     """Largest-remainder rounding within each group so that group g sums to the integer ``totals[g]``.
 
-    Each entry moves by less than one when the group's real sum is within one of its total.  int64 result.
+    Each entry moves by less than one when the group's real sum is within one of its total; among equal
+    remainders the entry that comes first in ``values`` goes first.  int64 result; time O(n log w) for groups of
+    at most w entries.  ``siblings``: as for :func:`grouped_simplex_projection`.
     """
     values = np.asarray(values, dtype=np.float64)
-    floor = np.floor(values)
-    out = floor.astype(np.int64)
-    n_groups = totals.size
-    need = totals - np.bincount(groups, weights=floor, minlength=n_groups).round().astype(np.int64)
-    counts = np.bincount(groups, minlength=n_groups)
-    need = np.clip(need, 0, counts)  # float dust can ask for one unit too many or too few
-    order = np.lexsort((np.arange(values.size), -(values - floor), groups))
-    first = np.cumsum(counts) - counts
-    rank = np.empty(values.size, dtype=np.int64)
-    rank[order] = np.arange(values.size) - first[groups[order]]
-    out += rank < need[groups]
+    out = np.empty(values.shape, dtype=np.int64)
+    floors = np.zeros(totals.size)
+    for start in range(0, values.size, SiblingGroups.CHUNK_ENTRIES):  # no full-size temporaries
+        part = slice(start, start + SiblingGroups.CHUNK_ENTRIES)
+        floor = np.floor(values[part])
+        out[part] = floor
+        floors += np.bincount(groups[part], weights=floor, minlength=totals.size)
+    siblings = siblings or SiblingGroups.of(groups, totals.size)
+    # float dust can ask for one unit too many or too few
+    need = np.clip(totals - floors.round().astype(np.int64), 0, siblings.counts)
+    for ids, index in siblings.blocks():
+        rows = values[index]
+        # Stable: equal remainders keep the group's order, which is the entries' order in ``values``.
+        by_remainder = np.argsort(np.floor(rows) - rows, axis=1, kind="stable")
+        rank = np.empty_like(by_remainder)
+        np.put_along_axis(rank, by_remainder, np.arange(rows.shape[1])[None, :], axis=1)
+        out[index] += rank < need[ids, None]
     return out
 
 
-def tree_nonnegative_integers(tree: Tree, fit: TreeFit) -> np.ndarray:
+def tree_nonnegative_integers(tree: Tree, values: list[np.ndarray]) -> np.ndarray:
     """Non-negative integer cell counts that add up exactly through the whole tree.
 
-    Top-down: the root estimate is clamped at 0 and rounded; then on each level every sibling group is
-    projected onto the non-negative vectors with its parent's (already final) sum and rounded to it
-    (algorithms.md §6.2-6.3).  Returns int64 counts of shape ``tree.shape``.
+    ``values[l]`` are real estimates of the nodes of level l (e.g. a :class:`TreeFit`'s values).  Top-down: the
+    root estimate is clamped at 0 and rounded; then on each level every sibling group is projected onto the
+    non-negative vectors with its parent's (already final) sum and rounded to it (algorithms.md §6.2-6.3).
+    Returns int64 counts of shape ``tree.shape``.  Time O(n log b) for fan-out b; extra memory a few arrays of
+    the leaves' size (the projection of a level, its rounding and the sibling order).
     """
-    real = np.array([max(float(fit.values[0][0]), 0.0)])
+    real = np.array([max(float(values[0][0]), 0.0)])
     whole = np.rint(real).astype(np.int64)
     for l in range(1, tree.levels):
-        parent = tree.parents[l]
-        real = grouped_simplex_projection(fit.values[l], parent, whole.astype(np.float64))
-        whole = grouped_rounding(real, parent, whole)
+        parent, siblings = tree.parents[l], tree.sibling_groups(l)
+        real = grouped_simplex_projection(values[l], parent, whole.astype(np.float64), siblings)
+        whole = grouped_rounding(real, parent, whole, siblings)
+        del real
     return whole.reshape(tree.shape)

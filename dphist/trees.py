@@ -20,7 +20,7 @@ from functools import cached_property
 
 import numpy as np
 
-__all__ = ["Tree", "GridTree", "LabelTree", "range_boundaries", "range_tree", "product_tree", "height_for"]
+__all__ = ["Tree", "GridTree", "LabelTree", "SiblingGroups", "range_boundaries", "range_tree", "product_tree", "height_for"]
 
 
 @dataclass(frozen=True, eq=False)
@@ -49,8 +49,9 @@ class Tree:
     def level_sums(self, counts: np.ndarray) -> list[np.ndarray]:
         """The sum over every node, level by level.  Integer counts give exact int64 sums (below 2**53)."""
         flat = np.asarray(counts).ravel()
-        # Bottom-up: each level adds up the level below through the parent map, O(nodes) per level.
-        sums = [flat.astype(np.float64)]
+        # Bottom-up: each level adds up the level below through the parent map, O(nodes) per level.  (Float
+        # counts are not copied: the last level may share memory with ``counts``.)
+        sums = [np.asarray(flat, dtype=np.float64)]
         for level in range(self.levels - 1, 0, -1):
             sums.insert(0, np.bincount(self.parents[level], weights=sums[0], minlength=self.sizes[level - 1]))
         if np.issubdtype(flat.dtype, np.integer):
@@ -62,6 +63,10 @@ class Tree:
     def child_counts(self) -> tuple[np.ndarray, ...]:
         """Number of children of every node of level l (l < levels - 1)."""
         return tuple(np.bincount(self.parents[l + 1], minlength=self.sizes[l]) for l in range(self.levels - 1))
+
+    def sibling_groups(self, level: int) -> "SiblingGroups":
+        """The nodes of ``level`` (>= 1) grouped by parent, for per-sibling-group work (not cached: O(n) memory)."""
+        return SiblingGroups.of(self.parents[level], self.sizes[level - 1])
 
     def describe(self) -> dict:
         return {"levels": self.levels, "nodes_per_level": list(self.sizes)}
@@ -96,6 +101,20 @@ class GridTree(Tree):
 
     cuts: tuple[tuple[np.ndarray, ...], ...] = ()
 
+    def sibling_groups(self, level: int) -> "SiblingGroups":
+        """As :meth:`Tree.sibling_groups`; where every parent splits each axis into the same number of parts (a
+        domain of a power of the branching), the order is a transpose of the node grid, without a sort."""
+        parts = [np.diff(np.searchsorted(child, parent)) for parent, child in zip(self.cuts[level - 1], self.cuts[level])]
+        if not all(p.size and np.all(p == p[0]) for p in parts):
+            return super().sibling_groups(level)
+        # Node grid axis k = (parent index, part within the parent): put all parent axes first, then the parts.
+        split = [n for p in parts for n in (p.size, int(p[0]))]
+        d = len(parts)
+        index = np.int32 if self.sizes[level] < 2**31 else np.int64  # half the memory on big tables
+        order = np.arange(self.sizes[level], dtype=index).reshape(split).transpose([*range(0, 2 * d, 2), *range(1, 2 * d, 2)])
+        width = int(np.prod([int(p[0]) for p in parts]))
+        return SiblingGroups(order.ravel(), np.full(self.sizes[level - 1], width, dtype=np.int64))
+
     def labels(self, level: int) -> np.ndarray:
         lab = np.zeros(self.shape, dtype=np.int64)
         for k, (cut, n) in enumerate(zip(self.cuts[level], self.shape)):
@@ -104,6 +123,44 @@ class GridTree(Tree):
             index[k] = slice(None)
             lab = lab * (len(cut) - 1) + axis_labels[tuple(index)]
         return lab.ravel()
+
+
+class SiblingGroups:
+    """The entries of a grouping (group g: the entries with ``groups == g``, in their order) as index matrices.
+
+    ``blocks()`` hands out the groups of each size w as (ids, index) pairs: ``index`` is a (len(ids), w) matrix
+    whose row r lists group ids[r]'s entries, so per-group work (a sort of each row) runs as numpy operations
+    along rows: O(n log w) time and O(CHUNK_ENTRIES) extra memory per block, beyond the O(n) ordering.
+    """
+
+    CHUNK_ENTRIES = 1 << 20
+
+    def __init__(self, order: np.ndarray, counts: np.ndarray) -> None:
+        self.order, self.counts = order, counts
+        self.first = np.cumsum(counts) - counts
+
+    @classmethod
+    def of(cls, groups: np.ndarray, n_groups: int) -> "SiblingGroups":
+        """The grouping of ``groups`` (ids in [0, n_groups))."""
+        groups = np.asarray(groups)
+        counts = np.bincount(groups, minlength=n_groups)
+        # Stable, so each group keeps its entries' order; a tree level in C order is made of runs of equal
+        # ids, which this sort (timsort or radix) passes over in close to linear time.
+        return cls(np.argsort(groups, kind="stable"), counts)
+
+    def blocks(self):
+        """Yield (ids, index) for every non-empty group, at most about CHUNK_ENTRIES entries per block."""
+        sizes = np.unique(self.counts)
+        for width in sizes[sizes > 0].tolist():
+            ids = np.flatnonzero(self.counts == width) if sizes.size > 1 else np.arange(self.counts.size)
+            step = max(1, self.CHUNK_ENTRIES // width)
+            for lo in range(0, ids.size, step):
+                chunk = ids[lo:lo + step]
+                if sizes.size == 1:  # every group the same size: consecutive rows of the ordering
+                    index = self.order[chunk[0] * width:(chunk[-1] + 1) * width].reshape(-1, width)
+                else:
+                    index = self.order[self.first[chunk][:, None] + np.arange(width)]
+                yield chunk, index
 
 
 def height_for(n: int, b: int) -> int:

@@ -8,7 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from dphist.inference import grouped_rounding, grouped_simplex_projection, tree_least_squares, tree_nonnegative_integers
-from dphist.trees import LabelTree, Tree, height_for, product_tree, range_boundaries, range_tree
+from dphist.trees import LabelTree, SiblingGroups, Tree, height_for, product_tree, range_boundaries, range_tree
 
 
 def random_tree(rng, n_cells: int) -> LabelTree:
@@ -146,7 +146,7 @@ def test_tree_post_processing_is_nonnegative_integer_and_additive():
     tree = range_tree(50, 4)
     noisy = [s + rng.laplace(0, 5, s.size) for s in tree.level_sums(rng.poisson(1.0, 50))]
     fit = tree_least_squares(tree, noisy, [50.0] * tree.levels)
-    cells = tree_nonnegative_integers(tree, fit)
+    cells = tree_nonnegative_integers(tree, fit.values)
     assert cells.dtype == np.int64 and np.all(cells >= 0)
     assert cells.sum() == max(round(fit.values[0][0]), 0)
     # Exactly additive on every level: the released cells' level sums are non-negative integers.
@@ -165,3 +165,79 @@ def test_grid_tree_parents_and_sums_agree_with_its_labels(shape, b):
     for a, e in zip(grid.level_sums(x), [np.bincount(explicit.labels(l), weights=x.ravel(),
                                                       minlength=explicit.sizes[l]) for l in range(grid.levels)]):
         assert np.array_equal(a, e)
+
+
+def _projection_by_one_sort(values, groups, totals):
+    """The former O(n log n) projection (one sort of every entry by group and value), kept as an oracle."""
+    order = np.lexsort((-values, groups))
+    u, g = values[order], groups[order]
+    counts = np.bincount(g, minlength=totals.size)
+    first = np.cumsum(counts) - counts
+    k = np.arange(u.size) - first[g] + 1
+    within = np.cumsum(u) - np.concatenate([[0.0], np.cumsum(u)])[first][g]
+    rho = np.bincount(g, weights=u - (within - totals[g]) / k > 0, minlength=totals.size).astype(int)
+    last = first + np.maximum(rho, 1) - 1
+    theta = np.where(rho > 0, (within[np.minimum(last, u.size - 1)] - totals) / np.maximum(rho, 1), np.inf)
+    return np.maximum(values - np.where(counts == 0, 0.0, theta)[groups], 0.0)
+
+
+def _rounding_by_one_sort(values, groups, totals):
+    """The former largest-remainder rounding (one sort by group, remainder and position), kept as an oracle."""
+    floor = np.floor(values)
+    counts = np.bincount(groups, minlength=totals.size)
+    need = np.clip(totals - np.bincount(groups, weights=floor, minlength=totals.size).round().astype(int), 0, counts)
+    order = np.lexsort((np.arange(values.size), -(values - floor), groups))
+    first = np.cumsum(counts) - counts
+    rank = np.empty(values.size, dtype=np.int64)
+    rank[order] = np.arange(values.size) - first[groups[order]]
+    return floor.astype(np.int64) + (rank < need[groups])
+
+
+@pytest.mark.parametrize("sizes", ["equal", "unequal", "with_empty", "one"])
+@pytest.mark.parametrize("chunk", [1 << 20, 7])
+def test_grouped_post_processing_matches_the_one_sort_oracle(sizes, chunk, monkeypatch):
+    """Per-group sorting (in blocks of equal-size groups, small chunks too) gives the one-sort answer: the
+    projection to float dust, the rounding exactly (ties in remainder broken by position: values on a
+    quarter grid make many)."""
+    from dphist.inference import SiblingGroups
+
+    monkeypatch.setattr(SiblingGroups, "CHUNK_ENTRIES", chunk)
+    rng = np.random.default_rng(11)
+    n_groups = {"equal": 50, "unequal": 40, "with_empty": 30, "one": 1}[sizes]
+    if sizes == "equal":
+        groups = np.tile(np.arange(n_groups), 16)
+    elif sizes == "one":
+        groups = np.zeros(300, dtype=np.int64)
+    else:
+        groups = rng.integers(0, n_groups if sizes == "unequal" else n_groups // 2, 400) * (1 if sizes == "unequal" else 2)
+    values = np.round(rng.normal(0.5, 3, groups.size) * 4) / 4
+    totals = np.round(rng.uniform(0, 30, n_groups))
+    totals[::5] = 0.0
+    real = grouped_simplex_projection(values, groups, totals)
+    assert np.allclose(real, _projection_by_one_sort(values, groups, totals), atol=1e-9)
+    assert np.all(real >= 0)
+    occupied = np.bincount(groups, minlength=n_groups) > 0
+    assert np.allclose(np.bincount(groups, weights=real, minlength=n_groups)[occupied], totals[occupied])
+    whole = totals.astype(np.int64)
+    rounded = grouped_rounding(real, groups, whole)
+    assert np.array_equal(rounded, _rounding_by_one_sort(real, groups, whole))
+    assert np.array_equal(np.bincount(groups, weights=rounded, minlength=n_groups)[occupied].astype(int),
+                          whole[occupied])
+
+
+@pytest.mark.parametrize("shape, b, sorted_levels", [((64,), 4, 0), ((16, 16), 4, 0), ((8, 32), 2, 0),
+                                                     ((4, 8, 16), 2, 0), ((37,), 3, 1), ((16, 12), 4, 0),
+                                                     ((5, 7), 4, 1), ((1000,), 4, 1)])
+def test_grid_sibling_groups_list_each_parents_children_in_order(shape, b, sorted_levels, monkeypatch):
+    """The transposed-grid order of a uniform level (and the sorted order of the rest) lists, group by group,
+    exactly the nodes whose parent is that group, in increasing order.  Domains of a power of b need no sort."""
+    grid = product_tree(shape, b)
+    sorts = []
+    monkeypatch.setattr(Tree, "sibling_groups", lambda self, level: sorts.append(level) or SiblingGroups.of(
+        self.parents[level], self.sizes[level - 1]))
+    for level in range(1, grid.levels):
+        siblings = grid.sibling_groups(level)
+        parent = grid.parents[level]
+        assert np.array_equal(siblings.order, np.argsort(parent, kind="stable"))
+        assert np.array_equal(siblings.counts, np.bincount(parent, minlength=grid.sizes[level - 1]))
+    assert len(sorts) == sorted_levels

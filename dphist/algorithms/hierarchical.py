@@ -182,7 +182,7 @@ class _TreeMethod(Algorithm):
             values=leaves.reshape(leaves.shape[:-1] + shape),
             variance=fit.variances[-1].reshape(shape),
             total=fit.values[0][..., 0] if leaves.ndim > 1 else float(fit.values[0][0]),
-            integers=lambda: tree_nonnegative_integers(tree, fit),
+            integers=lambda: tree_nonnegative_integers(tree, fit.values),
             structure={"branching": b, "root_measured": keep_root, "budget_split": split, "noise": noise,
                        **tree.describe()},
         )
