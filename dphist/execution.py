@@ -124,6 +124,7 @@ def run_plan(plan: ReleasePlan, progress: bool = False) -> Release:
     measured = [MeasuredTable(t.request, t.shape, t.algorithm, t.budget,
                               t.algorithm.run(table_counts, t.budget, columns=t.shape.columns))
                 for t, table_counts in zip(tables, counts)]
+    del counts  # the true counts are not needed again (a big table's would double the memory of what follows)
 
     # Post-process and output: free, from the noisy values and public facts only.
     frames, table_reports, marginals = released_tables(plan, measured)

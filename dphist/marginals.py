@@ -86,20 +86,9 @@ def derive_marginal(full: np.ndarray, axes: tuple[str, ...], columns: tuple[str,
 def labelled_frame(columns: list, values: dict[str, np.ndarray]) -> pd.DataFrame:
     """A tidy table in C order over ``columns`` (schema column objects): their labels, then ``values`` (each
     an array of the table's shape)."""
-    sizes = [c.n_cells for c in columns]
-    n = int(np.prod(sizes, dtype=np.int64))
-    flat = np.arange(n)
-    data: dict[str, Any] = {}
-    stride = n
-    for column, size in zip(columns, sizes):
-        stride //= size
-        position = (flat // stride) % size
-        for label, labels in column.labels().items():
-            # Infer the label type once on the axis's few labels, then repeat them (fast for big tables).
-            data[label] = pd.Series(pd.array(labels)).take(position).reset_index(drop=True)
-    for name, array in values.items():
-        data[name] = np.asarray(array).ravel()
-    return pd.DataFrame(data)
+    from .tidy import TidyTable
+
+    return TidyTable(columns, values).frame()
 
 
 @dataclass

@@ -17,7 +17,6 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import pandas as pd
 
 from . import expected_error
 from .algorithms import Algorithm, Estimate, get_algorithm
@@ -30,6 +29,7 @@ from .marginals import derive_marginal, labelled_frame
 from .planning import ReleasePlan
 from .privacy import Measurement, PrivacyBudget, format_fraction
 from .privacy.conversions import epsilon_for
+from .tidy import Tables, TidyTable
 from .version import __version__
 
 __all__ = ["Release", "MeasuredTable", "table_report", "released_tables", "discovery_report", "release_report",
@@ -69,13 +69,18 @@ Z_95 = 1.959963984540054  # the standard normal's 97.5 % quantile: a two-sided 9
 
 @dataclass
 class Release:
-    """A finished release: ``tables`` maps table name to a tidy DataFrame; ``report`` is the accountant report."""
+    """A finished release: ``tables`` maps table name to a tidy DataFrame (built on first access: the release's
+    own writers stream big tables in chunks instead); ``report`` is the accountant report."""
 
-    tables: dict[str, pd.DataFrame]
+    tables: Tables
     report: dict
     #: Facts for the operator only (input file size): kept out of the published report, since they depend on
     #: the data without noise.
     operator: dict = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.tables, Tables):
+            self.tables = Tables(self.tables)
 
     @property
     def test_mode(self) -> bool:
@@ -174,10 +179,10 @@ def released_tables(plan: ReleasePlan, tables: list[MeasuredTable]) -> tuple[dic
     return frames, reports, None
 
 
-def tidy_table(shape: TableShape, estimate: Estimate, raw: bool) -> pd.DataFrame:
+def tidy_table(shape: TableShape, estimate: Estimate, raw: bool) -> TidyTable:
     """One row per cell in C order: dimension labels, count (non-negative integers that keep the noisy total,
     or the noisy values with ``raw``), noisy_count, ci_lower, ci_upper."""
-    data: dict[str, Any] = dict(labelled_frame(list(shape.columns), {}))
+    data: dict[str, Any] = {}
     noisy = estimate.values.ravel()
     if raw:
         count = _integral_or_float(noisy)
@@ -186,19 +191,22 @@ def tidy_table(shape: TableShape, estimate: Estimate, raw: bool) -> pd.DataFrame
     else:
         count = nonnegative_integer_table(estimate.values, estimate.total).ravel()
     data["count"] = count
-    data["noisy_count"] = _integral_or_float(np.round(noisy, 6))
+    # The other columns are computed chunk by chunk as the table is written (no full-size temporaries).
+    data["noisy_count"] = _chunked(lambda a, b: np.round(noisy[a:b], 6), noisy.size)
     half = None
     if estimate.halfwidth is not None:
-        half = estimate.halfwidth.ravel().astype(np.float64)
+        half = _per_cell(estimate.halfwidth)
     elif estimate.variance is not None:
-        half = Z_95 * np.sqrt(estimate.variance.ravel())
+        variance = _per_cell(estimate.variance)
+        half = Z_95 * np.sqrt(variance)
     if half is not None:
-        data["ci_lower"] = _integral_or_float(np.round(np.maximum(noisy - half, 0.0), 2))
-        data["ci_upper"] = _integral_or_float(np.round(np.maximum(noisy + half, 0.0), 2))
+        part = (lambda a, b: half) if np.ndim(half) == 0 else (lambda a, b: half[a:b])
+        data["ci_lower"] = _chunked(lambda a, b: np.round(np.maximum(noisy[a:b] - part(a, b), 0.0), 2), noisy.size)
+        data["ci_upper"] = _chunked(lambda a, b: np.round(np.maximum(noisy[a:b] + part(a, b), 0.0), 2), noisy.size)
     else:
         # The same columns whatever the algorithm (auto's choice may change from run to run): empty, not absent.
-        data["ci_lower"] = data["ci_upper"] = np.full(noisy.size, np.nan)
-    return pd.DataFrame(data, copy=False)
+        data["ci_lower"] = data["ci_upper"] = lambda a, b: np.full(max(min(b, noisy.size) - a, 0), np.nan)
+    return TidyTable(list(shape.columns), data)
 
 
 def _consistent_marginals(plan: ReleasePlan, estimates: list[Estimate], reports: list[dict]) -> tuple[dict, dict]:
@@ -232,8 +240,8 @@ def _derived_marginals(plan: ReleasePlan, frames: dict, reports: list[dict]) -> 
     (shape,), (full_report,) = plan.shapes, reports
     full = frames[plan.requests[0].name]
     axes = tuple(c.name for c in shape.columns)
-    counts = full["count"].to_numpy().reshape(shape.shape)
-    noisy = full["noisy_count"].to_numpy(np.float64).reshape(shape.shape)
+    counts = full.column("count").reshape(shape.shape)
+    noisy = full.column("noisy_count").astype(np.float64).reshape(shape.shape)
     by_name = {c.name: c for c in shape.columns}
     out_frames, out_reports = {}, []
     for m in plan.marginals:
@@ -443,6 +451,26 @@ def _rms_sd(variance: np.ndarray | None) -> float | None:
     if variance is None or variance.size == 0 or not np.all(np.isfinite(variance)):
         return None
     return round(float(np.sqrt(np.mean(variance))), 4)
+
+
+def _per_cell(values: np.ndarray) -> np.ndarray | np.float64:
+    """A flat per-cell array, or its one value where it is one value broadcast over the table (no copy)."""
+    values = np.asarray(values, dtype=np.float64)
+    if values.size and not any(values.strides):
+        return values.flat[0]
+    return values.ravel()
+
+
+def _chunked(column, n: int, chunk: int = 1 << 20):
+    """The column ``column(start, stop)`` (floats) as whole numbers (int64) if every value is a finite whole
+    number, else as floats, decided over the whole column but computed a chunk at a time (twice, rather than held
+    whole)."""
+    integral = all(_is_integral(column(a, a + chunk)) for a in range(0, n, chunk))
+    return (lambda a, b: column(a, b).astype(np.int64)) if integral else column
+
+
+def _is_integral(values: np.ndarray) -> bool:
+    return bool(np.all(np.isfinite(values)) and np.all(values == np.round(values)))
 
 
 def _integral_or_float(values: np.ndarray) -> np.ndarray:

@@ -365,3 +365,16 @@ def test_gaussian_ties_are_resolved_by_further_words(monkeypatch):
     assert run([w0, w1 - 1]) == [3]  # tie on word 0, U below p on word 1: accepted
     assert run([w0, w1 + 1, 0]) == [-7]  # tie, U above on word 1: rejected; the next candidate takes word 0
     assert run([w0 + 1, 0]) == [-7]
+
+
+def test_draws_in_chunks_keep_the_distribution(monkeypatch):
+    """A draw bigger than NOISE_CHUNK is made chunk by chunk: the whole still has the exact pmf and variance,
+    and the chunks are not copies of each other (each reads fresh bits)."""
+    monkeypatch.setattr(samplers, "NOISE_CHUNK", 1000)
+    scale = Fraction(3)
+    sample = discrete_laplace(scale, (300, 1000), SeededBits(77)).ravel()
+    assert chi2_pvalue(sample, float(scale)) > P_THRESHOLD
+    var = discrete_laplace_variance(scale)
+    assert abs(sample.astype(float).var() - var) < 5 * math.sqrt((5 * var**2 + var) / sample.size)
+    chunks = sample.reshape(300, 1000)
+    assert len({row.tobytes() for row in chunks}) == 300

@@ -25,6 +25,7 @@ class Identity(Algorithm):
         noisy, record = budget.measure(counts, L1, L2_SQUARED, budget.amount, "every cell")
         return Estimate(
             values=noisy.astype(np.float64),
-            variance=np.full(counts.shape, record.noise_variance),
-            halfwidth=np.full(counts.shape, record.halfwidth()),
+            # The same on every cell: read-only views of one value (no memory per cell).
+            variance=np.broadcast_to(np.float64(record.noise_variance), counts.shape),
+            halfwidth=np.broadcast_to(np.float64(record.halfwidth()), counts.shape),
         )

@@ -40,9 +40,11 @@ def stage_release(staging: Path, tables: dict[str, pd.DataFrame], report: dict, 
         raise UsageError(f"unknown format '{fmt}' (choose one of {', '.join(FORMATS)})")
     names = []
     try:
-        for name, frame in tables.items():
+        for name in tables:
             names.append(f"{name}.{fmt}")
-            _write_table(staging / names[-1], frame, fmt)
+            # A release's Tables hands out what to stream (a TidyTable) without building the whole frame.
+            _write_table(staging / names[-1], tables.source(name) if hasattr(tables, "source") else tables[name],
+                         fmt)
         names.append("report.json")
         _write_bytes(staging / "report.json", (json.dumps(report, indent=2, ensure_ascii=False) + "\n").encode())
         for name, text in (notices or {}).items():
@@ -87,7 +89,17 @@ def write_text_atomic(path: str | os.PathLike, text: str) -> None:
         raise
 
 
-def _write_table(path: Path, frame: pd.DataFrame, fmt: str) -> None:
+def _write_table(path: Path, frame, fmt: str) -> None:
+    """``frame``: a DataFrame, or a table made in chunks (``chunks()`` and ``prototype()``: a TidyTable), which
+    is streamed so that the file's text or Arrow data is never held whole."""
+    if hasattr(frame, "chunks"):
+        from .output_file import write_frames
+
+        with open(path, "wb") as fh:
+            write_frames(fh, frame.chunks(), fmt, frame.prototype())
+            fh.flush()
+            os.fsync(fh.fileno())
+        return
     # (A one-column CSV writes an empty field as "" to keep the line; release tables always have several.)
     if fmt == "csv" and len(frame) >= _STREAM_CSV_ROWS and len(frame.columns) > 1:
         _write_csv_by_chunks(path, frame)

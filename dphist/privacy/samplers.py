@@ -167,6 +167,10 @@ def geometric(scale, n: int, bits: BitSource) -> np.ndarray:
     return y
 
 
+#: Values drawn at once by :func:`discrete_laplace` (its temporaries are a few times this many words).
+NOISE_CHUNK = 1 << 20
+
+
 def discrete_laplace(scale, size, bits: BitSource) -> np.ndarray:
     """Exact discrete Laplace noise: P(Z = k) = (1-a)/(1+a) * a^|k|, a = exp(-1/scale), k any integer.
 
@@ -177,14 +181,18 @@ def discrete_laplace(scale, size, bits: BitSource) -> np.ndarray:
     shape = (size,) if isinstance(size, (int, np.integer)) else tuple(size)
     n = int(np.prod(shape, dtype=np.int64))
     out = np.empty(n, dtype=np.int64)
-    todo = np.arange(n)
-    while todo.size:
-        m = geometric(scale, todo.size, bits)
-        negative = (bits.words(todo.size) & 1).astype(bool)
-        # (magnitude 0, negative sign) is rejected so that 0 is not counted twice.
-        keep = ~(negative & (m == 0))
-        out[todo[keep]] = np.where(negative[keep], -m[keep], m[keep])
-        todo = todo[~keep]
+    # By chunks, so that a big table's temporaries (coins, words, indices) stay a few MB; the draws are
+    # independent whatever the chunking (a draw of at most NOISE_CHUNK values reads the bits as it always has).
+    for start in range(0, n, NOISE_CHUNK):
+        part = out[start:start + NOISE_CHUNK]
+        todo = np.arange(part.size)
+        while todo.size:
+            m = geometric(scale, todo.size, bits)
+            negative = (bits.words(todo.size) & 1).astype(bool)
+            # (magnitude 0, negative sign) is rejected so that 0 is not counted twice.
+            keep = ~(negative & (m == 0))
+            part[todo[keep]] = np.where(negative[keep], -m[keep], m[keep])
+            todo = todo[~keep]
     return out.reshape(shape)
 
 
