@@ -68,15 +68,26 @@ def tree_least_squares(tree: Tree, noisy: list[np.ndarray | None], noise_varianc
     """
     L = tree.levels
     y = [np.zeros(tree.sizes[l]) if noisy[l] is None else np.asarray(noisy[l], dtype=np.float64) for l in range(L)]
-    var = [np.full(tree.sizes[l], np.inf) if noisy[l] is None else
-           np.broadcast_to(np.asarray(noise_variance[l], dtype=np.float64), (tree.sizes[l],)) for l in range(L)]
+    # Where every level has one noise variance and every node of a level the same number of children (a grid
+    # tree over a power of its branching), every node of a level has the same variances too: they are kept as
+    # one number per level (the same formulas on scalars), which saves several full-size arrays per level.
+    uniform = (all(noisy[l] is None or np.ndim(noise_variance[l]) == 0 for l in range(L))
+               and all(c.size and c.min() == c.max() for c in tree.child_counts))
+    if uniform:
+        var = [np.float64(np.inf if noisy[l] is None else noise_variance[l]) for l in range(L)]
+    else:
+        var = [np.full(tree.sizes[l], np.inf) if noisy[l] is None else
+               np.broadcast_to(np.asarray(noise_variance[l], dtype=np.float64), (tree.sizes[l],)) for l in range(L)]
     z, V = [None] * L, [None] * L
     S, VS = [None] * L, [None] * L
     z[-1], V[-1] = np.where(np.isinf(var[-1]), 0.0, y[-1]), var[-1].copy()
     for l in range(L - 2, -1, -1):
         parent = tree.parents[l + 1]
         S[l] = sum_by_parent(z[l + 1], parent, tree.sizes[l])
-        VS[l] = np.bincount(parent, weights=V[l + 1], minlength=tree.sizes[l])
+        if uniform:
+            VS[l] = tree.child_counts[l][0] * V[l + 1]
+        else:
+            VS[l] = np.bincount(parent, weights=V[l + 1], minlength=tree.sizes[l])
         own, below = var[l], VS[l]
         with np.errstate(invalid="ignore", divide="ignore"):
             w = np.where(np.isinf(own), 0.0, np.where(np.isinf(below), 1.0, below / (own + below)))
@@ -87,10 +98,16 @@ def tree_least_squares(tree: Tree, noisy: list[np.ndarray | None], noise_varianc
     values, variances = [z[0]], [V[0]]
     for l in range(L - 1):
         parent = tree.parents[l + 1]
-        share = _residual_shares(V[l + 1], VS[l], parent, tree.child_counts[l])
+        if uniform:  # equal variances split a residual equally (what _residual_shares gives for them)
+            share = 1.0 / tree.child_counts[l][0]
+        else:
+            share = _residual_shares(V[l + 1], VS[l], parent, tree.child_counts[l])
         values.append(z[l + 1] + share * (values[l] - S[l])[..., parent])
         with np.errstate(invalid="ignore"):
-            variances.append(V[l + 1] + share**2 * (variances[l] - VS[l])[parent])
+            variances.append(V[l + 1] + share**2 * (variances[l] - VS[l])[parent] if not uniform else
+                             V[l + 1] + share**2 * (variances[l] - VS[l]))
+    if uniform:  # one read-only view per level, shaped like the general case's arrays
+        variances = [np.broadcast_to(np.float64(v), (size,)) for v, size in zip(variances, tree.sizes)]
     return TreeFit(values, variances)
 
 

@@ -49,14 +49,15 @@ class Tree:
     def level_sums(self, counts: np.ndarray) -> list[np.ndarray]:
         """The sum over every node, level by level.  Integer counts give exact int64 sums (below 2**53)."""
         flat = np.asarray(counts).ravel()
+        integer = np.issubdtype(flat.dtype, np.integer)
         # Bottom-up: each level adds up the level below through the parent map, O(nodes) per level.  (Float
         # counts are not copied: the last level may share memory with ``counts``.)
         sums = [np.asarray(flat, dtype=np.float64)]
         for level in range(self.levels - 1, 0, -1):
             sums.insert(0, np.bincount(self.parents[level], weights=sums[0], minlength=self.sizes[level - 1]))
-        if np.issubdtype(flat.dtype, np.integer):
-            # float64 adds integers exactly below 2**53, far above any row count.
-            sums = [np.rint(s).astype(np.int64) for s in sums]
+        if integer:
+            # float64 adds integers exactly below 2**53, far above any row count; the cells stay as given.
+            sums = [np.rint(s).astype(np.int64) for s in sums[:-1]] + [flat.astype(np.int64, copy=False)]
         return sums
 
     @cached_property

@@ -241,3 +241,23 @@ def test_grid_sibling_groups_list_each_parents_children_in_order(shape, b, sorte
         assert np.array_equal(siblings.order, np.argsort(parent, kind="stable"))
         assert np.array_equal(siblings.counts, np.bincount(parent, minlength=grid.sizes[level - 1]))
     assert len(sorts) == sorted_levels
+
+
+@pytest.mark.parametrize("shape, b, root", [((64,), 4, False), ((16, 16), 2, True), ((8, 8), 4, False)])
+def test_least_squares_on_uniform_levels_matches_the_general_computation(shape, b, root):
+    """A grid over a power of its branching with one variance per level takes the scalar path; given the same
+    variances as per-node arrays, the general path must give the same estimates and variances."""
+    tree = product_tree(shape, b)
+    rng = np.random.default_rng(8)
+    counts = rng.poisson(3.0, shape)
+    noise_variance = [2.0 * (l + 1) for l in range(tree.levels)]
+    noisy = [s + rng.laplace(0, 1 + l, (3, s.size)) for l, s in enumerate(tree.level_sums(counts))]
+    if not root:
+        noisy[0] = None
+    fast = tree_least_squares(tree, noisy, noise_variance)
+    general = tree_least_squares(tree, noisy, [np.full(size, v) for v, size in zip(noise_variance, tree.sizes)])
+    for l in range(tree.levels):
+        assert np.allclose(fast.values[l], general.values[l], rtol=1e-12, atol=1e-9)
+        assert np.allclose(fast.variances[l], general.variances[l], rtol=1e-12, equal_nan=True)
+    assert fast.variances[-1].strides == (0,)  # one number per level, not an array per node
+    assert np.all(np.diff(general.variances[-1]) == 0) and np.isfinite(general.variances[-1][0])
