@@ -348,3 +348,15 @@ def test_a_replicated_budget_draws_a_leading_axis_of_runs_and_refuses_selections
     with pytest.raises(TypeError, match="cannot make selections"):
         second.choose([0, 1], Fraction(1, 4), 1, "pick")
     assert bits.read == read
+
+
+def test_scale_classes_list_each_distinct_scale_with_its_positions_in_order():
+    from dphist.privacy.budget import _classes
+
+    rng = np.random.default_rng(2)
+    for scales in ([1, 2, 7, 64], [1, 2, 3, 5, 8, 13, 21], [4]):
+        relative = rng.choice(scales, size=500).astype(float)
+        classes = _classes(relative)
+        assert [v for v, _ in classes] == sorted(scales)
+        for value, where in classes:
+            assert np.array_equal(np.arange(500)[where], np.flatnonzero(relative == value))

@@ -156,12 +156,17 @@ class HaarAxis:
         """The coefficients of ``x`` along ``axis`` (integer in, integer out)."""
         x = np.moveaxis(np.asarray(x), axis, -1)
         sums = [x]
-        for first, _, _ in reversed(self._levels):
-            sums.insert(0, np.add.reduceat(sums[0], first, axis=-1))
+        for first, split, size in reversed(self._levels):
+            below = sums[0]
+            pairs = _all_pairs(first, split, size)
+            sums.insert(0, below[..., 0::2] + below[..., 1::2] if pairs else np.add.reduceat(below, first, axis=-1))
         parts = [sums[0]]
-        for level, (first, split, _) in enumerate(self._levels):
+        for level, (first, split, size) in enumerate(self._levels):
             below = sums[level + 1]
-            parts.append(below[..., first[split]] - below[..., first[split] + 1])
+            if _all_pairs(first, split, size):  # every range splits in two: strided views, no index arrays
+                parts.append(below[..., 0::2] - below[..., 1::2])
+            else:
+                parts.append(below[..., first[split]] - below[..., first[split] + 1])
         return np.moveaxis(np.concatenate(parts, axis=-1), -1, axis)
 
     def inverse(self, coefficients: np.ndarray, axis: int) -> np.ndarray:
@@ -173,9 +178,14 @@ class HaarAxis:
             d = c[..., position:position + split.size]
             position += split.size
             nxt = np.empty(c.shape[:-1] + (size,))
-            nxt[..., first] = sums  # a range that does not split passes its sum down unchanged
-            nxt[..., first[split]] = (sums[..., split] + d) / 2
-            nxt[..., first[split] + 1] = (sums[..., split] - d) / 2
+            if _all_pairs(first, split, size):  # every range splits in two: strided views, no index arrays
+                np.add(sums, d, out=nxt[..., 0::2])
+                np.subtract(sums, d, out=nxt[..., 1::2])
+                nxt /= 2
+            else:
+                nxt[..., first] = sums  # a range that does not split passes its sum down unchanged
+                nxt[..., first[split]] = (sums[..., split] + d) / 2
+                nxt[..., first[split] + 1] = (sums[..., split] - d) / 2
             sums = nxt
         return np.moveaxis(sums, -1, axis)
 
@@ -192,6 +202,11 @@ class HaarAxis:
             nxt[first[split]] = nxt[first[split] + 1] = (v[split] + 1) / 4
             v = nxt
         return v
+
+
+def _all_pairs(first: np.ndarray, split: np.ndarray, size: int) -> bool:
+    """Whether a level's ranges are all pairs of cells, in order (first = 0, 2, 4, ..., every one split)."""
+    return first.size * 2 == size and split.size == first.size
 
 
 class NominalAxis:

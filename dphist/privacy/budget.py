@@ -248,7 +248,8 @@ class PrivacyBudget:
         scale = checked_scale(self.factor * _positive(sensitivity, what) / epsilon)  # refused before paying
         self._claim(amount, delta, what)
         noisy = answers + self._noise(scale, answers.shape)
-        self._traced(Draw(what, noisy.astype(np.float64), np.float64(scale)))
+        if self._trace is not None:  # (a full-size float copy: only for a trace)
+            self._traced(Draw(what, noisy.astype(np.float64), np.float64(scale)))
         record = Measurement(what=what, mechanism=LAPLACE, sensitivity=self.factor * Fraction(sensitivity),
                              scale=scale, delta=delta, queries=int(answers.size) if publish_count else None,
                              composition=composition, **self._costs(epsilon, amount))
@@ -267,12 +268,14 @@ class PrivacyBudget:
             raise ValueError(f"{what}: relative scales must be whole numbers >= 1")
         checked_scale(base * int(relative.max(initial=1)))  # the largest scale, refused before paying
         self._claim(amount, Fraction(0), what)
-        noise = np.zeros(self.repetitions + answers.shape, dtype=np.int64)
-        for factor in np.unique(relative):
-            where = relative == factor
-            noise[..., where] = self._noise(base * int(factor), (int(where.sum()),))
-        noisy = answers + noise
-        self._traced(Draw(what, noisy.astype(np.float64), float(base) * relative.astype(np.float64)))
+        noise = np.zeros(self.repetitions + (answers.size,), dtype=np.int64)
+        # One draw per distinct scale, over its answers in order (one sort, not one pass per scale).
+        for factor, where in _classes(relative.ravel()):
+            count = answers.size if isinstance(where, slice) else where.size
+            noise[..., where] = self._noise(base * int(factor), (count,))
+        noisy = answers + noise.reshape(self.repetitions + answers.shape)
+        if self._trace is not None:  # (a full-size float copy: only for a trace)
+            self._traced(Draw(what, noisy.astype(np.float64), float(base) * relative.astype(np.float64)))
         record = Measurement(what=what, mechanism=LAPLACE, sensitivity=self.factor * Fraction(sensitivity),
                              scale=base, queries=int(answers.size), composition=composition,
                              **self._costs(epsilon, amount))
@@ -371,12 +374,13 @@ class ZCDPBudget(PrivacyBudget):
         if largest > MAX_SIGMA2:  # refused before paying
             raise ValueError(f"{what}: noise variance {float(largest):.3g} is above the sampler's 2^60")
         self._claim(amount, Fraction(0), what)
-        noise = np.zeros(self.repetitions + answers.shape, dtype=np.int64)
-        for g in levels:
-            where = relative == g
-            noise[..., where] = self._gaussian_noise(sigma2 * Fraction(float(g)) ** 2, (int(where.sum()),))
-        noisy = answers + noise
-        self._traced(Draw(what, noisy.astype(np.float64), np.sqrt(float(sigma2)) * relative))
+        noise = np.zeros(self.repetitions + (answers.size,), dtype=np.int64)
+        for g, where in _classes(relative.ravel()):
+            count = answers.size if isinstance(where, slice) else where.size
+            noise[..., where] = self._gaussian_noise(sigma2 * Fraction(float(g)) ** 2, (count,))
+        noisy = answers + noise.reshape(self.repetitions + answers.shape)
+        if self._trace is not None:  # (a full-size float copy: only for a trace)
+            self._traced(Draw(what, noisy.astype(np.float64), np.sqrt(float(sigma2)) * relative))
         record = Measurement(what=what, mechanism=GAUSSIAN, sensitivity=None, scale=None, epsilon=None,
                              l2_squared=Fraction(self.factor) ** 2 * l2_squared, sigma2=sigma2, rho=amount,
                              queries=int(answers.size), composition=composition)
@@ -435,3 +439,21 @@ def _positive(sensitivity, what: str) -> Fraction:
     if value <= 0:
         raise ValueError(f"{what}: sensitivity must be positive, got {value}")
     return value
+
+
+def _classes(values: np.ndarray):
+    """(value, where) for each distinct value of the flat ``values``, in increasing value: ``where`` indexes its
+    positions in increasing order (a slice for a single value).  At most about 3 passes whatever the number of
+    distinct values (one stable sort of small class numbers when there are many)."""
+    distinct = np.unique(values)
+    if distinct.size == 1:
+        return [(distinct[0].item(), slice(None))]
+    if distinct.size <= 4:
+        return [(value, np.flatnonzero(values == value)) for value in distinct.tolist()]
+    klass = np.searchsorted(distinct, values)
+    small = np.uint16 if distinct.size <= 1 << 16 else np.int64  # radix sort for small class numbers
+    order = np.argsort(klass.astype(small, copy=False), kind="stable")
+    counts = np.bincount(klass, minlength=distinct.size)
+    ends = np.cumsum(counts)
+    return [(value, order[end - count:end]) for value, end, count in zip(distinct.tolist(), ends.tolist(),
+                                                                        counts.tolist())]
