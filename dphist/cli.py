@@ -19,29 +19,19 @@ import warnings
 from contextlib import contextmanager
 from fractions import Fraction
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
-import numpy as np
 from click.core import ParameterSource
 
-from .version import __version__
-from .algorithms import REGISTRY
-from .algorithms.auto import WORKLOADS as RELEASE_WORKLOADS
-from .engines import ENGINES
-from .draft import draft_schema
-from .evaluate import WARNING, WORKLOADS, evaluate
+# Only light modules here: `dphist --version` and `--help` must not load pandas, scipy or the algorithms
+# (tests/test_startup.py, bench/startup.py).  Each command imports the machinery it runs.
+from .choices import DEFAULT_ALGORITHM, DEFAULT_MAX_CELLS, ENGINES, EVALUATE_WORKLOADS, FORMATS, RELEASE_WORKLOADS
 from .errors import DataError, DphistError, Terminated, UsageError
-from .execution import ReleaseFiles, charged, execute
-from .io.output_file import atomic_output
-from .io.writers import FORMATS, write_text_atomic
-from .job import load_job
-from .ledger import ROW_UNIT, Ledger, LedgerError, default_ledger_path
-from .output import NOT_PRIVATE
-from .planning import DEFAULT_ALGORITHM, DEFAULT_MAX_CELLS, ReleaseOptions, make_plan
-from .plot import plot_release
-from .privacy import format_fraction, parse_delta, parse_epsilon
-from .private_schema import plan_private_schema, run_private_schema
-from .publish import recover
+from .version import __version__
+
+if TYPE_CHECKING:
+    from .ledger import Ledger
 
 
 INTERNAL_ERROR = 5
@@ -321,6 +311,11 @@ def release_command(input, epsilon, rho, noise, schema_path, columns, spec, marg
     ledger records it against the data set (refused with exit code 3 if that would pass the data set's cap;
     see 'dphist budget').
     """
+    from .execution import ReleaseFiles, execute
+    from .job import load_job
+    from .output import NOT_PRIVATE
+    from .planning import ReleaseOptions, make_plan
+
     # ``settings`` holds the options named as in dphist.release (delta, privacy_unit, seed, engine, ...).
     _LOG["json"] = log_format == "json"
     tables = None
@@ -462,6 +457,7 @@ def schema_command(ctx, input, out, private, epsilon, delta, columns, bins, max_
     finds them, and E (and --delta) is charged to the ledger. The schema may be frozen and reused; releases that
     use it spend nothing on discovery.
     """
+    from .draft import draft_schema
     from .io.output_file import atomic_output, check_output_file
 
     if out is not None:  # before the data is read (and, with --private, before anything is charged)
@@ -492,6 +488,11 @@ def schema_command(ctx, input, out, private, epsilon, delta, columns, bins, max_
 
 def _private_schema(input, out, epsilon, delta, columns, bins, max_categories, binning, privacy_unit,
                     max_rows_per_unit, seed, ledger_path, dataset_id, lock_timeout):
+    from .execution import charged
+    from .io.output_file import atomic_output
+    from .output import NOT_PRIVATE
+    from .private_schema import plan_private_schema, run_private_schema
+
     if epsilon is None:
         raise click.UsageError("--private needs --epsilon E: the budget spent finding the domains")
     plan = plan_private_schema(input, epsilon, delta or 0, columns, bins, max_categories, privacy_unit,
@@ -526,7 +527,7 @@ def _private_schema(input, out, epsilon, delta, columns, bins, max_categories, b
               help="Algorithms to compare, comma-separated [every one that fits the table and needs no option].")
 @click.option("--trials", "-k", default=10, show_default=True, type=click.IntRange(1, 10_000),
               help="Runs per algorithm.")
-@click.option("--workload", "-w", type=click.Choice(WORKLOADS),
+@click.option("--workload", "-w", type=click.Choice(EVALUATE_WORKLOADS),
               help="Queries to score: ranges (all ranges for one column, 2000 random boxes otherwise; the default), "
                    "cells, marginals (one-way), or all-ranges, prefix, random-ranges, random-boxes, identity.")
 @_algorithm_option_flags
@@ -540,6 +541,9 @@ def evaluate_command(input, epsilon, rho, noise, delta, schema_path, columns, al
     stand-in with the same schema. Reports the scaled average L1 error per query (error / number of rows)
     and the RMSE per query of the released (post-processed) table.
     """
+    from .algorithms import REGISTRY
+    from .evaluate import WARNING, evaluate
+
     names = [a.strip() for a in algorithms.split(",")] if algorithms else sorted(REGISTRY)
     table, info = evaluate(input, epsilon, schema_path, columns, names, trials=trials, workload=workload,
                            seed=seed, algorithm_options=_algorithm_options(branching, budget_split, options),
@@ -575,6 +579,7 @@ def audit_command(algorithm, quick, seed, no_mutants):
     false-alarm rate 1e-6). Real algorithms must pass; deliberately broken mutants must be caught.
     Exits 0 only if both hold.
     """
+    from .algorithms import REGISTRY
     from .audit import audit, default_cases
     from .audit.sampler import check_gaussian_sampler, check_sampler
     from .privacy import SystemBits
@@ -629,8 +634,10 @@ def bench_command(files, algorithms, scales, epsilons, samples, runs, jsonl):
     is scored on range queries (prefix queries in 1-D, 2000 random boxes in 2-D) by the scaled average L1
     error. Uses the histograms' true counts: the output is NOT private; do not publish it.
     """
-    from .privacy import parse_epsilon
+    from .algorithms import REGISTRY
     from .benchmark import load_histogram, run_benchmark, summarize
+    from .io.writers import write_text_atomic
+    from .privacy import parse_epsilon
 
     for e in epsilons:
         parse_epsilon(e)
@@ -671,6 +678,8 @@ def synth_command(release_dir, rows, table, joint, out, seed, overwrite):
     table and invents no other association: from age,sex and sex,income, age and income are independent given
     sex.
     """
+    import numpy as np
+
     from .io.output_file import TABLE_SUFFIXES, atomic_output, check_output_file, write_frames
     from .synth import plan_synthesis
 
@@ -698,7 +707,7 @@ def plot_command(release_dir, table, out, overwrite):
     """Draw a released table: bars with 95 % intervals (one column), a heat map (two), or small multiples of
     heat maps (three). Reads the release only. Needs matplotlib: pip install 'dphist[plot]'."""
     from .io.output_file import check_output_file
-    from .plot import picture_suffixes
+    from .plot import picture_suffixes, plot_release
 
     check_output_file(out, overwrite, picture_suffixes())  # before the release is read
     plot_release(release_dir, out, table)
@@ -738,7 +747,8 @@ _ledger_option = click.option("--ledger", "ledger_path", metavar="PATH", help=f"
 def budget_set(dataset, epsilon, rho, delta, reason, privacy_unit, ledger_path):
     """Set (or change) the cap of DATASET, in epsilon (--epsilon, with --delta) or in rho (--rho); the change is
     itself a ledger entry. Every release is counted in the cap's definition (see 'dphist budget show')."""
-    from .planning import parse_rho
+    from .ledger import ROW_UNIT, Ledger
+    from .privacy import parse_delta, parse_epsilon, parse_rho
 
     if epsilon is not None and rho is not None:
         raise click.UsageError("give the cap as --epsilon E (with --delta D) or as --rho R, not both")
@@ -814,6 +824,8 @@ def budget_show(dataset, fmt, ledger_path):
 @_ledger_option
 def budget_history(dataset, fmt, ledger_path):
     """Every ledger entry of DATASET, oldest first."""
+    from .privacy import format_fraction
+
     ledger = _reading_ledger(ledger_path)
     entries = [] if ledger is None else ledger.history(dataset)
     if not entries:
@@ -841,6 +853,8 @@ def budget_history(dataset, fmt, ledger_path):
 def budget_verify(ledger_path):
     """Check the ledger file and its hash chain: exit 0 if intact, 1 if damaged (the problems on stdout, one line
     on stderr)."""
+    from .ledger import Ledger, LedgerError, default_ledger_path
+
     path = Path(ledger_path) if ledger_path else default_ledger_path()
     try:
         ledger = Ledger(path, readonly=True)
@@ -861,6 +875,9 @@ def budget_recover(ledger_path):
     """Finish or clean up the runs of this host that were killed: a release that was complete is moved into
     place, partial output is removed, and reservations of runs that never read data are given back. Every
     release also does this before it starts; this command does it now. It never reads data or draws noise."""
+    from .ledger import Ledger
+    from .publish import recover
+
     ledger = Ledger(ledger_path)
     lines = recover(ledger)
     for line in lines:
@@ -871,6 +888,8 @@ def budget_recover(ledger_path):
 def _reading_ledger(ledger_path) -> Ledger | None:
     """The ledger for the reading commands, or None if there is no ledger file yet.  Opened for writing where it
     can be (so reservations of runs that died before reading are given back first), else read-only."""
+    from .ledger import Ledger, LedgerError, default_ledger_path
+
     path = Path(ledger_path) if ledger_path else default_ledger_path()
     try:
         if not path.exists() and not path.is_symlink():
@@ -884,6 +903,8 @@ def _reading_ledger(ledger_path) -> Ledger | None:
 @main.command("algorithms")
 def algorithms_command():
     """List the available algorithms and their options (set with --option KEY=VALUE or a job spec's options)."""
+    from .algorithms import REGISTRY
+
     for name in sorted(REGISTRY):
         click.echo(f"{name:<14} {REGISTRY[name].summary}")
         cls = REGISTRY[name]

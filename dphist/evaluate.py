@@ -16,6 +16,7 @@ import pandas as pd
 from . import workloads
 from .algorithms import REGISTRY, applicable_options
 from .api import plan_release
+from .choices import EVALUATE_WORKLOADS as WORKLOADS
 from .counting import count_tables
 from .errors import UsageError
 from .inference import nonnegative_integer_table
@@ -27,8 +28,6 @@ __all__ = ["evaluate", "WORKLOADS", "WARNING"]
 WARNING = ("NOT PRIVATE: these errors are computed from the true counts. Use them to choose an algorithm; never "
            "publish them. A choice made from them depends on the data: for a strict guarantee, evaluate on a "
            "public or synthetic stand-in instead.")
-
-WORKLOADS = ("all-ranges", "prefix", "random-ranges", "random-boxes", "identity", "ranges", "cells", "marginals")
 
 
 def _workload(name: str | None, shape: tuple[int, ...]) -> workloads.Workload:

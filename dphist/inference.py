@@ -9,8 +9,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-from scipy import sparse
-
 from .trees import SiblingGroups, Tree, product_tree
 
 __all__ = ["nonnegative_integer_table", "TreeFit", "tree_least_squares", "grouped_simplex_projection",
@@ -115,6 +113,8 @@ def sum_by_parent(values: np.ndarray, parent: np.ndarray, size: int) -> np.ndarr
     """Add up the last axis of ``values`` into ``size`` parents (leading axes are independent repetitions)."""
     if values.ndim == 1:
         return np.bincount(parent, weights=values, minlength=size)
+    from scipy import sparse  # (only for repeated answers: the audit's; a release never loads scipy.sparse)
+
     flat = values.reshape(-1, values.shape[-1])
     summed = sparse.csr_matrix((np.ones(parent.size), (parent, np.arange(parent.size))),
                                shape=(size, parent.size)) @ flat.T

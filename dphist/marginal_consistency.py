@@ -37,8 +37,6 @@ from itertools import combinations
 from math import prod
 
 import numpy as np
-from scipy import sparse
-from scipy.optimize import linprog
 
 from .inference import grouped_rounding, grouped_simplex_projection
 
@@ -235,6 +233,10 @@ def _transport(target: np.ndarray, groups: list[np.ndarray], totals: list[np.nda
     equality rows are the incidence matrix of a bipartite graph (cells are edges between their two groups), so
     the matrix is totally unimodular and the optimal vertex is integral.
     """
+    # scipy.optimize takes ~0.2 s to import: only the marginal sets that need a transport load it.
+    from scipy import sparse
+    from scipy.optimize import linprog
+
     y = target.ravel()
     n = y.size
     base = np.maximum(np.floor(y), 0.0)

@@ -21,6 +21,7 @@ import numpy as np
 
 from .algorithms import Algorithm, applicable_options, get_algorithm
 from .algorithms.auto import WORKLOADS, default_workload
+from .choices import DEFAULT_ALGORITHM, DEFAULT_MAX_CELLS
 from .contribution import UnitBound
 from .counting import TableShape
 from .discovery import (AUTO, BINNINGS, DEFAULT_BINS, DEFAULT_MAX_CATEGORIES, DEFAULT_SHARE, DiscoveryPlan,
@@ -40,9 +41,6 @@ __all__ = ["ReleaseOptions", "ReleasePlan", "make_plan", "unit_bound", "parse_di
            "parse_rho", "budget_definition", "DEFAULT_ALGORITHM", "DEFAULT_MAX_CELLS", "MARGINALS_ALGORITHM",
            "VALUE_COLUMNS", "DEFINITIONS", "NOISES", "MIN_RHO", "MAX_RHO"]
 
-DEFAULT_ALGORITHM = "auto"
-#: Tables of more cells than this are refused before any row is read, unless a larger limit is given.
-DEFAULT_MAX_CELLS = 2**24
 # Marginal sets default to identity: the strategies' expected errors and the exact least-squares combination
 # of "separate" are worked out for it (marginals.py).
 MARGINALS_ALGORITHM = "identity"

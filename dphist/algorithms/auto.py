@@ -41,6 +41,7 @@ from fractions import Fraction
 
 import numpy as np
 
+from ..choices import RELEASE_WORKLOADS as WORKLOADS
 from ..errors import UsageError
 from ..privacy import PrivacyBudget, format_fraction
 from . import options as option
@@ -56,9 +57,6 @@ FALLBACK = "hb"
 #: categorical slices the curve would interleave the categories, so there they give way as a one-column
 #: algorithm does.
 SEQUENCE_ONLY = ("dawa",)
-#: The questions a table may be released for: range sums along its ordered columns, its single cells, or its
-#: one-way marginals (the cells themselves for one column).
-WORKLOADS = ("ranges", "cells", "marginals")
 
 
 def default_workload(columns) -> str:

@@ -17,6 +17,7 @@ import importlib.util
 
 import numpy as np
 
+from ..choices import ENGINES
 from ..contribution import UnitBound
 from ..counting import TableShape, count_tables
 from ..errors import UsageError
@@ -27,7 +28,6 @@ from ..schema import Column
 
 __all__ = ["ENGINES", "check_engine", "count"]
 
-ENGINES = ("local", "dask", "spark")
 _EXTRA = {"dask": ("dask", "distributed"), "spark": ("pyspark",)}
 
 

@@ -16,14 +16,16 @@ import os
 import tempfile
 from collections.abc import Collection, Iterable, Iterator
 from pathlib import Path
-from typing import BinaryIO
+from typing import TYPE_CHECKING, BinaryIO
 
-import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from ..errors import DataError, UsageError
+
+if TYPE_CHECKING:  # the frames come from callers that have pandas loaded; checking a path needs none of it
+    import pandas as pd
 
 __all__ = ["check_output_file", "atomic_output", "write_frames", "TABLE_SUFFIXES"]
 

@@ -14,21 +14,25 @@ import glob as _glob
 import os
 import re
 import stat
+import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.csv as pacsv
-import pyarrow.dataset as pads
 import pyarrow.parquet as pq
 
 from ..counting import days_since_epoch
 from ..errors import DataError
 from ..progress import Progress
 from ..schema import Column
+
+if TYPE_CHECKING:  # pandas is imported by whoever passes a DataFrame; reading files needs none of it
+    import pandas as pd
+    import pyarrow.dataset as pads
 
 __all__ = ["Source", "open_source", "parquet_pieces", "remote_source"]
 
@@ -151,6 +155,8 @@ class Source:
         elif self.format == "parquet":
             # Text columns stay dictionary-encoded as stored (codes, not strings); Arrow's scanner decodes the
             # next row groups on its threads while the current batches are counted, a bounded number ahead.
+            import pyarrow.dataset as pads  # it imports pandas (~0.2 s): only Parquet input needs it
+
             categorical = [n for n, c in columns.items() if c.kind == "categorical"]
             fmt = pads.ParquetFileFormat(read_options=pads.ParquetReadOptions(dictionary_columns=categorical))
             for path in self.files:
@@ -211,6 +217,8 @@ class Source:
             yield from pa.Table.from_pandas(self.frame, preserve_index=False).to_batches()
 
     def _dataset(self) -> pads.Dataset:
+        import pyarrow.dataset as pads  # it imports pandas (~0.2 s): only Parquet input needs it
+
         try:
             return pads.dataset([str(p) for p in self.files], format="parquet")
         except (pa.ArrowInvalid, OSError) as exc:
@@ -222,12 +230,19 @@ class Source:
         return pa.Schema.from_pandas(self.frame.head(0), preserve_index=False)
 
 
+def _is_dataframe(source) -> bool:
+    """Whether ``source`` is a pandas DataFrame, without importing pandas: an object can only be a DataFrame if
+    pandas has been imported already (the command line reads files and never loads it for this)."""
+    pandas = sys.modules.get("pandas")
+    return pandas is not None and isinstance(source, pandas.DataFrame)
+
+
 def open_source(source) -> Source:
     """Resolve a path (file, directory, or glob pattern) or a pandas DataFrame into a Source.
 
     Raises DataError if nothing readable is there.  Reads no rows.
     """
-    if isinstance(source, pd.DataFrame):
+    if _is_dataframe(source):
         dup = _first_duplicate([str(c) for c in source.columns])
         if dup is not None:
             raise DataError(f"DataFrame: column name '{dup}' appears more than once")

@@ -18,13 +18,12 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from ..choices import FORMATS
 from ..errors import DataError, UsageError
 from ..faults import checkpoint
 from .destination import Destination, remove_tree, write_marker
 
 __all__ = ["FORMATS", "check_destination", "stage_release", "write_release", "write_text_atomic"]
-
-FORMATS = ("csv", "parquet", "json")
 
 
 def check_destination(out: str | os.PathLike, overwrite: bool, protect=()) -> Destination:

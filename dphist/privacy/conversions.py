@@ -38,8 +38,6 @@ from decimal import ROUND_FLOOR, Context, Decimal
 from fractions import Fraction
 from typing import Any
 
-from scipy.optimize import brentq
-
 from ..errors import UsageError
 from .amounts import exact_fraction, format_fraction
 
@@ -96,6 +94,14 @@ def _log_inverse_delta(value: Any) -> float:
     return math.log(exact.denominator) - math.log(exact.numerator)
 
 
+def _brentq(*args, **kwargs) -> float:
+    """scipy's root finder, imported on first use: scipy.optimize takes ~0.3 s to import, and most runs (every
+    pure-epsilon one, the ledger's reading commands) never convert."""
+    from scipy.optimize import brentq as scipy_brentq
+
+    return scipy_brentq(*args, **kwargs)
+
+
 def _log_bracket(u: float, rho: float, eps: float) -> float:
     """f(u): ln of the CKS20 bracket at α = 1 + u (u > 0).  Valid as ln δ for every u, optimal at the root of f'."""
     return u * ((1.0 + u) * rho - eps) - math.log(u) - (1.0 + u) * math.log1p(1.0 / u)
@@ -115,7 +121,7 @@ def _log_delta(rho: float, eps: float) -> float:
         return 0.0
     if _slope(hi, rho, eps) <= 0:  # cannot happen for amounts in range (2·e^700·1e-30 > 1e30); kept as a guard
         raise ConversionError(f"rho {rho!r} and epsilon {eps!r} are out of the range this conversion supports")
-    t = brentq(_slope, lo, hi, args=(rho, eps), xtol=1e-13, rtol=4 * 2.0**-52, maxiter=500)
+    t = _brentq(_slope, lo, hi, args=(rho, eps), xtol=1e-13, rtol=4 * 2.0**-52, maxiter=500)
     return min(0.0, _log_bracket(math.exp(t), rho, eps))
 
 
@@ -161,7 +167,7 @@ def epsilon_for(rho: Any, delta: Any) -> float:
         return _log_delta(r, e) - target
 
     hi = _nudge(excess, hi, +1.0)  # float rounding only: the classic ε is valid in exact arithmetic
-    root = brentq(excess, 0.0, hi, xtol=1e-300, rtol=4 * 2.0**-52, maxiter=500)
+    root = _brentq(excess, 0.0, hi, xtol=1e-300, rtol=4 * 2.0**-52, maxiter=500)
     # Twice the margin, so that the check below (at one margin less) looks at a point past the root.
     result = root * (1.0 + 2.0 * EPSILON_MARGIN)
     for _ in range(1000):
@@ -197,7 +203,7 @@ def rho_for(epsilon: Any, delta: Any) -> Fraction:
         hi *= 2.0
         if hi > _MAX_AMOUNT:
             raise ConversionError(f"epsilon {epsilon!r} and delta {delta!r} are out of the supported range")
-    root = math.exp(brentq(excess, math.log(lo), math.log(hi), xtol=1e-14, rtol=4 * 2.0**-52, maxiter=500))
+    root = math.exp(_brentq(excess, math.log(lo), math.log(hi), xtol=1e-14, rtol=4 * 2.0**-52, maxiter=500))
     # Twice the margin, so that the check below (at one margin more) looks at a point short of the root.
     candidate = root * (1.0 - 2.0 * RHO_MARGIN)
     for _ in range(1000):
