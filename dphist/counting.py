@@ -116,36 +116,65 @@ def _flat_codes(table: TableShape, codes: dict[str, np.ndarray], out: np.ndarray
 
 class _Counter:
     """Accumulates batches into every table's extended counts (one instance, with its own axes and their
-    buffers, per worker thread)."""
+    buffers, per worker thread).
+
+    An axis hands over each batch as cells and a lookup from cells to codes (see :meth:`Axis.cells`).  A
+    one-column table whose lookup is small beside the batch is counted in cell space and turned into codes
+    only when the lookup changes and at the end (no per-row lookup at all); a column used by one table only
+    goes through a copy of its lookup already multiplied by its stride in that table (no per-row multiply); a
+    column shared by several tables is turned into codes once per batch.
+    """
 
     def __init__(self, tables: list[TableShape], where: str) -> None:
         self.tables, self.where = tables, where
         self.axes = {c.name: Axis(c) for t in tables for c in t.columns}
+        uses: dict[str, int] = {}
+        for t in tables:
+            for c in t.columns:
+                uses[c.name] = uses.get(c.name, 0) + 1
+        self.shared = {name for name, n in uses.items() if n > 1}
         self.sizes = [math.prod(_ext_shape(t)) for t in tables]
+        self.strides = [_strides(_ext_shape(t)) for t in tables]
         self.counts = [np.zeros(n, dtype=np.int64) for n in self.sizes]
         # A table much bigger than a batch is not bincounted per batch (that would touch every cell each
         # time): its cells are buffered until they are worth one bincount over the whole table.
         self.pending: list[list[np.ndarray]] = [[] for _ in tables]
         self.pending_rows = [0] * len(tables)
+        # One-column tables counted in cell space: (lookup, counts per cell) while that lookup holds.
+        self.by_cell: list[tuple[np.ndarray, np.ndarray] | None] = [None] * len(tables)
+        self.folded: dict[tuple[int, int], tuple[np.ndarray, np.ndarray]] = {}  # (table, axis) -> lookup, x stride
         self.flat = np.empty(0, dtype=np.intp)  # each row's cell, reused from batch to batch
+        self.part = np.empty(0, dtype=np.intp)  # one axis's share of it
 
     def codes(self, batch: pa.RecordBatch) -> dict[str, np.ndarray]:
         """Each column's codes for this batch (buffers of the axes, valid until the next batch)."""
-        codes = {}
+        return {name: _codes(*cells) for name, cells in self.cells(batch).items()}
+
+    def cells(self, batch: pa.RecordBatch) -> dict[str, tuple[np.ndarray, np.ndarray | None]]:
+        """Each column's (cells, lookup) for this batch (see :meth:`Axis.cells`)."""
+        out = {}
         for name, axis in self.axes.items():
             try:
-                codes[name] = axis.codes(batch.column(name))
+                out[name] = axis.cells(batch.column(name))
             except DataError as exc:
                 raise DataError(f"{self.where}: {exc}") from None
-        return codes
+        return out
 
     def add(self, batch: pa.RecordBatch) -> None:
-        codes = self.codes(batch)
+        cells = self.cells(batch)
         rows = batch.num_rows
         if len(self.flat) < rows:
-            self.flat = np.empty(rows, dtype=np.intp)
+            self.flat, self.part = np.empty(rows, dtype=np.intp), np.empty(rows, dtype=np.intp)
+        shared: dict[str, np.ndarray] = {}  # codes of the columns several tables use, made once
         for i, table in enumerate(self.tables):
-            flat = _flat_codes(table, codes, self.flat)
+            if len(table.columns) == 1:
+                cell, lookup = cells[table.columns[0].name]
+                if lookup is not None and len(lookup) <= max(rows // 2, 1 << 10):
+                    self._add_by_cell(i, cell, lookup)
+                    continue
+                flat = _codes(cell, lookup, self.flat[:rows])
+            else:
+                flat = self._flat(i, table, cells, shared, rows)
             if self.sizes[i] <= max(rows // 2, 1 << 12):
                 self.counts[i] += np.bincount(flat, minlength=self.sizes[i])
                 continue
@@ -153,6 +182,50 @@ class _Counter:
             self.pending_rows[i] += len(flat)
             if self.pending_rows[i] >= self.sizes[i]:
                 self._flush(i)
+
+    def _flat(self, i: int, table: TableShape, cells: dict, shared: dict, rows: int) -> np.ndarray:
+        """Each row's cell of table ``i`` in its extended space (C order), in this counter's buffer."""
+        flat, part = self.flat[:rows], self.part[:rows]
+        for j, (column, stride) in enumerate(zip(table.columns, self.strides[i])):
+            cell, lookup = cells[column.name]
+            out = flat if j == 0 else part
+            if lookup is not None and column.name not in self.shared:
+                self._folded(i, j, lookup, stride).take(cell, out=out, mode="clip")  # code x stride, in one gather
+            else:
+                if lookup is not None:
+                    if column.name not in shared:
+                        shared[column.name] = _codes(cell, lookup)
+                    cell = shared[column.name]
+                if stride == 1 and j > 0:
+                    out = cell
+                else:
+                    np.multiply(cell, stride, out=out)
+            if j > 0:
+                flat += out
+        return flat
+
+    def _folded(self, i: int, j: int, lookup: np.ndarray, stride: int) -> np.ndarray:
+        """``lookup * stride``, kept while the axis hands over the same lookup (a categorical column's changes
+        with the batch's dictionary)."""
+        held = self.folded.get((i, j))
+        if held is None or held[0] is not lookup:
+            held = self.folded[(i, j)] = (lookup, lookup * stride)
+        return held[1]
+
+    def _add_by_cell(self, i: int, cell: np.ndarray, lookup: np.ndarray) -> None:
+        held = self.by_cell[i]
+        if held is None or held[0] is not lookup:
+            self._settle(i)
+            held = self.by_cell[i] = (lookup, np.zeros(len(lookup), dtype=np.int64))
+        counts = held[1]
+        counts += np.bincount(cell, minlength=len(lookup))
+
+    def _settle(self, i: int) -> None:
+        """Move table ``i``'s counts per cell into its counts per code."""
+        held = self.by_cell[i]
+        if held is not None:
+            np.add.at(self.counts[i], held[0], held[1])
+            self.by_cell[i] = None
 
     def _flush(self, i: int) -> None:
         if self.pending[i]:
@@ -162,7 +235,20 @@ class _Counter:
     def finish(self) -> list[np.ndarray]:
         for i in range(len(self.tables)):
             self._flush(i)
+            self._settle(i)
         return self.counts
+
+
+def _strides(ext: tuple[int, ...]) -> list[int]:
+    """C-order strides, in cells, of an array of shape ``ext``."""
+    return [math.prod(ext[k + 1:]) for k in range(len(ext))]
+
+
+def _codes(cells: np.ndarray, lookup: np.ndarray | None, out: np.ndarray | None = None) -> np.ndarray:
+    """Codes (intp) from an axis's cells and lookup: the cells themselves where there is no lookup."""
+    if lookup is None:
+        return cells
+    return lookup.take(cells, out=out, mode="clip")
 
 
 def _run_threads(batches: Iterable[pa.RecordBatch], counters: list[_Counter]) -> None:
@@ -260,7 +346,9 @@ _LUT_MAX = 1 << 20  # the widest range of whole numbers mapped through a lookup 
 
 class Axis:
     """One column, prepared once per counting pass and worker: ``codes(values)`` maps a batch's values to
-    codes in ``0..n_cells``, where ``n_cells`` means the row is not counted (dropped by the column's policy).
+    codes in ``0..n_cells``, where ``n_cells`` means the row is not counted (dropped by the column's policy);
+    ``cells(values)`` gives the same codes in two steps, cells and a lookup from cells to codes, so that
+    counting can fold its own arithmetic into the lookup or count cells before codes.
 
     The returned array is this axis's own buffer, overwritten by the next call.  Reusing buffers matters:
     fresh megabyte-sized temporaries for every batch cost more in page faults than the arithmetic.
@@ -292,12 +380,15 @@ class Axis:
         # |edge| * scale) is far below one bin; a domain far from 0 for its width is searched instead.
         self.equal_width = (isinstance(column, NumericColumn) and column.equal_width
                             and max(abs(self.lower), abs(self.upper)) * self.scale < 2.0**40)
-        # Whole numbers in [base, top] go through a table: exact, and cheaper than arithmetic.
+        # Whole numbers in [base, top] go through a table: exact, and cheaper than arithmetic.  (Only where
+        # every whole number there is a double: past 2^53 the table's own float steps would merge values.)
         self.base, self.top = int(np.floor(self.lower)) - 1, int(np.ceil(self.upper))
         self.whole_lookup = None
-        if self.top - self.base <= _LUT_MAX:
+        if self.top - self.base <= _LUT_MAX and max(abs(self.base), abs(self.top)) < 2**53:
             whole = np.arange(self.base, self.top + 1, dtype=np.float64)
             self.whole_lookup = self.position_code[np.searchsorted(edges, whole, side="right")]
+            # ... and one more entry, past top, for nulls
+            self.whole_lookup = np.append(self.whole_lookup, self.null_code).astype(np.intp)
         self._grid: _FineGrid | None | bool = False  # built on first use (whole numbers rarely need it)
 
     def _buffer(self, key: str, n: int, dtype) -> np.ndarray:
@@ -307,6 +398,16 @@ class Axis:
         return buf[:n]
 
     def codes(self, values: pa.Array | pa.ChunkedArray) -> np.ndarray:
+        """Each value's code (intp, one per value; this axis's buffer)."""
+        cells, lookup = self.cells(values)
+        if lookup is None:
+            return cells
+        return lookup.take(cells, out=self._buffer("codes", len(cells), np.intp), mode="clip")
+
+    def cells(self, values: pa.Array | pa.ChunkedArray) -> tuple[np.ndarray, np.ndarray | None]:
+        """``(cells, lookup)``: the codes are ``lookup[cells]`` (cells, int32 or intp, always index the lookup,
+        an intp array), or ``cells`` themselves where the lookup is None.  Both stay valid until the next call
+        (a lookup that does not change between batches is the same object each time)."""
         if isinstance(values, pa.ChunkedArray):
             values = values.combine_chunks()
         column = self.column
@@ -320,31 +421,31 @@ class Axis:
 
     # numbers and dates
 
-    def _whole_or_real(self, values: pa.Array) -> np.ndarray:
+    def _whole_or_real(self, values: pa.Array) -> tuple[np.ndarray, np.ndarray | None]:
         typ = values.type
         whole = (pa.types.is_signed_integer(typ) or typ in (pa.uint8(), pa.uint16(), pa.uint32())
                  or pa.types.is_date32(typ))
         if whole and self.whole_lookup is not None:
-            return self._whole(values)
+            return self._whole(values), self.whole_lookup
         if not pa.types.is_floating(typ):
             values = pc.cast(values.cast(pa.int32()) if pa.types.is_date32(typ) else values, pa.float64(),
                              safe=False)
         return self._real(values.to_numpy(zero_copy_only=False).astype(np.float64, copy=False))
 
     def _whole(self, values: pa.Array) -> np.ndarray:
+        """Cells of whole numbers in ``whole_lookup``: the value less ``base`` (clipped), nulls past ``top``."""
         if pa.types.is_date32(values.type):
             values = values.cast(pa.int32())
         nulls = values.null_count
         v = (values.fill_null(0) if nulls else values).to_numpy(zero_copy_only=False)
         n = len(v)
-        shifted = np.clip(v, self.base, self.top, out=self._buffer("whole", n, np.int64), casting="unsafe")
-        shifted -= self.base
-        codes = self.whole_lookup.take(shifted, out=self._buffer("codes", n, np.intp), mode="clip")
+        cells = np.clip(v, self.base, self.top, out=self._buffer("whole", n, np.int64), casting="unsafe")
+        cells -= self.base
         if nulls:
-            codes[values.is_null().to_numpy(zero_copy_only=False)] = self.null_code
-        return codes
+            cells[values.is_null().to_numpy(zero_copy_only=False)] = len(self.whole_lookup) - 1
+        return cells
 
-    def _real(self, v: np.ndarray) -> np.ndarray:
+    def _real(self, v: np.ndarray) -> tuple[np.ndarray, np.ndarray | None]:
         n = len(v)
         # NaN (Arrow's nulls arrive as NaN) is missing, never compared.  A finite sum rules NaN out in one pass.
         with np.errstate(invalid="ignore", over="ignore"):
@@ -353,14 +454,22 @@ class Axis:
                 nan = None
             if self._grid is False:
                 self._grid = _FineGrid.build(self.edges, self.position_code, self.drop)
-            if self._grid is not None:
-                codes = self._grid.codes(v, self)
+                # The grid's lookup and, past its last cell, the null code (the grid is shared; this is not).
+                self._grid_lookup = None if self._grid is None else np.append(self._grid.lookup, self.null_code)
+            grid = self._grid
+            if grid is not None and not grid.cut:
+                cells = grid.cells(v, self)
+                if nan is not None:
+                    cells[nan] = len(grid.lookup)
+                return cells, self._grid_lookup
+            if grid is not None:
+                codes = grid.codes(v, self)
             else:
                 codes = self.position_code.take(self._positions(v), out=self._buffer("codes", n, np.intp),
                                                 mode="clip")
         if nan is not None:
             codes[nan] = self.null_code
-        return codes
+        return codes, None
 
     def _positions(self, v: np.ndarray) -> np.ndarray:
         """Each value's position (see ``position_code``); NaN lands anywhere in 0..bins + 2."""
@@ -386,7 +495,8 @@ class Axis:
 
     # categories
 
-    def _categorical(self, values: pa.Array) -> np.ndarray:
+    def _categorical(self, values: pa.Array) -> tuple[np.ndarray, np.ndarray]:
+        """Cells: the dictionary's indices (Arrow's own buffer, as a rule), nulls at the lookup's last entry."""
         values = as_text(values)
         if not pa.types.is_dictionary(values.type):
             values = pc.dictionary_encode(values)
@@ -394,8 +504,7 @@ class Axis:
         indices = values.indices
         if indices.null_count:
             indices = indices.fill_null(len(lookup) - 1)
-        index = indices.to_numpy(zero_copy_only=False)
-        return lookup.take(index, out=self._buffer("codes", len(index), np.intp))
+        return indices.to_numpy(zero_copy_only=False), lookup
 
     def _dictionary_lookup(self, dictionary: pa.Array) -> np.ndarray:
         """Code of each dictionary entry, plus a last entry for null indices (cached while the dictionary
@@ -425,30 +534,51 @@ class _FineGrid:
     with no edge strictly inside lies in one bin, and the table gives its code; the few cells an edge cuts
     (none when the edges are multiples of 1 / s) are marked, and their values are looked up among the edges.
     Exact for every value, and about twice as fast as arithmetic checked against the edges.
+
+    With an edge at 0 and s < 1, a tiny negative value times s would round to -0.0 and floor into cell 0, past
+    the edge; such a grid takes ``floor(v)`` instead (exact too) and divides by 2^shift = 1 / s in integers,
+    which floors as well.
     """
 
     TARGET = 1 << 16  # grid cells over the domain when the edges are not on a coarser grid (fits in cache)
     LIMIT = 1 << 18  # the most cells a grid may have
 
-    def __init__(self, scale: float, first: int, lookup: np.ndarray, marked: int) -> None:
-        self.scale, self.first, self.last = scale, first, first + len(lookup) - 1
+    def __init__(self, scale: float, first: int, lookup: np.ndarray, marked: int, shift: int = 0) -> None:
+        self.scale, self.first, self.last, self.shift = scale, first, first + len(lookup) - 1, shift
         self.lookup, self.marked = lookup, marked
+        self.cut = bool(np.any(lookup == marked))  # whether any cell needs a search among the edges
+        # The clip bounds, in units of 1 / (scale * 2^shift): whole numbers, exact in a double.
+        self.low, self.high = float(first << shift), float(((self.last + 1) << shift) - 1)
+        self.cell_type = np.int32 if self.high - self.low < 2**31 else np.int64
 
     @classmethod
     def build(cls, edges: np.ndarray, position_code: np.ndarray, drop: int) -> _FineGrid | None:
         """A grid for these edges, or None where none is both small and exact."""
         return _grid_for(tuple(edges), tuple(position_code), drop)
 
-    def codes(self, v: np.ndarray, axis: Axis) -> np.ndarray:
+    def cells(self, v: np.ndarray, axis: Axis) -> np.ndarray:
+        """Each value's grid cell less ``first`` (0..last - first; this axis's buffer; NaN gives any cell).
+        Five passes over the values, each a vectorised loop (the cast goes to int32 where it fits, which
+        is several times cheaper than to int64)."""
         n = len(v)
-        u = np.multiply(v, self.scale, out=axis._buffer("real", n, np.float64))
-        np.clip(u, self.first, self.last, out=u)
+        u = axis._buffer("real", n, np.float64)
+        if self.scale == 1.0:
+            np.clip(v, self.low, self.high, out=u)
+        else:
+            np.multiply(v, self.scale, out=u)
+            np.clip(u, self.low, self.high, out=u)
         np.floor(u, out=u)
-        cell = axis._buffer("position", n, np.intp)
-        cell[...] = u  # NaN gives some cell; its code is overwritten by the caller
-        cell -= self.first
-        codes = self.lookup.take(cell, out=axis._buffer("codes", n, np.intp), mode="clip")
-        if codes.max(initial=0) == self.marked:
+        u -= self.low  # exact: whole numbers below 2^53
+        cells = axis._buffer("cells", n, self.cell_type)
+        cells[...] = u
+        if self.shift:
+            cells >>= self.shift  # floor division by 2^shift: cells are >= 0
+        return cells
+
+    def codes(self, v: np.ndarray, axis: Axis) -> np.ndarray:
+        """Each value's code (intp; this axis's buffer; NaN gives any code), the cut cells' values searched."""
+        codes = self.lookup.take(self.cells(v, axis), out=axis._buffer("codes", len(v), np.intp), mode="clip")
+        if self.cut and codes.max(initial=0) == self.marked:
             cut = np.flatnonzero(codes == self.marked)
             codes[cut] = axis.position_code[np.searchsorted(axis.edges, v[cut], side="right")]
         return codes
@@ -462,17 +592,30 @@ def _grid_for(edges_: tuple[float, ...], position_code: tuple[int, ...], drop: i
     if not np.isfinite(span) or span <= 0:
         return None
     k_max = int(np.floor(np.log2(_FineGrid.TARGET / span)))
-    # A grid coarser than 1 (s < 1) can round a tiny negative product to -0.0, which floors to cell 0:
-    # harmless unless an edge is that close to 0, where it would cross a bin.
-    k_min = 0 if np.any(np.abs(edges) < 2.0**-1021) else -1074
-    k = max(k_min, k_max)
-    for coarser in range(max(k_min, k_max - 40), k + 1):
+    k = k_max
+    for coarser in range(k_max - 40, k_max + 1):
         scaled = np.ldexp(edges, coarser)
         if np.all(np.floor(scaled) == scaled):
             k = coarser  # every edge on this grid: no cell is cut
             break
-    scale = float(np.ldexp(1.0, k))
     scaled = np.ldexp(edges, k)  # exact
+    first, last = int(np.floor(scaled[0])) - 1, int(np.ceil(scaled[-1])) + 1
+    # A grid coarser than 1 (s < 1) can round a tiny negative product to -0.0, which floors to cell 0:
+    # harmless unless an edge is that close to 0, where it would cross a bin.  There the grid floors v itself
+    # and shifts (see the class); where v's whole part is too long for that, it stays at s = 1.
+    shift = 0
+    if k < 0 and np.any(np.abs(edges) < 2.0**-1021):
+        shift = -k
+        if max(abs(first), abs(last) + 1) << shift >= 2**52:
+            return _grid_at(scaled_edges=edges, k=0, position_code=position_code, drop=drop)
+    return _grid_at(np.ldexp(edges, k), k, position_code, drop, shift)
+
+
+def _grid_at(scaled_edges: np.ndarray, k: int, position_code: tuple[int, ...], drop: int,
+             shift: int = 0) -> _FineGrid | None:
+    """The grid of cells of width 2^-k (``scaled_edges`` = edges * 2^k, exact), or None if too big or cutting
+    too many cells."""
+    scaled = scaled_edges
     first, last = int(np.floor(scaled[0])) - 1, int(np.ceil(scaled[-1])) + 1
     size = last - first + 1
     if size > _FineGrid.LIMIT or max(abs(first), abs(last)) >= 2**52:
@@ -487,7 +630,8 @@ def _grid_for(edges_: tuple[float, ...], position_code: tuple[int, ...], drop: i
         return None
     marked = drop + 1
     lookup[cut] = marked
-    return _FineGrid(scale, first, lookup, marked)
+    scale = 1.0 if shift else float(np.ldexp(1.0, k))
+    return _FineGrid(scale, first, lookup, marked, shift)
 
 
 def _date_days(column: DateColumn, values: pa.Array) -> pa.Array:

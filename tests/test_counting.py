@@ -287,3 +287,138 @@ def test_an_error_in_a_worker_stops_the_pass_with_the_source_named():
     with pytest.raises(DataError, match=r"^data\.csv: column 'd': a value is not a date"):
         count_tables(batches(), [TableShape("d", (schema["d"],))], "data.csv", workers=2)
     assert len(read) < 200  # the reader stopped early
+
+
+# ---- the counting pass against a plain reference, over random data and batch splits ---------------------------
+
+
+def digitize_reference(column, values):
+    """Each value's code along a numeric ``column`` (n_cells where the row is not counted), from the published
+    edges alone: ``searchsorted`` for the bin, then the out-of-domain and null policies, written out."""
+    edges = np.asarray(column.edges, dtype=np.float64)
+    v = np.array([np.nan if x is None else float(x) for x in values], dtype=np.float64)
+    bins, drop = len(edges) - 1, column.n_cells
+    with np.errstate(invalid="ignore"):
+        codes = np.searchsorted(edges, v, side="right") - 1
+        below, above = v < edges[0], v >= edges[-1]
+    if column.out_of_domain == "drop":
+        codes[below | above] = drop
+    else:
+        codes[below], codes[above] = 0, bins - 1
+    codes[np.isnan(v)] = bins if column.null_cell else drop
+    return codes
+
+
+def category_reference(column, labels):
+    null = len(column.values) if column.null_cell else column.n_cells
+    return np.array([null if x is None else column.values.index(x) if x in column.values else column.n_cells
+                     for x in labels], dtype=np.intp)
+
+
+def reference_table_counts(columns, codes):
+    """Counts of the rows kept on every axis, by ``numpy.add.at`` over the rows' codes."""
+    shape = tuple(c.n_cells for c in columns)
+    keep = np.all([codes[c.name] < c.n_cells for c in columns], axis=0)
+    counts = np.zeros(shape, dtype=np.int64)
+    np.add.at(counts, tuple(codes[c.name][keep] for c in columns), 1)
+    return counts
+
+
+# Domains that take each way of coding: the exact grid with no cut cell (edges at 0 with a grid coarser than
+# 1, integral edges), a grid with cut cells, arithmetic, a search, and whole numbers through a lookup.
+NUMERIC_DECLS = [
+    {"lower": 0, "upper": 250_000, "bins": 50},
+    {"lower": 0, "upper": 1_000_000, "bins": 7},
+    {"lower": 15, "upper": 95, "width": 5},
+    {"lower": 0.1, "upper": 30.1, "bins": 100},
+    {"edges": [0, 0.3, 18, 65, 99.99999, 100]},
+    {"lower": -7.5, "upper": 12.25, "bins": 13},
+    {"lower": -2**40, "upper": 2**40, "bins": 9},
+    {"lower": 1e17, "upper": 1e17 + 2**14, "bins": 3},
+    {"lower": -1e-300, "upper": 1e-300, "bins": 4},
+]
+
+
+def numeric_values(column, rng, n, whole):
+    """``n`` values mixing the edges, the floats either side of them, tiny numbers around 0, infinities, NaN,
+    nulls, and uniform draws over and past the domain (whole numbers where ``whole``)."""
+    edges = np.asarray(column.edges, dtype=np.float64)
+    lo, hi = float(edges[0]), float(edges[-1])
+    span = hi - lo
+    special = list(edges) + list(np.nextafter(edges, -np.inf)) + list(np.nextafter(edges, np.inf))
+    special += [0.0, -0.0, 5e-324, -5e-324, 1e-310, -1e-310, np.inf, -np.inf, np.nan, None]
+    drawn = list(rng.uniform(lo - 0.2 * span, hi + 0.2 * span, n))
+    pool = special + drawn
+    picks = [pool[i] for i in rng.integers(0, len(pool), n)]
+    if not whole:
+        return picks, pa.float64()
+    out = []
+    for x in picks:
+        if x is None or not np.isfinite(x) or abs(x) >= 2**53:
+            out.append(None if x is None or np.isnan(x) else int(np.sign(x)) * 2**53)
+        else:
+            out.append(int(np.floor(x)))
+    return out, pa.int64()
+
+
+@settings(max_examples=60, deadline=None)
+@given(x_decl=st.sampled_from(NUMERIC_DECLS), y_decl=st.sampled_from(NUMERIC_DECLS),
+       ood=st.sampled_from(["clamp", "drop"]), nulls=st.sampled_from(["drop", "category"]),
+       x_whole=st.booleans(), y_whole=st.booleans(), dictionary=st.booleans(),
+       rows=st.integers(1, 5000), splits=st.integers(1, 6), workers=st.sampled_from([1, 2]),
+       seed=st.integers(0, 2**31))
+def test_count_tables_matches_the_digitize_reference(x_decl, y_decl, ood, nulls, x_whole, y_whole, dictionary,
+                                                     rows, splits, workers, seed):
+    # Every row lands where the published edges and policies put it, in 1-D, 2-D and 3-D tables (one of them
+    # sharing its columns with another), whatever the batches and the worker threads.
+    policy = {"out_of_domain": ood, "nulls": nulls}
+    schema = parse_schema({"columns": {
+        "x": {"type": "numeric", **x_decl, **policy}, "y": {"type": "numeric", **y_decl, **policy},
+        "s": {"type": "categorical", "values": ["a", "b", "c"], "nulls": nulls}}})
+    rng = np.random.default_rng(seed)
+    x, x_type = numeric_values(schema["x"], rng, rows, x_whole)
+    y, y_type = numeric_values(schema["y"], rng, rows, y_whole)
+    s = [None if r < 0.1 else "abcd"[int(r * 4) % 4] for r in rng.random(rows)]
+    s_array = pa.array(s, pa.string())
+    table = pa.table({"x": pa.array(x, x_type), "y": pa.array(y, y_type),
+                      "s": s_array.dictionary_encode() if dictionary else s_array})
+    cuts = np.sort(rng.integers(0, rows + 1, splits - 1))
+    whole = table.combine_chunks().to_batches()[0]
+    batches = [whole.slice(a, b - a) for a, b in zip([0, *cuts], [*cuts, rows])]  # some may be empty
+    names = [["x"], ["y"], ["s"], ["x", "y"], ["y", "s", "x"]]
+    shapes = [TableShape("_".join(n), tuple(schema[c] for c in n)) for n in names]
+    counts = count_tables(iter(batches), shapes, workers=workers)
+    codes = {"x": digitize_reference(schema["x"], x), "y": digitize_reference(schema["y"], y),
+             "s": category_reference(schema["s"], s)}
+    for n, got in zip(names, counts):
+        assert np.array_equal(got, reference_table_counts([schema[c] for c in n], codes)), n
+
+
+@pytest.mark.parametrize("whole", [False, True])
+def test_batches_far_bigger_than_the_lookup_count_cells_exactly(whole):
+    # Batches of 100,000 rows count a 1-D table in lookup cells (31,254 of them for 0..250,000 in 50 bins, an
+    # edge at 0 with a grid coarser than 1), beside the same rows in small batches, which count codes.
+    schema = parse_schema({"columns": {"x": {"type": "numeric", "lower": 0, "upper": 250_000, "bins": 50,
+                                             "nulls": "category", "out_of_domain": "drop"}}})
+    column = schema["x"]
+    rng = np.random.default_rng(7)
+    x, typ = numeric_values(column, rng, 300_000, whole)
+    table = pa.table({"x": pa.array(x, typ)})
+    expected = reference_table_counts([column], {"x": digitize_reference(column, x)})
+    for size in (100_000, 999):
+        (got,) = count_tables(table.to_batches(max_chunksize=size), [TableShape("x", (column,))])
+        assert np.array_equal(got, expected)
+
+
+def test_a_grid_coarser_than_one_keeps_tiny_negatives_below_an_edge_at_zero():
+    # 0..250,000 in 50 bins takes a grid of 8-wide cells; -5e-324 times 1/8 would round to -0.0 and land in
+    # bin 0, so that grid floors the value itself.
+    from dphist.counting import _FineGrid
+
+    column = parse_schema({"columns": {"x": {"type": "numeric", "lower": 0, "upper": 250_000, "bins": 50,
+                                             "out_of_domain": "drop"}}})["x"]
+    axis = Axis(column)
+    grid = _FineGrid.build(axis.edges, axis.position_code, axis.drop)
+    assert grid is not None and grid.shift > 0 and len(grid.lookup) <= 2 * _FineGrid.TARGET
+    values = [-5e-324, -1e-310, -0.0, 0.0, 5e-324, 4999.999999999999, 5000.0]
+    assert run_axis(column, values, pa.float64()) == [None, None, 0, 0, 0, 0, 1]
