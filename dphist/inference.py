@@ -138,7 +138,7 @@ def _residual_shares(child_var, sum_var, parent, counts):
     return share
 
 
-def grouped_simplex_projection(values: np.ndarray, groups: np.ndarray, totals: np.ndarray,
+def grouped_simplex_projection(values: np.ndarray, groups: np.ndarray | None, totals: np.ndarray,
                                siblings: SiblingGroups | None = None) -> np.ndarray:
     """Project each group of ``values`` onto {v >= 0, sum(v) = totals[group]} (Euclidean), all groups at once.
 
@@ -146,15 +146,16 @@ def grouped_simplex_projection(values: np.ndarray, groups: np.ndarray, totals: n
     the least-squares non-negative correction when the values have equal variance; unlike clamping at zero it
     keeps the total (Duchi et al. 2008: sort each group, then one shift per group).  Time O(n log w) for groups
     of at most w entries (a tree's sibling groups: w is the fan-out); extra memory O(n) plus O(chunk).
-    ``siblings`` is the grouping of ``groups`` if already known (a tree level's :meth:`Tree.sibling_groups`).
+    ``siblings`` is the grouping of ``groups`` if already known (a tree level's :meth:`Tree.sibling_groups`;
+    ``groups`` may then be None).
     """
     values = np.asarray(values, dtype=np.float64)
     totals = np.asarray(totals, dtype=np.float64)
     theta = np.zeros(totals.size)
     lost = []
     siblings = siblings or SiblingGroups.of(groups, totals.size)
-    for ids, index in siblings.blocks():
-        rows = values[index]
+    for ids, key in siblings.blocks():
+        rows = siblings.take(values, key)
         u = np.sort(rows, axis=1)[:, ::-1]  # each group in decreasing order
         cs = np.cumsum(u, axis=1)
         t = totals[ids]
@@ -165,17 +166,15 @@ def grouped_simplex_projection(values: np.ndarray, groups: np.ndarray, totals: n
         theta[ids] = np.where(rho > 0, (last - t) / np.maximum(rho, 1), np.inf)
         # A group whose total was lost to float rounding (rho == 0) gets its whole total on its largest entry.
         for r in np.flatnonzero((rho == 0) & (t > 0)):
-            lost.append((index[r, np.argmax(rows[r])], t[r]))
-    out = np.empty_like(values)
-    for start in range(0, values.size, SiblingGroups.CHUNK_ENTRIES):  # no full-size temporaries
-        part = slice(start, start + SiblingGroups.CHUNK_ENTRIES)
-        np.maximum(values[part] - theta[groups[part]], 0.0, out=out[part])
+            lost.append((siblings.member(key, r, int(np.argmax(rows[r]))), t[r]))
+    out = siblings.subtract(values, theta)
+    np.maximum(out, 0.0, out=out)
     for i, total in lost:
         out[i] = total
     return out
 
 
-def grouped_rounding(values: np.ndarray, groups: np.ndarray, totals: np.ndarray,
+def grouped_rounding(values: np.ndarray, groups: np.ndarray | None, totals: np.ndarray,
                      siblings: SiblingGroups | None = None) -> np.ndarray:
     """Largest-remainder rounding within each group so that group g sums to the integer ``totals[g]``.
 
@@ -185,22 +184,19 @@ def grouped_rounding(values: np.ndarray, groups: np.ndarray, totals: np.ndarray,
     """
     values = np.asarray(values, dtype=np.float64)
     out = np.empty(values.shape, dtype=np.int64)
-    floors = np.zeros(totals.size)
     for start in range(0, values.size, SiblingGroups.CHUNK_ENTRIES):  # no full-size temporaries
         part = slice(start, start + SiblingGroups.CHUNK_ENTRIES)
-        floor = np.floor(values[part])
-        out[part] = floor
-        floors += np.bincount(groups[part], weights=floor, minlength=totals.size)
+        out[part] = np.floor(values[part])
     siblings = siblings or SiblingGroups.of(groups, totals.size)
     # float dust can ask for one unit too many or too few
-    need = np.clip(totals - floors.round().astype(np.int64), 0, siblings.counts)
-    for ids, index in siblings.blocks():
-        rows = values[index]
+    need = np.clip(totals - siblings.sums(out).round().astype(np.int64), 0, siblings.counts)
+    for ids, key in siblings.blocks():
+        rows = siblings.take(values, key)
         # Stable: equal remainders keep the group's order, which is the entries' order in ``values``.
         by_remainder = np.argsort(np.floor(rows) - rows, axis=1, kind="stable")
         rank = np.empty_like(by_remainder)
         np.put_along_axis(rank, by_remainder, np.arange(rows.shape[1])[None, :], axis=1)
-        out[index] += rank < need[ids, None]
+        siblings.add(out, key, rank < need[ids, None])
     return out
 
 
@@ -216,8 +212,8 @@ def tree_nonnegative_integers(tree: Tree, values: list[np.ndarray]) -> np.ndarra
     real = np.array([max(float(values[0][0]), 0.0)])
     whole = np.rint(real).astype(np.int64)
     for l in range(1, tree.levels):
-        parent, siblings = tree.parents[l], tree.sibling_groups(l)
-        real = grouped_simplex_projection(values[l], parent, whole.astype(np.float64), siblings)
-        whole = grouped_rounding(real, parent, whole, siblings)
+        siblings = tree.sibling_groups(l)
+        real = grouped_simplex_projection(values[l], None, whole.astype(np.float64), siblings)
+        whole = grouped_rounding(real, None, whole, siblings)
         del real
     return whole.reshape(tree.shape)

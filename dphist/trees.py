@@ -15,12 +15,15 @@ Trees depend only on the table's shape and public parameters (branching), never 
 
 from __future__ import annotations
 
+import functools
+import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import cached_property
 
 import numpy as np
 
-__all__ = ["Tree", "GridTree", "LabelTree", "SiblingGroups", "range_boundaries", "range_tree", "product_tree", "height_for"]
+__all__ = ["Tree", "GridTree", "LabelTree", "SiblingGroups", "GridGroups", "range_boundaries", "range_tree", "product_tree", "height_for"]
 
 
 @dataclass(frozen=True, eq=False)
@@ -50,14 +53,13 @@ class Tree:
         """The sum over every node, level by level.  Integer counts give exact int64 sums (below 2**53)."""
         flat = np.asarray(counts).ravel()
         integer = np.issubdtype(flat.dtype, np.integer)
-        # Bottom-up: each level adds up the level below through the parent map, O(nodes) per level.  (Float
-        # counts are not copied: the last level may share memory with ``counts``.)
-        sums = [np.asarray(flat, dtype=np.float64)]
+        # Bottom-up: each level adds up the level below by sibling group, O(nodes) per level.  (Float counts are
+        # not copied: the last level may share memory with ``counts``; integer ones stay as given.)
+        sums = [flat.astype(np.int64, copy=False) if integer else np.asarray(flat, dtype=np.float64)]
         for level in range(self.levels - 1, 0, -1):
-            sums.insert(0, np.bincount(self.parents[level], weights=sums[0], minlength=self.sizes[level - 1]))
-        if integer:
-            # float64 adds integers exactly below 2**53, far above any row count; the cells stay as given.
-            sums = [np.rint(s).astype(np.int64) for s in sums[:-1]] + [flat.astype(np.int64, copy=False)]
+            level_sum = self.sibling_groups(level).sums(sums[0])
+            # float64 adds integers exactly below 2**53, far above any row count.
+            sums.insert(0, np.rint(level_sum).astype(np.int64) if integer else level_sum)
         return sums
 
     @cached_property
@@ -102,19 +104,21 @@ class GridTree(Tree):
 
     cuts: tuple[tuple[np.ndarray, ...], ...] = ()
 
+    @cached_property
+    def child_counts(self) -> tuple[np.ndarray, ...]:
+        counts = []
+        for upper, lower in zip(self.cuts[:-1], self.cuts[1:]):
+            parts = [np.diff(np.searchsorted(child, parent)) for parent, child in zip(upper, lower)]
+            counts.append(functools.reduce(np.multiply.outer, parts).ravel())  # C order over the parent grid
+        return tuple(counts)
+
     def sibling_groups(self, level: int) -> "SiblingGroups":
         """As :meth:`Tree.sibling_groups`; where every parent splits each axis into the same number of parts (a
-        domain of a power of the branching), the order is a transpose of the node grid, without a sort."""
+        domain of a power of the branching), a :class:`GridGroups`: reshapes of the node grid, no parent array."""
         parts = [np.diff(np.searchsorted(child, parent)) for parent, child in zip(self.cuts[level - 1], self.cuts[level])]
         if not all(p.size and np.all(p == p[0]) for p in parts):
             return super().sibling_groups(level)
-        # Node grid axis k = (parent index, part within the parent): put all parent axes first, then the parts.
-        split = [n for p in parts for n in (p.size, int(p[0]))]
-        d = len(parts)
-        index = np.int32 if self.sizes[level] < 2**31 else np.int64  # half the memory on big tables
-        order = np.arange(self.sizes[level], dtype=index).reshape(split).transpose([*range(0, 2 * d, 2), *range(1, 2 * d, 2)])
-        width = int(np.prod([int(p[0]) for p in parts]))
-        return SiblingGroups(order.ravel(), np.full(self.sizes[level - 1], width, dtype=np.int64))
+        return GridGroups(tuple(p.size for p in parts), tuple(int(p[0]) for p in parts))
 
     def labels(self, level: int) -> np.ndarray:
         lab = np.zeros(self.shape, dtype=np.int64)
@@ -129,28 +133,32 @@ class GridTree(Tree):
 class SiblingGroups:
     """The entries of a grouping (group g: the entries with ``groups == g``, in their order) as index matrices.
 
-    ``blocks()`` hands out the groups of each size w as (ids, index) pairs: ``index`` is a (len(ids), w) matrix
-    whose row r lists group ids[r]'s entries, so per-group work (a sort of each row) runs as numpy operations
-    along rows: O(n log w) time and O(CHUNK_ENTRIES) extra memory per block, beyond the O(n) ordering.
+    ``blocks()`` hands out the groups of each size w as (ids, key) pairs; ``take(values, key)`` is a
+    (len(ids), w) matrix whose row r holds group ids[r]'s entries, so per-group work (a sort of each row) runs
+    as numpy operations along rows: O(n log w) time and O(CHUNK_ENTRIES) extra memory per block, beyond the
+    O(n) ordering (made on first use).  ``sums`` and ``subtract`` are the per-group sum and the per-group shift.
     """
 
     CHUNK_ENTRIES = 1 << 20
 
-    def __init__(self, order: np.ndarray, counts: np.ndarray) -> None:
-        self.order, self.counts = order, counts
+    def __init__(self, groups: np.ndarray, counts: np.ndarray) -> None:
+        self.groups, self.counts = groups, counts
         self.first = np.cumsum(counts) - counts
 
     @classmethod
     def of(cls, groups: np.ndarray, n_groups: int) -> "SiblingGroups":
         """The grouping of ``groups`` (ids in [0, n_groups))."""
         groups = np.asarray(groups)
-        counts = np.bincount(groups, minlength=n_groups)
+        return cls(groups, np.bincount(groups, minlength=n_groups))
+
+    @cached_property
+    def order(self) -> np.ndarray:
         # Stable, so each group keeps its entries' order; a tree level in C order is made of runs of equal
         # ids, which this sort (timsort or radix) passes over in close to linear time.
-        return cls(np.argsort(groups, kind="stable"), counts)
+        return np.argsort(self.groups, kind="stable")
 
     def blocks(self):
-        """Yield (ids, index) for every non-empty group, at most about CHUNK_ENTRIES entries per block."""
+        """Yield (ids, key) for every non-empty group, at most about CHUNK_ENTRIES entries per block."""
         sizes = np.unique(self.counts)
         for width in sizes[sizes > 0].tolist():
             ids = np.flatnonzero(self.counts == width) if sizes.size > 1 else np.arange(self.counts.size)
@@ -162,6 +170,88 @@ class SiblingGroups:
                 else:
                     index = self.order[self.first[chunk][:, None] + np.arange(width)]
                 yield chunk, index
+
+    def take(self, values: np.ndarray, key) -> np.ndarray:
+        """The block's groups as rows: ``values`` of their entries."""
+        return values[key]
+
+    def add(self, out: np.ndarray, key, rows: np.ndarray) -> None:
+        """Add ``rows`` (as :meth:`take` gives them) to the block's entries of ``out``."""
+        out[key] += rows
+
+    def member(self, key, row: int, column: int) -> int:
+        """The position in the values of the entry at (row, column) of the block's matrix."""
+        return int(key[row, column])
+
+    def sums(self, values: np.ndarray) -> np.ndarray:
+        """The sum of each group's ``values`` (float; exact for integers below 2^53)."""
+        out = np.zeros(self.counts.size)
+        for start in range(0, values.size, self.CHUNK_ENTRIES):  # bincount copies its weights to float
+            part = slice(start, start + self.CHUNK_ENTRIES)
+            out += np.bincount(self.groups[part], weights=values[part], minlength=self.counts.size)
+        return out
+
+    def subtract(self, values: np.ndarray, per_group: np.ndarray) -> np.ndarray:
+        """A new float array: each entry of ``values`` minus its group's ``per_group`` value."""
+        out = np.empty(values.shape)
+        for start in range(0, values.size, self.CHUNK_ENTRIES):
+            part = slice(start, start + self.CHUNK_ENTRIES)
+            np.subtract(values[part], per_group[self.groups[part]], out=out[part])
+        return out
+
+
+class GridGroups(SiblingGroups):
+    """The sibling groups of a grid level whose every parent splits axis k into ``parts[k]`` equal runs.
+
+    The level's nodes form a grid of shape (m_k · c_k) in C order, and node (i_1, ..., i_d) has the parent
+    (i_1 // c_1, ..., i_d // c_d) of the parents' grid m.  Every operation is a reshape of that grid (a view)
+    and, for the rows of a block, one transpose: no parent array, no ordering, no gather.
+    """
+
+    def __init__(self, parents: tuple[int, ...], parts: tuple[int, ...]) -> None:
+        self.m, self.c = tuple(parents), tuple(parts)
+        d = len(self.m)
+        self.split = tuple(n for pair in zip(self.m, self.c) for n in pair)
+        self.width = math.prod(self.c)
+        self.perm = (*range(0, 2 * d, 2), *range(1, 2 * d, 2))  # parent axes first, then the parts
+        self.unperm = tuple(np.argsort(self.perm).tolist())
+        super().__init__(None, np.full(math.prod(self.m), self.width, dtype=np.int64))
+
+    @cached_property
+    def order(self) -> np.ndarray:
+        index = np.int32 if math.prod(self.split) < 2**31 else np.int64
+        return np.arange(math.prod(self.split), dtype=index).reshape(self.split).transpose(self.perm).ravel()
+
+    def blocks(self):
+        rest = math.prod(self.m[1:])
+        step = max(1, self.CHUNK_ENTRIES // (rest * self.width))
+        for a in range(0, self.m[0], step):
+            b = min(a + step, self.m[0])
+            yield np.arange(a * rest, b * rest), (a, b)
+
+    def take(self, values: np.ndarray, key) -> np.ndarray:
+        a, b = key
+        return values.reshape(self.split)[a:b].transpose(self.perm).reshape(-1, self.width)
+
+    def add(self, out: np.ndarray, key, rows: np.ndarray) -> None:
+        a, b = key
+        view = out.reshape(self.split)[a:b]
+        view += rows.reshape((b - a,) + self.m[1:] + self.c).transpose(self.unperm)
+
+    def member(self, key, row: int, column: int) -> int:
+        a, _ = key
+        parent = np.unravel_index(row, (self.m[0] - a,) + self.m[1:])
+        part = np.unravel_index(column, self.c)
+        node = [(p + (a if k == 0 else 0)) * c + j for k, (p, c, j) in enumerate(zip(parent, self.c, part))]
+        return int(np.ravel_multi_index(node, [m * c for m, c in zip(self.m, self.c)]))
+
+    def sums(self, values: np.ndarray) -> np.ndarray:
+        summed = values.reshape(self.split).sum(axis=tuple(range(1, 2 * len(self.m), 2)))
+        return summed.ravel().astype(np.float64, copy=False)
+
+    def subtract(self, values: np.ndarray, per_group: np.ndarray) -> np.ndarray:
+        shift = per_group.reshape(tuple(n for m in self.m for n in (m, 1)))
+        return np.subtract(values.reshape(self.split), shift, dtype=np.float64).reshape(-1)
 
 
 def height_for(n: int, b: int) -> int:
@@ -200,18 +290,36 @@ def _tree_from_axes(shape: tuple[int, ...], axes: list[list[np.ndarray]]) -> Gri
     axes = [a + [a[-1]] * (depth - len(a)) for a in axes]
     cuts = tuple(tuple(a[level] for a in axes) for level in range(depth))
     sizes = tuple(int(np.prod([len(c) - 1 for c in level_cuts])) for level_cuts in cuts)
-    parents = [np.zeros(0, dtype=np.int64)]
-    for level in range(1, depth):
-        # Per axis, the parent range of each child range; the node's parent combines them in C order.
-        parent = np.zeros((1,) * len(shape), dtype=np.int64)
-        for k in range(len(shape)):
-            upper, lower = cuts[level - 1][k], cuts[level][k]
-            axis_parent = np.searchsorted(upper, lower[:-1], side="right") - 1
-            index = [None] * len(shape)
-            index[k] = slice(None)
-            parent = parent * (len(upper) - 1) + axis_parent[tuple(index)]
-        parents.append(parent.ravel())
-    return GridTree(tuple(shape), sizes, tuple(parents), cuts)
+    return GridTree(tuple(shape), sizes, _GridParents(cuts), cuts)
+
+
+class _GridParents(Sequence):
+    """A grid tree's parent arrays, level by level, each made on first use (the last level's has one entry per
+    cell: a big table's post-processing never asks for it)."""
+
+    def __init__(self, cuts) -> None:
+        self._cuts = cuts
+        self._made: dict[int, np.ndarray] = {0: np.zeros(0, dtype=np.int64)}
+
+    def __len__(self) -> int:
+        return len(self._cuts)
+
+    def __getitem__(self, level):
+        if isinstance(level, slice):
+            return tuple(self[i] for i in range(*level.indices(len(self))))
+        level = range(len(self))[level]
+        if level not in self._made:
+            d = len(self._cuts[0])
+            # Per axis, the parent range of each child range; the node's parent combines them in C order.
+            parent = np.zeros((1,) * d, dtype=np.int64)
+            for k in range(d):
+                upper, lower = self._cuts[level - 1][k], self._cuts[level][k]
+                axis_parent = np.searchsorted(upper, lower[:-1], side="right") - 1
+                index = [None] * d
+                index[k] = slice(None)
+                parent = parent * (len(upper) - 1) + axis_parent[tuple(index)]
+            self._made[level] = parent.ravel()
+        return self._made[level]
 
 
 def range_tree(n: int, b: int) -> GridTree:

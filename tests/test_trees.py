@@ -261,3 +261,35 @@ def test_least_squares_on_uniform_levels_matches_the_general_computation(shape, 
         assert np.allclose(fast.variances[l], general.variances[l], rtol=1e-12, equal_nan=True)
     assert fast.variances[-1].strides == (0,)  # one number per level, not an array per node
     assert np.all(np.diff(general.variances[-1]) == 0) and np.isfinite(general.variances[-1][0])
+
+
+@pytest.mark.parametrize("shape, b", [((64,), 4), ((16, 16), 4), ((8, 32), 2), ((4, 8, 16), 2)])
+def test_grid_groups_act_like_the_general_grouping(shape, b, monkeypatch):
+    """On every level of a grid over a power of b: the same rows (block by block), member positions, sums,
+    per-group shifts and scattered additions as the grouping made from the parent array."""
+    from dphist.trees import GridGroups
+
+    monkeypatch.setattr(SiblingGroups, "CHUNK_ENTRIES", 40)  # several blocks per level
+    tree = product_tree(shape, b)
+    rng = np.random.default_rng(4)
+    for level in range(1, tree.levels):
+        grid = tree.sibling_groups(level)
+        assert isinstance(grid, GridGroups)
+        general = SiblingGroups.of(tree.parents[level], tree.sizes[level - 1])
+        values = rng.normal(size=tree.sizes[level])
+        per_group = rng.normal(size=tree.sizes[level - 1])
+        assert np.allclose(grid.sums(values), general.sums(values))
+        assert np.array_equal(grid.subtract(values, per_group), values - per_group[tree.parents[level]])
+        out_grid, out_general = np.zeros(values.size), np.zeros(values.size)
+        seen = []
+        for ids, key in grid.blocks():
+            rows = grid.take(values, key)
+            assert np.array_equal(rows, values[general.order.reshape(-1, rows.shape[1])[ids]])
+            r, c = rows.shape[0] - 1, rows.shape[1] - 1
+            assert rows[r, c] == values[grid.member(key, r, c)]
+            grid.add(out_grid, key, rows * 2)
+            seen.append(ids)
+        for ids, key in general.blocks():
+            general.add(out_general, key, general.take(values, key) * 2)
+        assert np.array_equal(np.concatenate(seen), np.arange(tree.sizes[level - 1]))
+        assert np.array_equal(out_grid, 2 * values) and np.array_equal(out_general, 2 * values)
