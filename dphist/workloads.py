@@ -15,11 +15,12 @@ from __future__ import annotations
 
 import itertools
 from dataclasses import dataclass, field
-from typing import Callable
+from typing import TYPE_CHECKING, Callable
 
 import numpy as np
-import scipy.linalg
-import scipy.sparse
+
+if TYPE_CHECKING:
+    import scipy.sparse
 
 __all__ = [
     "Workload",
@@ -159,6 +160,8 @@ def _box_sums(x: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
 
 def _box_matrix(shape: tuple[int, ...], lo: np.ndarray, hi: np.ndarray) -> scipy.sparse.csr_matrix:
     """The 0/1 CSR matrix whose row q is the indicator of box q over the C-order flattened domain."""
+    import scipy.sparse  # (scipy loads only where a matrix is built: a release's error estimate needs none)
+
     side = hi - lo
     volume = np.prod(side, axis=1)
     indptr = np.zeros(lo.shape[0] + 1, dtype=np.int64)
@@ -458,6 +461,9 @@ def expected_squared_error(workload: Workload, strategy, variances, shape=None) 
     Raises ValueError when AᵀV⁻¹A is singular to working precision: then x̂ is not defined (even if some
     workloads, such as the total alone, would still be estimable).
     """
+    import scipy.linalg
+    import scipy.sparse
+
     workload._check_shape(shape)
     n = workload.cells
     if n > MAX_DENSE_CELLS:
