@@ -35,6 +35,8 @@ test-fast: install
 bench: install
 	$(PY) bench/run.py
 	$(PY) bench/scale.py
+	$(PY) bench/large_tables.py
+	$(PY) bench/startup.py
 	$(PY) bench/dpbench.py
 	$(PY) bench/auto_rules.py --evaluate
 	$(PY) bench/low_signal.py

@@ -11,8 +11,8 @@ The floor (``FLOOR`` below) does what a release must do, plainly: read both colu
 numpy, bincount, add numpy's (inexact, seeded) Laplace noise rounded to integers, clamp at zero, and write the
 same eight columns (bin bounds of x and y, count, noisy count, interval ends) as one Parquet file.  dphist adds
 exact noise from the OS CSPRNG, the post-processing that keeps the total and the local sums (integers), the
-ledger and the atomic release.  Writes the `large-tables` section of bench/RESULTS.md and
-bench/results/large-tables.json.
+ledger and the atomic release.  The full run adds bench/opendp_release.py (a 10M-row release beside OpenDP's).
+Writes the `large-tables` section of bench/RESULTS.md and bench/results/large-tables.json.
 """
 
 from __future__ import annotations
@@ -128,6 +128,10 @@ def main() -> None:
     for r in records:
         lines.append(f"| 2^{int(np.log2(r['cells']))} | {r['algorithm']} | {r['floor_s']:.2f} | {r['release_s']:.2f}"
                      f" | {r['ratio']:.2f} | {r['floor_rss_mb']:.0f} | {r['release_rss_mb']:.0f} |")
+    if not args.quick:
+        import opendp_release  # the 10M-row release beside OpenDP's, in this section too
+
+        lines += ["", "### A 10M-row release beside OpenDP", "", *opendp_release.main([])]
     lines += ["", f"Run took {(time.perf_counter() - started) / 60:.1f} min."]
     if not args.quick:
         replace_section("large-tables", "\n".join(lines))

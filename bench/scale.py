@@ -1,7 +1,7 @@
 """Counting at scale: dphist's counting pass beside a bare Arrow scan of the same columns.
 
     .venv/bin/python bench/scale.py            # about 10 minutes; part of `make bench`
-    .venv/bin/python bench/scale.py --quick    # 10M rows only, no 2^24-cell releases
+    .venv/bin/python bench/scale.py --quick    # 10M rows only
 
 For 10M and 50M generated rows of Parquet and 10M rows of CSV, and 1-D, 2-D and 3-D tables, each measurement
 runs in a fresh process (so its peak RSS is its own), baseline and dphist alternately, best of three:
@@ -16,9 +16,9 @@ runs in a fresh process (so its peak RSS is its own), baseline and dphist altern
   and, since even that difference swings by several per cent on a shared machine, the time spent inside
   the bar's own calls as a share of the passes that drew it.
 
-Peak memory is also measured at 200M rows (four copies of the 50M-row file in one directory), and a release
-of a 2^24-cell table (4096 x 4096) with hb, privelet and identity (and hb written as CSV) is timed end to
-end.  Writes the `scale` section of bench/RESULTS.md and bench/results/scale.json.
+Peak memory is also measured at 200M rows (four copies of the 50M-row file in one directory).  (Releases of
+2^24- and 2^26-cell tables are in bench/large_tables.py, beside their floor.)  Writes the `scale` section of
+bench/RESULTS.md and bench/results/scale.json.
 """
 
 from __future__ import annotations
@@ -31,8 +31,6 @@ import sys
 import time
 from pathlib import Path
 
-import numpy as np
-import pyarrow as pa
 import pyarrow.csv as pacsv
 import pyarrow.parquet as pq
 
@@ -127,39 +125,9 @@ def make_csv(parquet: Path) -> Path:
     return path
 
 
-def big_domain_release(rows: int = 5_000_000) -> list[dict]:
-    """`dphist release` of a 4096 x 4096 table (2^24 cells) with hb and privelet, in fresh processes."""
-    folder = OUT / "domain24"
-    folder.mkdir(parents=True, exist_ok=True)
-    data, schema = folder / "xy.parquet", folder / "xy.schema.yaml"
-    if not data.exists():
-        rng = np.random.default_rng(24)
-        pq.write_table(pa.table({"x": rng.normal(0.5, 0.15, rows), "y": rng.beta(2, 5, rows)}), data,
-                       row_group_size=1 << 20)
-    schema.write_text("columns:\n  x: {type: numeric, lower: 0, upper: 1, bins: 4096}\n"
-                      "  y: {type: numeric, lower: 0, upper: 1, bins: 4096}\n")
-    code = ("import resource, subprocess, sys, time, json; t = time.perf_counter(); "
-            "r = subprocess.run(sys.argv[1:]); w = time.perf_counter() - t; "
-            "print(json.dumps({'rc': r.returncode, 'wall': w, "
-            "'rss_mb': resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024}))")
-    results = []
-    for algorithm, fmt in (("hb", "parquet"), ("privelet", "parquet"), ("identity", "parquet"), ("hb", "csv")):
-        cmd = [sys.executable, "-m", "dphist", "release", str(data), "--schema", str(schema), "--columns", "x,y",
-               "--epsilon", "1", "--algorithm", algorithm, "--format", fmt, "--out", str(folder / "out"),
-               "--overwrite", "--quiet", "--ledger", str(folder / "ledger.sqlite")]
-        res = subprocess.run([sys.executable, "-c", code, *cmd], capture_output=True, text=True, cwd=HERE.parent)
-        r = json.loads(res.stdout.strip().splitlines()[-1])
-        if r["rc"] != 0:
-            raise SystemExit(f"release failed: {res.stderr}")
-        results.append({"algorithm": algorithm, "format": fmt, "rows": rows, "cells": 4096 * 4096,
-                        "wall": r["wall"], "rss_mb": r["rss_mb"]})
-        print(results[-1], flush=True)
-    return results
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true", help="10M rows only, no 2^24-cell releases")
+    parser.add_argument("--quick", action="store_true", help="10M rows only")
     parser.add_argument("--repeat", type=int, default=3)
     args = parser.parse_args()
     started = time.perf_counter()
@@ -203,7 +171,6 @@ def main() -> None:
         r = child("count", folder, TABLES["3-D"], schema)
         memory.append({"rows": r["rows"], "seconds": r["seconds"], "rss_mb": r["rss_mb"]})
         print(memory[-1], flush=True)
-    domain = [] if args.quick else big_domain_release()
 
     lines = ["## Counting at scale", "",
              f"Generated census-like rows (bench/run.py's generator: zstd Parquet, row groups of 256,000 rows; the "
@@ -230,15 +197,10 @@ def main() -> None:
         lines += ["", f"Peak memory does not grow with rows: the 3-D count over {m['rows']:,} counted rows of "
                   f"200,000,000 (four copies of the 50M file) took {m['seconds']:.1f} s with a peak RSS of "
                   f"{m['rss_mb']:.0f} MB."]
-    if domain:
-        lines += ["", "### A release of a 2^24-cell table (4096 × 4096, 5,000,000 rows, ε = 1)", "",
-                  "| algorithm | output | wall s | peak RSS MB |", "|---|---|---|---|"]
-        lines += [f"| {d['algorithm']} | {d['format']} | {d['wall']:.1f} | {d['rss_mb']:.0f} |" for d in domain]
     lines += ["", f"Run took {(time.perf_counter() - started) / 60:.1f} min."]
     replace_section("scale", "\n".join(lines))
     (HERE / "results").mkdir(exist_ok=True)
-    (HERE / "results" / "scale.json").write_text(json.dumps({"counting": records, "memory_200m": memory,
-                                                            "domain_2_24": domain}, indent=1) + "\n")
+    (HERE / "results" / "scale.json").write_text(json.dumps({"counting": records, "memory_200m": memory}, indent=1) + "\n")
     print("wrote bench/RESULTS.md (scale) and bench/results/scale.json")
 
 

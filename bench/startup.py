@@ -91,14 +91,24 @@ def main() -> None:
     env.pop("PYTHONDONTWRITEBYTECODE", None)
     print(f"dphist from {args.source}; floor: python {' '.join(FLOOR)}; best of {args.runs}, fresh processes, "
           "alternating\n")
-    print("| command | best (s) | floor (s) | ratio |")
-    print("|---|---:|---:|---:|")
+    lines = ["| command | best (s) | floor (s) | ratio |", "|---|---:|---:|---:|"]
+    print("\n".join(lines))
     with tempfile.TemporaryDirectory(prefix="dphist-startup-") as tmp:
         _check_source(args.source, env, Path(tmp))
         for label, argv in commands(Path(tmp)):
             # Run from the temporary folder: the current directory comes first on sys.path, before PYTHONPATH.
             best, floor = measure(["-m", "dphist", *argv], args.runs, env, Path(tmp))
-            print(f"| `dphist {label}` | {best:.3f} | {floor:.3f} | {best / floor:.2f} |", flush=True)
+            lines.append(f"| `dphist {label}` | {best:.3f} | {floor:.3f} | {best / floor:.2f} |")
+            print(lines[-1], flush=True)
+    if args.source.resolve() == ROOT:  # this checkout: the `startup` section of bench/RESULTS.md
+        sys.path.insert(0, str(ROOT / "bench"))
+        from sections import replace_section
+
+        replace_section("startup", "\n".join([
+            "## Start-up", "", f"Each command in a fresh process (`python -m dphist ...`), alternating with the floor "
+            f"`python {' '.join(FLOOR)}`; best of {args.runs} each on this 2-core machine; ratio = command ÷ floor. "
+            "The release is `make demo`'s (two small tables from sample_data/census.csv).", "", *lines]))
+        print("wrote bench/RESULTS.md (startup)")
 
 
 if __name__ == "__main__":

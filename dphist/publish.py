@@ -19,8 +19,9 @@ A run that fails (an error, SIGINT, SIGTERM) removes its staging folder and reco
 after it; from COMMIT to PUBLISH, SIGINT and SIGTERM are held back so a release is never half published.
 Recovery only touches runs whose process is known to have ended (same host, pid gone or reused).
 
-The fault suite stops runs at the checkpoints ``reserved``, ``read``, ``computed``, ``staging``, ``staged``,
-``committed``, ``moved`` and ``published`` (:mod:`dphist.faults`).
+The fault suite stops runs at the checkpoints ``reserved``, ``read``, ``computed``, ``staging``, ``writing`` (after
+each chunk of a table streamed into staging, :mod:`dphist.io.writers`), ``staged``, ``committed``, ``moved`` and
+``published`` (:mod:`dphist.faults`).
 """
 
 from __future__ import annotations

@@ -71,6 +71,7 @@ KILLS = {
     "read": (["RESERVE", "READ"], "spent"),  # read, nothing staged: the key is used up
     "computed": (["RESERVE", "READ"], "spent"),
     "staging": (["RESERVE", "READ"], "spent"),  # a partial staging folder is left by the kill
+    "writing": (["RESERVE", "READ"], "spent"),  # killed with a table's first chunk written, the file unfinished
     "staged": (["RESERVE", "READ"], "finished"),  # complete in staging: recovery commits and publishes it
     "committed": (["RESERVE", "READ", "COMMIT"], "finished"),
     "moved": (["RESERVE", "READ", "COMMIT"], "finished"),

@@ -95,7 +95,7 @@ def _write_table(path: Path, frame, fmt: str) -> None:
         from .output_file import write_frames
 
         with open(path, "wb") as fh:
-            write_frames(fh, frame.chunks(), fmt, frame.prototype())
+            write_frames(fh, _after_each(frame.chunks(), "writing"), fmt, frame.prototype())
             fh.flush()
             os.fsync(fh.fileno())
         return
@@ -112,6 +112,13 @@ def _write_table(path: Path, frame, fmt: str) -> None:
         pq.write_table(pa.Table.from_pandas(frame, preserve_index=False), sink)
         data = sink.getvalue().to_pybytes()
     _write_bytes(path, data)
+
+
+def _after_each(chunks, name: str):
+    """``chunks``, with the fault checkpoint ``name`` after each one is written (a table half on disk)."""
+    for chunk in chunks:
+        yield chunk
+        checkpoint(name)
 
 
 # ---- CSV of big tables ---------------------------------------------------------------------------------------
