@@ -76,16 +76,26 @@ def tree_least_squares(tree: Tree, noisy: list[np.ndarray | None], noise_varianc
     else:
         var = [np.full(tree.sizes[l], np.inf) if noisy[l] is None else
                np.broadcast_to(np.asarray(noise_variance[l], dtype=np.float64), (tree.sizes[l],)) for l in range(L)]
+    # Without repetitions, sums over siblings and shifts by parent go through the level's sibling groups (on a
+    # grid over a power of the branching: reshapes, with no parent array for the leaves).
+    flat = uniform and all(v.ndim == 1 for v in y)
+    siblings = [None] + [tree.sibling_groups(l) if flat else None for l in range(1, L)]
     z, V = [None] * L, [None] * L
     S, VS = [None] * L, [None] * L
-    z[-1], V[-1] = np.where(np.isinf(var[-1]), 0.0, y[-1]), var[-1].copy()
+    if uniform:
+        z[-1] = y[-1] if np.isfinite(var[-1]) else np.zeros_like(y[-1])
+    else:
+        z[-1] = np.where(np.isinf(var[-1]), 0.0, y[-1])
+    V[-1] = var[-1].copy()
     for l in range(L - 2, -1, -1):
-        parent = tree.parents[l + 1]
-        S[l] = sum_by_parent(z[l + 1], parent, tree.sizes[l])
+        if flat:
+            S[l] = siblings[l + 1].sums(z[l + 1])
+        else:
+            S[l] = sum_by_parent(z[l + 1], tree.parents[l + 1], tree.sizes[l])
         if uniform:
             VS[l] = tree.child_counts[l][0] * V[l + 1]
         else:
-            VS[l] = np.bincount(parent, weights=V[l + 1], minlength=tree.sizes[l])
+            VS[l] = np.bincount(tree.parents[l + 1], weights=V[l + 1], minlength=tree.sizes[l])
         own, below = var[l], VS[l]
         with np.errstate(invalid="ignore", divide="ignore"):
             w = np.where(np.isinf(own), 0.0, np.where(np.isinf(below), 1.0, below / (own + below)))
@@ -95,15 +105,20 @@ def tree_least_squares(tree: Tree, noisy: list[np.ndarray | None], noise_varianc
             V[l] = np.where((own == 0) & (below == 0), 0.0, V[l])
     values, variances = [z[0]], [V[0]]
     for l in range(L - 1):
-        parent = tree.parents[l + 1]
         if uniform:  # equal variances split a residual equally (what _residual_shares gives for them)
             share = 1.0 / tree.child_counts[l][0]
-        else:
-            share = _residual_shares(V[l + 1], VS[l], parent, tree.child_counts[l])
+            with np.errstate(invalid="ignore"):
+                variances.append(V[l + 1] + share**2 * (variances[l] - VS[l]))
+            if flat:  # z + share * residual of the parent, as a shift by group
+                values.append(siblings[l + 1].subtract(z[l + 1], -share * (values[l] - S[l])))
+            else:
+                values.append(z[l + 1] + share * (values[l] - S[l])[..., tree.parents[l + 1]])
+            continue
+        parent = tree.parents[l + 1]
+        share = _residual_shares(V[l + 1], VS[l], parent, tree.child_counts[l])
         values.append(z[l + 1] + share * (values[l] - S[l])[..., parent])
         with np.errstate(invalid="ignore"):
-            variances.append(V[l + 1] + share**2 * (variances[l] - VS[l])[parent] if not uniform else
-                             V[l + 1] + share**2 * (variances[l] - VS[l]))
+            variances.append(V[l + 1] + share**2 * (variances[l] - VS[l])[parent])
     if uniform:  # one read-only view per level, shaped like the general case's arrays
         variances = [np.broadcast_to(np.float64(v), (size,)) for v, size in zip(variances, tree.sizes)]
     return TreeFit(values, variances)

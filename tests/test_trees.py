@@ -243,15 +243,18 @@ def test_grid_sibling_groups_list_each_parents_children_in_order(shape, b, sorte
     assert len(sorts) == sorted_levels
 
 
-@pytest.mark.parametrize("shape, b, root", [((64,), 4, False), ((16, 16), 2, True), ((8, 8), 4, False)])
-def test_least_squares_on_uniform_levels_matches_the_general_computation(shape, b, root):
-    """A grid over a power of its branching with one variance per level takes the scalar path; given the same
-    variances as per-node arrays, the general path must give the same estimates and variances."""
+@pytest.mark.parametrize("reps", [(), (3,)])
+@pytest.mark.parametrize("shape, b, root", [((64,), 4, False), ((16, 16), 2, True), ((8, 8), 4, False),
+                                            ((37,), 3, True)])
+def test_least_squares_on_uniform_levels_matches_the_general_computation(shape, b, root, reps):
+    """A grid over a power of its branching with one variance per level takes the scalar path (by sibling
+    groups, without repetitions); given the same variances as per-node arrays, the general path must give the
+    same estimates and variances.  (37 cells in threes: not uniform, the general path both times.)"""
     tree = product_tree(shape, b)
     rng = np.random.default_rng(8)
     counts = rng.poisson(3.0, shape)
     noise_variance = [2.0 * (l + 1) for l in range(tree.levels)]
-    noisy = [s + rng.laplace(0, 1 + l, (3, s.size)) for l, s in enumerate(tree.level_sums(counts))]
+    noisy = [s + rng.laplace(0, 1 + l, reps + (s.size,)) for l, s in enumerate(tree.level_sums(counts))]
     if not root:
         noisy[0] = None
     fast = tree_least_squares(tree, noisy, noise_variance)
@@ -259,8 +262,9 @@ def test_least_squares_on_uniform_levels_matches_the_general_computation(shape, 
     for l in range(tree.levels):
         assert np.allclose(fast.values[l], general.values[l], rtol=1e-12, atol=1e-9)
         assert np.allclose(fast.variances[l], general.variances[l], rtol=1e-12, equal_nan=True)
-    assert fast.variances[-1].strides == (0,)  # one number per level, not an array per node
-    assert np.all(np.diff(general.variances[-1]) == 0) and np.isfinite(general.variances[-1][0])
+    if shape != (37,):
+        assert fast.variances[-1].strides == (0,)  # one number per level, not an array per node
+        assert np.all(np.diff(general.variances[-1]) == 0) and np.isfinite(general.variances[-1][0])
 
 
 @pytest.mark.parametrize("shape, b", [((64,), 4), ((16, 16), 4), ((8, 32), 2), ((4, 8, 16), 2)])
