@@ -433,3 +433,22 @@ def test_concurrent_zcdp_releases_never_pass_a_rho_cap(tmp_path):
     for r in results:
         if r.returncode == 3:
             assert len(r.stderr.strip().splitlines()) == 1 and "rho" in r.stderr
+
+
+def test_a_disk_full_halfway_through_a_streamed_table_publishes_nothing_and_stays_charged(tmp_path, monkeypatch):
+    """The table is written a chunk (here one row) at a time; the disk fills after the first chunk."""
+    from dphist import tidy
+    from dphist.io import writers
+
+    def full_after_the_first(chunks, name):
+        yield next(chunks)
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(tidy, "CHUNK_ROWS", 1)
+    monkeypatch.setattr(writers, "_after_each", full_after_the_first)
+    ledger, out = tmp_path / "l.sqlite", tmp_path / "out"
+    result = _invoke(release_args(out, "--run-key", "k", "--format", "parquet"), ledger)
+    assert result.exit_code == 1 and "No space left on device" in result.output, result.output
+    assert result.output.count("\n") == 1 and "Traceback" not in result.output
+    assert not out.exists() and leftovers(tmp_path) == []
+    assert kinds(ledger) == ["RESERVE", "READ", "FAIL"] and spent(ledger) == Fraction(1, 2)
