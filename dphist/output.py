@@ -29,7 +29,7 @@ from .marginals import derive_marginal, labelled_frame
 from .planning import ReleasePlan
 from .privacy import Measurement, PrivacyBudget, format_fraction
 from .privacy.conversions import epsilon_for
-from .tidy import Tables, TidyTable
+from .tidy import CHUNK_ROWS, Tables, TidyTable
 from .version import __version__
 
 __all__ = ["Release", "MeasuredTable", "table_report", "released_tables", "discovery_report", "release_report",
@@ -461,7 +461,7 @@ def _per_cell(values: np.ndarray) -> np.ndarray | np.float64:
     return values.ravel()
 
 
-def _chunked(column, n: int, chunk: int = 1 << 20):
+def _chunked(column, n: int, chunk: int = CHUNK_ROWS):
     """The column ``column(start, stop)`` (floats) as whole numbers (int64) if every value is a finite whole
     number, else as floats, decided over the whole column but computed a chunk at a time (twice, rather than held
     whole)."""
@@ -474,9 +474,7 @@ def _is_integral(values: np.ndarray) -> bool:
 
 
 def _integral_or_float(values: np.ndarray) -> np.ndarray:
-    if np.all(np.isfinite(values)) and np.all(values == np.round(values)):
-        return values.astype(np.int64)
-    return values
+    return values.astype(np.int64) if _is_integral(values) else values
 
 
 def _human_bytes(size: int) -> str:
