@@ -14,7 +14,7 @@ from scipy import sparse
 
 from dphist import workloads
 from dphist.algorithms import get_algorithm
-from dphist.algorithms.hierarchical import best_branching, level_weights
+from dphist.algorithms.hierarchical import best_branching, level_weights, released_branching
 from dphist.privacy import PrivacyBudget, SeededBits, discrete_laplace_variance
 from dphist.trees import product_tree, range_tree
 
@@ -123,6 +123,18 @@ def test_branching_choice():
     assert best_branching((4096,)) == 16  # algorithms.md §3.3
     assert best_branching((256, 256)) == 7
     assert best_branching((1,)) == 2
+
+
+def test_hb_branching_in_2d_is_the_released_tables_choice():
+    # 2-D under pure ε: b = 4 per axis (the released table's error, released_branching's docstring), not the closed
+    # form's 7; 1-D and zCDP keep their own rules.
+    assert released_branching((256, 256)) == 4 and released_branching((128, 40)) == 4
+    assert released_branching((4096,)) == best_branching((4096,)) == 16
+    assert released_branching((256, 256), "gaussian") == best_branching((256, 256), "gaussian")
+    estimate, _ = run(get_algorithm("hb"), np.zeros((64, 64), dtype=np.int64), Fraction(1), SeededBits(0))
+    assert estimate.structure["branching"] == 4
+    # 64 = 4^3: the root, 4 × 4, 16 × 16 and the leaves, every level whole.
+    assert estimate.structure["nodes_per_level"] == [1, 16, 256, 4096]
 
 
 def test_level_budgets_exact_and_geometric_order():

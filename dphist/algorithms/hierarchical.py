@@ -10,7 +10,9 @@
 
 Defaults: the root is not measured (its total is recovered from its children, and the saved budget lowers the
 error on range queries, algorithms.md §3.1, §3.3); budgets are uniform over levels for ``h``/``hb`` and
-geometric (more to the leaves) for ``quadtree`` (Cormode et al. 2012).
+geometric (more to the leaves) for ``quadtree`` (Cormode et al. 2012); Hb's branching is the closed form's,
+except 4 per axis for 2-D tables under pure ε, where the released table is more accurate with it
+(:func:`released_branching`).
 
 Under zCDP (``budget.noise == "gaussian"``) a level costs √h, not h, in noise standard deviation, so the choices
 that depend on the noise are re-derived for L2 (algorithms.md §3.3, §8):
@@ -36,7 +38,7 @@ from ..trees import Tree, height_for, product_tree, range_tree
 from . import options as option
 from .base import Algorithm, Estimate
 
-__all__ = ["H", "Hb", "QuadTree", "best_branching", "level_weights", "l2_range_error"]
+__all__ = ["H", "Hb", "QuadTree", "best_branching", "released_branching", "level_weights", "l2_range_error"]
 
 #: One record lies in exactly one node of a level and changes its sum by 1.
 LEVEL_L1 = 1
@@ -78,6 +80,39 @@ def best_branching(shape: tuple[int, ...], noise: str = "laplace") -> int:
         if best is None or value < best[0]:
             best = (value, b)
     return best[1]
+
+
+#: Hb's branching per axis for 2-D tables under pure ε (:func:`released_branching`).
+RELEASED_BRANCHING_2D = 4
+
+
+def released_branching(shape: tuple[int, ...], noise: str = "laplace") -> int:
+    """The branching per axis Hb uses: :func:`best_branching`, except for 2-D tables under pure ε, which get
+    ``RELEASED_BRANCHING_2D`` = 4 (16 children a node).  Public: a function of the shape and the noise only.
+
+    Why: the closed form minimises the variance of the least-squares estimate, but what the steward receives is
+    that estimate made non-negative and whole top-down, and on sparse tables that step removes much of the
+    leaves' noise.  For 2-D tables the released error is lowest at b = 3–4, not at the closed form's 7–12.
+    Measured on the DPBench 2-D data summed into 16² … 256² cells, ε = 0.1, 2000 random rectangles, mean ratio
+    to the best branching per data set (4 samples × 2 runs; seed 1, not the held-out one):
+
+    ======  =====================  =====================  ==================
+    side    1e3 (b=4 / formula)    1e5 (b=4 / formula)    1e7 (b=4 / formula)
+    ======  =====================  =====================  ==================
+    16      1.15 / 1.15 (b=4)      1.18 / 1.18            1.15 / 1.15
+    32      1.47 / 1.58 (b=6)      1.21 / 1.22            1.17 / 1.22
+    64      1.54 / 1.52 (b=8)      1.15 / 1.49            1.14 / 1.33
+    128     2.25 / 2.79 (b=12)     1.09 / 1.34            1.05 / 1.47
+    256     2.68 / 2.39 (b=7)      1.02 / 1.24            1.04 / 1.15
+    ======  =====================  =====================  ==================
+
+    and at ε = 1 (sides 64 / 128 / 256, scale 1e5): 1.12 / 1.07 / 1.05 against 1.35 / 1.51 / 1.27.  The
+    least-squares estimate alone still prefers the closed form (at 256², b = 4 is 1.23× b = 8 before the
+    non-negative step).  At 1e3 no tree does well in 2-D and auto picks a data-adaptive algorithm there.
+    1-D keeps the closed form (its trees are narrower for the same cells); zCDP keeps its own rule."""
+    if noise == "laplace" and len(shape) == 2:
+        return RELEASED_BRANCHING_2D
+    return best_branching(shape, noise)
 
 
 #: Up to this many cells (1-D) the Gaussian branching is chosen from exact errors (half a second at the limit; O(n²)).
@@ -152,7 +187,7 @@ class _TreeMethod(Algorithm):
         """The public tree for ``shape`` and its branching (chosen for the noise when it is "auto")."""
         b = self.params["branching"] or self.default_branching
         if b == "auto":
-            b = best_branching(shape, noise)
+            b = released_branching(shape, noise)
         return product_tree(shape, b), b
 
     def run(self, counts: np.ndarray, budget: PrivacyBudget, columns=None) -> Estimate:
