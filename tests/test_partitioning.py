@@ -206,7 +206,9 @@ def test_auto_block_follows_the_noisy_total_only():
     one = [algo.auto_block(total, (4096,), eps)[0] for total in (1e3, 1e5, 1e7)]
     assert one[0] >= 128 and 8 <= one[1] <= 32 and one[2] == 1
     assert algo.auto_block(1e3, (256, 256), eps) == (16, 16) and algo.auto_block(1e7, (256, 256), eps) == (1, 1)
-    assert algo.auto_block(-50, (8,), eps) == (8,)  # a negative noisy total counts as 1: one block
+    # A noisy total near or below 0 gives the largest blocks that still leave 8 per axis for phase 1 to split.
+    assert algo.auto_block(-50, (256, 256), eps) == (32, 32) and algo.auto_block(1, (4096,), eps) == (512,)
+    assert algo.auto_block(-50, (8,), eps) == (1,) and algo.auto_block(-50, (20, 3), eps) == (3, 1)
     # More signal never means bigger blocks.
     sizes = [algo.auto_block(t, (4096,), eps)[0] for t in np.geomspace(1, 1e9, 40)]
     assert sizes == sorted(sizes, reverse=True)
