@@ -53,6 +53,17 @@ def test_queries_are_the_rounded_dft_and_invert_it(n):
 
 
 @pytest.mark.parametrize("n", SIZES)
+@pytest.mark.parametrize("occupied", [0.0, 0.05, 0.5])
+def test_answers_on_sparse_tables_are_the_full_products(n, occupied):
+    """analyse reads only the occupied cells; its answers must still be W·x for every kept row (empty tables,
+    a few occupied cells, half)."""
+    rng = np.random.default_rng(int(n + 100 * occupied))
+    x = np.where(rng.random(n) < occupied, rng.integers(1, 10**6, n), 0)
+    dft, facts = analysed(x)
+    assert np.array_equal(dft.matrix(dft.candidates) @ x, kept_answers(dft, facts, dft.candidates))
+
+
+@pytest.mark.parametrize("n", SIZES)
 def test_l1_sensitivity_on_every_unit_vector(n):
     """Δ₁(m) is the largest L1 change of the kept answers over all unit vectors e_t (reached, never exceeded), and
     it lies within the derivation's bounds 2^b(1 + (m−1)) <= Δ₁ <= 2^b(1 + √2(m−1) + Nyquist) + rounding."""
