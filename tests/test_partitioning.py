@@ -297,3 +297,53 @@ def test_refined_release_runs_on_zcdp():
     budget = ZCDPBudget(Fraction(1, 10), bits=SeededBits(2))
     est = get_algorithm("dpcube").run(np.random.default_rng(1).integers(0, 9, (8, 8)), budget)
     assert budget.spent == budget.amount and np.isfinite(est.values).all()
+
+
+def _best_partition_box_by_box(noisy, sigma2, kappa, max_depth):
+    """Oracle: DPCube's greedy split one box at a time (the former implementation), left child first."""
+    from dphist.algorithms.partitioning import _NoisyTable
+    table = _NoisyTable(noisy)
+    d = noisy.ndim
+    stack, leaves = [((0,) * d, tuple(noisy.shape), 0)], []
+    while stack:
+        lo, hi, depth = stack.pop()
+        whole = float(table.heterogeneity([np.array(v) for v in lo], [np.array(v) for v in hi], sigma2)) + kappa
+        best = None
+        for axis in range(d) if depth < max_depth else ():
+            if hi[axis] - lo[axis] < 2:
+                continue
+            cut = np.arange(lo[axis] + 1, hi[axis])
+            left_hi = [np.full(cut.size, v) for v in hi]
+            left_hi[axis] = cut
+            right_lo = [np.full(cut.size, v) for v in lo]
+            right_lo[axis] = cut
+            cost = (table.heterogeneity([np.full(cut.size, v) for v in lo], left_hi, sigma2)
+                    + table.heterogeneity(right_lo, [np.full(cut.size, v) for v in hi], sigma2) + 2 * kappa)
+            i = int(np.argmin(cost))
+            if best is None or cost[i] < best[0]:
+                best = (float(cost[i]), axis, int(cut[i]))
+        if best is None or best[0] >= whole:
+            leaves.append((lo, hi))
+            continue
+        _, axis, c = best
+        stack.append((tuple(c if a == axis else v for a, v in enumerate(lo)), hi, depth + 1))
+        stack.append((lo, tuple(c if a == axis else v for a, v in enumerate(hi)), depth + 1))
+    return leaves
+
+
+def test_depth_at_a_time_partition_equals_the_box_by_box_one():
+    rng = np.random.default_rng(11)
+    sizes = []
+    for trial in range(200):
+        d = 1 + trial % 3
+        shape = tuple(int(v) for v in rng.integers(1, {1: 300, 2: 40, 3: 9}[d], d))
+        noisy = rng.laplace(0, float(rng.choice([0.5, 3.0, 20.0])), shape).round()
+        noisy += (rng.random(shape) < 0.1) * rng.integers(0, 300, shape)
+        if trial % 10 == 0:
+            noisy = np.round(noisy / 50)  # many equal costs: ties must go as box by box
+        sigma2, kappa = float(rng.choice([0.0, 2.0])), float(rng.choice([1.0, 50.0, 500.0]))
+        max_depth = int(rng.choice([0, 1, 3, 64]))
+        got = _kd_partition(noisy, sigma2, kappa, max_depth, "best")
+        assert got == _best_partition_box_by_box(noisy, sigma2, kappa, max_depth), (trial, shape)
+        sizes.append(len(got))
+    assert max(sizes) > 20 and sizes.count(1) < len(sizes) / 2  # the cases do split, often deeply

@@ -25,7 +25,9 @@ those noisy counts, so it is post-processing and costs nothing more.
 
 from __future__ import annotations
 
+import math
 from fractions import Fraction
+from functools import lru_cache
 
 import numpy as np
 
@@ -187,6 +189,8 @@ def _kd_partition(noisy: np.ndarray, sigma2: float, kappa: float, max_depth: int
     """Greedy k-d splitting of the noisy table (post-processing).  ``rule="best"`` (DPCube): a box is cut where
     the two halves' costs Ĥ + κ add up to the least, while that beats keeping it whole; ``rule="median"`` (k-d
     tree): at the noisy median of its longest axis, while the box's Ĥ exceeds κ.  Returns the leaf boxes."""
+    if rule == "best":
+        return _best_partition(noisy, sigma2, kappa, max_depth)
     table = _NoisyTable(noisy)
     d = noisy.ndim
     stack = [((0,) * d, tuple(noisy.shape), 0)]
@@ -195,7 +199,7 @@ def _kd_partition(noisy: np.ndarray, sigma2: float, kappa: float, max_depth: int
         lo, hi, depth = stack.pop()
         whole = float(table.heterogeneity([np.array(l) for l in lo], [np.array(h) for h in hi], sigma2)) + kappa
         best = None
-        if depth < max_depth and rule == "median":
+        if depth < max_depth:
             cut = _median_cut(noisy, lo, hi, depth)
             if cut is not None:
                 axis, c = cut
@@ -204,20 +208,6 @@ def _kd_partition(noisy: np.ndarray, sigma2: float, kappa: float, max_depth: int
                 # Uniformity threshold: split while the box's estimated SSE exceeds what one more noisy total
                 # costs, whether or not this particular cut lowers it (the next cut may).
                 best = (-np.inf if whole > 2 * kappa else np.inf, axis, c)
-        elif depth < max_depth:
-            for axis in range(d):
-                if hi[axis] - lo[axis] < 2:
-                    continue
-                cut = np.arange(lo[axis] + 1, hi[axis])
-                left_hi = [np.full(cut.size, h) for h in hi]
-                left_hi[axis] = cut
-                right_lo = [np.full(cut.size, l) for l in lo]
-                right_lo[axis] = cut
-                cost = (table.heterogeneity([np.full(cut.size, l) for l in lo], left_hi, sigma2)
-                        + table.heterogeneity(right_lo, [np.full(cut.size, h) for h in hi], sigma2) + 2 * kappa)
-                i = int(np.argmin(cost))
-                if best is None or cost[i] < best[0]:
-                    best = (float(cost[i]), axis, int(cut[i]))
         if best is None or best[0] >= whole:
             leaves.append((lo, hi))
             continue
@@ -231,13 +221,82 @@ def _kd_partition(noisy: np.ndarray, sigma2: float, kappa: float, max_depth: int
     return leaves
 
 
+def _best_partition(noisy: np.ndarray, sigma2: float, kappa: float, max_depth: int) -> list[tuple[tuple, tuple]]:
+    """``_kd_partition(rule="best")`` one depth at a time: every box of a depth is scored in one pass of array
+    operations (each box's candidates are every cut along every axis, axis by axis; the first least cost wins, as
+    box by box).  The leaves come back in the order of a left-first walk (sorted by their path of left/right
+    turns), so the result is the box-by-box one exactly."""
+    table = _NoisyTable(noisy)
+    d = noisy.ndim
+    lo = np.zeros((1, d), dtype=np.int64)
+    hi = np.asarray(noisy.shape, dtype=np.int64)[None, :]
+    paths = [()]
+    leaves: list[tuple[tuple, tuple, tuple]] = []
+    depth = 0
+    while lo.shape[0]:
+        whole = table.heterogeneity(list(lo.T), list(hi.T), sigma2) + kappa
+        k = lo.shape[0]
+        split = np.zeros(k, dtype=bool)
+        cut_axis = np.zeros(k, dtype=np.int64)
+        cut_at = np.zeros(k, dtype=np.int64)
+        if depth < max_depth:
+            owners, axes, cuts = [], [], []
+            for axis in range(d):  # candidates axis by axis, cut positions in order: the box-by-box tie order
+                width = hi[:, axis] - lo[:, axis] - 1  # cuts lo+1 … hi−1
+                n = np.maximum(width, 0)
+                owner = np.repeat(np.arange(k), n)
+                start = np.repeat(np.cumsum(n) - n, n)
+                owners.append(owner)
+                axes.append(np.full(owner.size, axis))
+                cuts.append(lo[owner, axis] + 1 + (np.arange(owner.size) - start))
+            owner = np.concatenate(owners)
+            if owner.size:
+                axis_of = np.concatenate(axes)
+                cut = np.concatenate(cuts)
+                order = np.argsort(owner, kind="stable")  # per box: axis 0's cuts, then axis 1's, …
+                owner, axis_of, cut = owner[order], axis_of[order], cut[order]
+                box_lo, box_hi = lo[owner], hi[owner]
+                left_hi, right_lo = box_hi.copy(), box_lo.copy()
+                rows = np.arange(owner.size)
+                left_hi[rows, axis_of] = cut
+                right_lo[rows, axis_of] = cut
+                cost = (table.heterogeneity(list(box_lo.T), list(left_hi.T), sigma2)
+                        + table.heterogeneity(list(right_lo.T), list(box_hi.T), sigma2) + 2 * kappa)
+                first = np.flatnonzero(np.r_[True, owner[1:] != owner[:-1]])
+                least = np.minimum.reduceat(cost, first)
+                # the first candidate of each box at its least cost
+                hit = np.flatnonzero(cost == least[np.searchsorted(first, rows, side="right") - 1])
+                pick = hit[np.r_[True, owner[hit][1:] != owner[hit][:-1]]]
+                boxes = owner[pick]
+                split[boxes] = cost[pick] < whole[boxes]
+                cut_axis[boxes] = axis_of[pick]
+                cut_at[boxes] = cut[pick]
+        for i in np.flatnonzero(~split):
+            leaves.append((paths[i], tuple(int(v) for v in lo[i]), tuple(int(v) for v in hi[i])))
+        idx = np.flatnonzero(split)
+        left_lo, left_hi = lo[idx], hi[idx].copy()
+        right_lo, right_hi = lo[idx].copy(), hi[idx]
+        left_hi[np.arange(idx.size), cut_axis[idx]] = cut_at[idx]
+        right_lo[np.arange(idx.size), cut_axis[idx]] = cut_at[idx]
+        lo = np.concatenate([left_lo, right_lo])
+        hi = np.concatenate([left_hi, right_hi])
+        paths = [paths[i] + (0,) for i in idx] + [paths[i] + (1,) for i in idx]
+        depth += 1
+    leaves.sort(key=lambda leaf: leaf[0])
+    return [(a, b) for _, a, b in leaves]
+
+
 def _block(value) -> int | str:
     return "auto" if value in (None, "auto") else option.positive_int(value)
 
 
+@lru_cache(maxsize=4096)
 def _edges(length: int, block: int) -> np.ndarray:
-    """Edges of ceil(length / block) near-equal runs of cells covering [0, length)."""
-    return np.unique(np.round(np.linspace(0, length, -(-length // block) + 1)).astype(np.int64))
+    """Edges of ceil(length / block) near-equal runs of cells covering [0, length) (read-only: cached, since
+    the refined release asks for the same few sizes once per partition)."""
+    edges = np.unique(np.round(np.linspace(0, length, -(-length // block) + 1)).astype(np.int64))
+    edges.flags.writeable = False
+    return edges
 
 
 def _coarsen(table: np.ndarray, edges: list[np.ndarray]) -> np.ndarray:
@@ -375,18 +434,19 @@ class DPCube(Algorithm):
             clo = [int(e[a]) for e, a in zip(edges, lo)]
             chi = [int(e[b]) for e, b in zip(edges, hi)]
             sides = [b - a for a, b in zip(clo, chi)]
-            area = float(np.prod(sides))
+            area = float(math.prod(sides))
             m = min(max(max(f, 0.0) * eps2 / c, 1.0), area)
             g = [int(min(max(round(L * (m / area) ** (1 / len(sides))), 1), L)) for L in sides]
-            sub = [a + _edges(L, -(-L // k)) for a, L, k in zip(clo, sides, g)]
-            ids = np.arange(nxt, nxt + int(np.prod([len(e) - 1 for e in sub]))).reshape([len(e) - 1 for e in sub])
-            for axis, e in enumerate(sub):
-                ids = np.repeat(ids, np.diff(e), axis=axis)
+            runs = [np.diff(_edges(L, -(-L // k))) for L, k in zip(sides, g)]
+            count = math.prod(len(r) for r in runs)
+            ids = np.arange(nxt, nxt + count).reshape([len(r) for r in runs])
+            for axis, r in enumerate(runs):
+                ids = np.repeat(ids, r, axis=axis)
             label[tuple(slice(a, b) for a, b in zip(clo, chi))] = ids
-            owner += [i] * (int(ids.max()) + 1 - nxt)
-            nxt = int(ids.max()) + 1
+            owner += [i] * count
+            nxt += count
             phase1.append(f)
-            nblocks.append(float(np.prod([hi_ - lo_ for lo_, hi_ in zip(lo, hi)])))
+            nblocks.append(float(math.prod(hi_ - lo_ for lo_, hi_ in zip(lo, hi))))
         flat = label.ravel()
         totals = np.bincount(flat, weights=counts.ravel(), minlength=nxt).round().astype(np.int64)
         noisy, _ = second.laplace(totals, 1, second.amount, "phase 2: sub-blocks of every partition")
