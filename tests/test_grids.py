@@ -220,3 +220,16 @@ def test_accuracy_beats_identity_at_low_signal():
             ours.append(workloads.scaled_average_l1(boxes, truth, est.values))
             base.append(workloads.scaled_average_l1(boxes, truth, plain.values))
         assert np.mean(ours) < 0.3 * np.mean(base), (cls.name, ours, base)
+
+
+def test_grids_in_boxes_equal_the_box_by_box_grids():
+    from dphist.algorithms.grids import _grids_in_boxes
+    rng = np.random.default_rng(5)
+    lo1, hi1 = _grid_boxes((0, 0), (97, 61), (7, 5))
+    subs = np.stack([rng.integers(1, hi1[:, 0] - lo1[:, 0] + 1), rng.integers(1, hi1[:, 1] - lo1[:, 1] + 1)], axis=1)
+    lo2, hi2, owner = _grids_in_boxes(lo1, hi1, subs)
+    parts = [_grid_boxes(tuple(lo1[j]), tuple(hi1[j]), tuple(subs[j])) for j in range(lo1.shape[0])]
+    assert np.array_equal(lo2, np.concatenate([p[0] for p in parts]))
+    assert np.array_equal(hi2, np.concatenate([p[1] for p in parts]))
+    assert np.array_equal(owner, np.repeat(np.arange(lo1.shape[0]), [p[0].shape[0] for p in parts]))
+    assert subs.max() > 1 and lo2.shape[0] > lo1.shape[0]

@@ -113,6 +113,22 @@ def _grid_boxes(lo: tuple[int, int], hi: tuple[int, int], per_axis: tuple[int, i
     return (np.stack([e0[a0], e1[a1]], axis=1), np.stack([e0[a0 + 1], e1[a1 + 1]], axis=1))
 
 
+def _grids_in_boxes(lo: np.ndarray, hi: np.ndarray, per_axis: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Every box [lo_j, hi_j) cut into per_axis[j, 0] × per_axis[j, 1] nearly equal blocks, in one pass: (lo, hi,
+    owner), the blocks of box 0 first, each box's row-major, as :func:`_grid_boxes` box by box."""
+    a, b = per_axis[:, 0].astype(np.int64), per_axis[:, 1].astype(np.int64)
+    count = a * b
+    owner = np.repeat(np.arange(lo.shape[0]), count)
+    local = np.arange(int(count.sum()), dtype=np.int64) - np.repeat(np.cumsum(count) - count, count)
+    r, c = local // b[owner], local % b[owner]
+    h0, h1 = (hi[:, 0] - lo[:, 0])[owner], (hi[:, 1] - lo[:, 1])[owner]
+    a_o, b_o = a[owner], b[owner]
+    base0, base1 = lo[owner, 0], lo[owner, 1]
+    out_lo = np.stack([base0 + (r * h0) // a_o, base1 + (c * h1) // b_o], axis=1)
+    out_hi = np.stack([base0 + ((r + 1) * h0) // a_o, base1 + ((c + 1) * h1) // b_o], axis=1)
+    return out_lo, out_hi, owner
+
+
 def _spread(shape: tuple[int, int], lo: np.ndarray, hi: np.ndarray, block_values: np.ndarray) -> np.ndarray:
     """A float table of ``shape`` with each box's value spread evenly over its cells (the boxes tile the table)."""
     # each cell's box index, exactly: box i's index added at its corners by inclusion-exclusion (int64), then
@@ -217,17 +233,11 @@ class AGrid(_Grid):
 
         # level 2: each level-1 block's grid from its noisy count (post-processing); all level-2 blocks tile the
         # table, so one record moves one of them by 1: one parallel measurement at (1 − α)·ε_g
-        los, his, owner, sides = [], [], [], []
-        for j in range(lo1.shape[0]):
-            side = self.level2_side(int(y1[j]), eps)
-            block_shape = (int(hi1[j, 0] - lo1[j, 0]), int(hi1[j, 1] - lo1[j, 1]))
-            sub = grid_blocks(block_shape, side * side)
-            lo2, hi2 = _grid_boxes(tuple(lo1[j]), tuple(hi1[j]), sub)
-            los.append(lo2)
-            his.append(hi2)
-            owner.append(np.full(lo2.shape[0], j))
-            sides.append(side)
-        lo2, hi2, owner = np.concatenate(los), np.concatenate(his), np.concatenate(owner)
+        sides = [self.level2_side(int(v), eps) for v in y1.tolist()]
+        block_shapes = (hi1 - lo1).tolist()
+        subs = np.array([grid_blocks((n0, n1), side * side) for (n0, n1), side in zip(block_shapes, sides)],
+                        dtype=np.int64).reshape(-1, 2)
+        lo2, hi2, owner = _grids_in_boxes(lo1, hi1, subs)
         y2, rec2 = level2_part.measure(_box_sums(counts, lo2, hi2), L1, L2_SQUARED, level2_part.amount,
                                        "every level-2 block's count (grids sized by the level-1 noisy counts)")
 
