@@ -39,6 +39,7 @@ bench: install
 	$(PY) bench/startup.py
 	$(PY) bench/dpbench.py
 	$(PY) bench/auto_rules.py --evaluate
+	$(PY) bench/reference_bar.py
 	$(PY) bench/low_signal.py
 	$(PY) bench/low_signal.py --dims 2
 	$(PY) bench/workload.py

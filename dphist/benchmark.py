@@ -24,7 +24,8 @@ from .errors import DataError
 from .inference import nonnegative_integer_table
 from .privacy import PrivacyBudget, SeededBits
 
-__all__ = ["load_histogram", "workload_for", "cell_error", "marginal_error", "run_benchmark", "summarize"]
+__all__ = ["load_histogram", "workload_for", "cell_error", "marginal_error", "benchmark_sample", "run_benchmark",
+           "summarize"]
 
 
 def load_histogram(path: str | Path) -> np.ndarray:
@@ -70,6 +71,12 @@ def marginal_error(x: np.ndarray, x_hat: np.ndarray) -> float:
     return float(sum(p.sum() for p in parts) / (sum(p.size for p in parts) * records))
 
 
+def benchmark_sample(x: np.ndarray, scale: int, seed: int, dataset_index: int, sample: int) -> np.ndarray:
+    """The ``sample``-th table of ``scale`` records that :func:`run_benchmark` draws from data set number
+    ``dataset_index`` (its position among the data sets passed) with ``seed``: the same records for every caller."""
+    return workloads.sample_from_shape(x, scale, seed=_seed(seed, dataset_index, scale, sample))
+
+
 def run_benchmark(datasets: dict[str, np.ndarray], algorithms: list[str], scales: list[int],
                   epsilons: list[str], samples: int = 5, runs: int = 2, seed: int = 0, progress=None,
                   options=None) -> list[dict]:
@@ -83,7 +90,7 @@ def run_benchmark(datasets: dict[str, np.ndarray], algorithms: list[str], scales
         W = workload_for(x.shape)
         for scale in scales:
             for s in range(samples):
-                sample = workloads.sample_from_shape(x, scale, seed=_seed(seed, d_index, scale, s))
+                sample = benchmark_sample(x, scale, seed, d_index, s)
                 for e_index, eps_text in enumerate(epsilons):
                     eps = Fraction(eps_text)
                     for algo_name in algorithms:
