@@ -145,15 +145,16 @@ def table(records: list[dict], minutes: float | None) -> str:
                                 f"{moved} of {len(f)} |")
         fair_head = "re-measured bar | auto ÷ it | " if fair_ratio is not None else ""
         detail += [f"### scale {scale:,}", "",
-                   "| data set | reference best | its error | auto | auto ÷ ref | " + fair_head + "auto chose | best ours "
-                   "| ÷ ref | " + " | ".join(algos) + " |",
+                   "| data set | reference best | its error | auto | auto ÷ ref | " + fair_head
+                   + "auto chose | best ours | ÷ ref | " + " | ".join(algos) + " |",
                    "|---" * (8 + len(algos) + (2 if fair_ratio is not None else 0)) + "|"]
         for name in o.index:
             bo = o.loc[name, algos].idxmin()
             fair_cells = (f"{f.loc[name, 'reference']} {f.loc[name, 'reference_error']:.2e} | "
                           f"{fair_ratio[name]:.2f} | ") if fair_ratio is not None else ""
             detail.append(f"| {name} | {r.loc[name, 'reference']} | {r.loc[name, 'reference_error']:.2e} | "
-                          f"{o.loc[name, 'auto']:.2e} | {ratio[name]:.2f} | {fair_cells}{chosen.get(name, '')} | {bo} | "
+                          f"{o.loc[name, 'auto']:.2e} | {ratio[name]:.2f} | {fair_cells}"
+                          f"{chosen.get(name, '')} | {bo} | "
                           f"{o.loc[name, bo] / r.loc[name, 'reference_error']:.2f} | "
                           + " | ".join(f"{o.loc[name, a] / r.loc[name, 'reference_error']:.2f}" for a in algos)
                           + " |")

@@ -242,7 +242,8 @@ def published(dims: int) -> pd.DataFrame:
 
 # What is re-measured: per dimension, the reference algorithms that set the bar at scales 1e3 and 1e5, and the noise
 # seeds the reference ran them with (the check column).
-ALGORITHMS = {1: {"MWEM": mwem, "EFPA": efpa, "Uniform": uniform}, 2: {"DPCube": dpcube, "AGrid": agrid, "UGrid": ugrid_reference}}
+ALGORITHMS = {1: {"MWEM": mwem, "EFPA": efpa, "Uniform": uniform},
+              2: {"DPCube": dpcube, "AGrid": agrid, "UGrid": ugrid_reference}}
 REFERENCE_SEEDS = {1: (0, 1), 2: (0,)}
 
 

@@ -62,11 +62,13 @@ def _summary(errors: list[np.ndarray]) -> dict:
 
 
 def noise_errors(algorithm, shape: tuple[int, ...], columns, amount: Fraction, definition: str, factor: int = 1,
-                 repeats: int | None = None) -> dict:
+                 repeats: int | None = None, total_amount: Fraction | None = None) -> dict:
     """The error of ``algorithm``'s unbiased estimate on single cells and on :func:`range_workload`'s ranges,
     from ``repeats`` runs on the all-zero table at ``amount`` (ε under "pure", ρ otherwise) for a protected group
     of ``factor`` rows: ``{"cells": {"rms", "mean_abs"}, "ranges": {...}, "basis": ...}``, in records.  Only for
-    data-independent algorithms (their error is the same on every table).  Reads no data."""
+    data-independent algorithms (their error is the same on every table).  ``total_amount`` (pure ε): each run
+    also measures the total at that ε and refits the estimate with it (``Estimate.with_total``), as auto does
+    with its N̂.  Reads no data."""
     cells = math.prod(shape)
     if repeats is None:  # about 2^16 simulated cells in all, 8 to 64 runs (well under a second)
         repeats = int(min(64, max(8, (1 << 16) // max(cells, 1))))
@@ -77,7 +79,15 @@ def noise_errors(algorithm, shape: tuple[int, ...], columns, amount: Fraction, d
     budget_type = PrivacyBudget if definition == "pure" else ZCDPBudget
     cell_errors, range_errors = [], []
     for r in range(repeats):
-        estimate = algorithm.run(zeros, budget_type(amount, bits=SeededBits(_SEED + r), factor=factor), columns)
+        if total_amount is None:
+            estimate = algorithm.run(zeros, budget_type(amount, bits=SeededBits(_SEED + r), factor=factor), columns)
+        else:
+            whole = PrivacyBudget(total_amount + amount, bits=SeededBits(_SEED + r), factor=factor)
+            for_total, rest = whole.split([total_amount / whole.amount, amount / whole.amount])
+            total, record = for_total.laplace(np.asarray(0), 1, for_total.amount, "the total", composition="one query")
+            estimate = algorithm.run(zeros, rest, columns)
+            if estimate.with_total is not None:
+                estimate = estimate.with_total(float(total), record.noise_variance)
         values = np.asarray(estimate.values, dtype=np.float64)
         cell_errors.append(values.ravel())
         range_errors.append(ranges.answer(values))
@@ -111,14 +121,15 @@ def typical_errors(name: str, shape: tuple[int, ...], released_total: float, eps
 
 
 def expected_errors(algorithm, shape: tuple[int, ...], columns, amount: Fraction, definition: str, factor: int,
-                    released_total: float) -> dict:
+                    released_total: float, total_amount: Fraction | None = None) -> dict:
     """The report's ``expected_error`` block for a table released by ``algorithm`` (the one that ran; auto's
     choice is looked through by the caller) at ``amount``: :func:`noise_errors` for a data-independent algorithm
-    of at most MAX_SIMULATED_CELLS cells, else :func:`typical_errors`, else a line saying why there is none."""
+    of at most MAX_SIMULATED_CELLS cells (refitted with a total measured at ``total_amount`` where auto did so),
+    else :func:`typical_errors`, else a line saying why there is none."""
     cells = math.prod(shape)
     if not getattr(algorithm, "data_adaptive", True):
         if cells <= MAX_SIMULATED_CELLS:
-            return noise_errors(algorithm, shape, columns, amount, definition, factor)
+            return noise_errors(algorithm, shape, columns, amount, definition, factor, total_amount=total_amount)
         return {"not_computed": f"the simulation runs for tables of at most {MAX_SIMULATED_CELLS:,} cells "
                                 f"(here {cells:,})"}
     # An ε-like number for the signal decade: ε per row, or √(2ρ) per row under zCDP (the ε at which a Laplace

@@ -301,12 +301,15 @@ def table_report(table: MeasuredTable, factor: int, raw: bool) -> dict:
 def _expected_error(table: MeasuredTable, factor: int, choice: dict | None) -> dict:
     """The expected error of single cells and of ranges (:mod:`dphist.expected_error`) of the algorithm that
     produced the table (auto's choice, at the budget left after auto's noisy total).  Public facts only."""
-    algorithm, amount = table.algorithm, table.budget.amount
+    algorithm, amount, total_amount = table.algorithm, table.budget.amount, None
     if choice is not None:
         algorithm = get_algorithm(choice["chosen"])
         amount -= Fraction(choice.get("epsilon_for_total", 0))
+        if "noisy_total_reused" in choice:  # auto refitted the tree with its N̂: so does the simulation
+            total_amount = Fraction(choice["epsilon_for_total"])
     figures = expected_error.expected_errors(algorithm, table.shape.shape, table.shape.columns, amount,
-                                             table.budget.definition, factor, float(np.sum(table.estimate.values)))
+                                             table.budget.definition, factor, float(np.sum(table.estimate.values)),
+                                             total_amount=total_amount)
     return {"unit": "records", **figures}
 
 

@@ -180,3 +180,36 @@ def test_bad_total_share_is_a_usage_error(total_share):
     from dphist.errors import UsageError
     with pytest.raises(UsageError, match="total_share"):
         get_algorithm("auto", total_share=total_share)
+
+
+def test_a_tree_choice_is_refitted_with_the_noisy_total_and_nothing_more_is_measured():
+    """Where auto runs a tree (hb here), its N̂ joins the tree's least squares as a measurement of the root: the
+    released values are exactly the fit of the traced noisy values (N̂ as the root, the levels as drawn), no
+    measurement is added, and the parts still add up to ε."""
+    from dphist.inference import tree_least_squares
+    from dphist.trees import product_tree
+
+    x = np.random.default_rng(8).poisson(300, 4096)
+    trace: list = []
+    budget = PrivacyBudget(Fraction(1, 10), bits=SeededBits(12), trace=trace)
+    estimate = Auto().run(x, budget)
+    choice = estimate.choices["algorithm_choice"]
+    assert choice["chosen"] == "hb" and "root" in choice["noisy_total_reused"]
+    assert budget.spent == Fraction(1, 10) and len(budget.measurements) == len(trace)
+    assert [m.what for m in budget.measurements][0].startswith("the table's total")
+    tree = product_tree((4096,), estimate.structure["branching"])
+    noisy, variances = [None] * tree.levels, [np.inf] * tree.levels
+    for level, (draw, record) in enumerate(zip(trace, budget.measurements)):
+        noisy[level] = np.atleast_1d(draw.values)  # level 0: N̂; then the tree's levels 1, 2, …
+        variances[level] = record.noise_variance
+    assert np.allclose(estimate.values, tree_least_squares(tree, noisy, variances).values[-1], rtol=0, atol=1e-6)
+    assert estimate.structure["root_also_from"] == "an earlier noisy total (least squares)"
+
+
+def test_a_data_adaptive_choice_is_not_refitted():
+    """DAWA (auto's choice at low signal in 1-D) has no tree fit to take N̂: nothing is refitted or claimed."""
+    x = np.zeros(4096, dtype=np.int64)
+    x[:50] = 2
+    estimate = Auto().run(x, PrivacyBudget(Fraction(1, 10), bits=SeededBits(13)))
+    choice = estimate.choices["algorithm_choice"]
+    assert choice["chosen"] == "dawa" and "noisy_total_reused" not in choice

@@ -14,7 +14,7 @@ from scipy import sparse
 
 from dphist import workloads
 from dphist.algorithms import get_algorithm
-from dphist.algorithms.hierarchical import best_branching, level_weights, released_branching
+from dphist.algorithms.hierarchical import best_branching, level_weights, released_branching, with_root_measurement
 from dphist.privacy import PrivacyBudget, SeededBits, discrete_laplace_variance
 from dphist.trees import product_tree, range_tree
 
@@ -165,3 +165,48 @@ def test_release_through_the_pipeline_is_consistent():
     assert sum(step_eps) == Fraction(1, 2) and all(s["sensitivity"] == 1 for s in result.report["tables"][0]["steps"])
     assert result.report["tables"][0]["structure"]["branching"] == best_branching((64,))
     assert abs(table["count"].sum() - 5000) < 200
+
+
+def test_with_root_measurement_sets_or_combines_the_root():
+    """An unmeasured root takes the new measurement; a measured one is combined with it by inverse variance."""
+    levels = [None, np.array([3.0, 5.0])]
+    noisy, var = with_root_measurement(levels, [np.inf, 2.0], 10.0, 8.0)
+    assert noisy[0].tolist() == [10.0] and var[0] == 8.0 and levels[0] is None  # the inputs are not changed
+    noisy, var = with_root_measurement([np.array([6.0]), np.array([3.0, 5.0])], [4.0, 2.0], 12.0, 12.0)
+    assert noisy[0].tolist() == pytest.approx([(6 / 4 + 12 / 12) / (1 / 4 + 1 / 12)]) and var[0] == pytest.approx(3.0)
+    replicated, _ = with_root_measurement([None, np.zeros((7, 2))], [np.inf, 2.0], 1.0, 1.0)
+    assert replicated[0].shape == (7, 1)
+
+
+@pytest.mark.parametrize("name, shape, options", [("hb", (64,), {}), ("quadtree", (8, 8), {}),
+                                                  ("hb", (40,), {"branching": 3, "root": "keep"})])
+def test_a_total_measured_elsewhere_joins_the_least_squares_fit(name, shape, options):
+    """``Estimate.with_total`` (what auto does with its N̂): the refitted estimate's error on ranges matches the
+    trace oracle of the tree's levels plus one more row, the total, at its own variance (5-standard-error band,
+    false alarm below 1e-6), and the per-cell variances it states are that strategy's exact ones.  The same runs
+    are rejected against the oracle without the extra row, so the check can tell the two apart."""
+    eps, total_scale = Fraction(1, 2), Fraction(4)
+    algo = get_algorithm(name, **options)
+    x = np.random.default_rng(5).integers(0, 30, shape)
+    W = workloads.all_ranges(shape[0]) if len(shape) == 1 else workloads.random_boxes(shape, 300, seed=1)
+    bits, errors = SeededBits(44), []
+    total_variance = discrete_laplace_variance(total_scale)
+    for _ in range(1500):
+        est, budget = run(algo, x, eps, bits)
+        other = PrivacyBudget(1 / total_scale, bits=bits)
+        total, record = other.laplace(np.asarray(x.sum()), 1, other.amount, "the total", composition="one query")
+        assert record.noise_variance == total_variance
+        refit = est.with_total(float(total), record.noise_variance)
+        errors.append(workloads.squared_error(W, x, refit.values))
+    tree = product_tree(shape, est.structure["branching"])
+    measured = [int(m.what.split()[2]) for m in budget.measurements]
+    A, v = strategy_of(tree, measured, [discrete_laplace_variance(m.scale) for m in budget.measurements])
+    A_total = sparse.vstack([A, sparse.csr_matrix(np.ones((1, x.size)))]).tocsr()
+    v_total = np.append(v, total_variance)
+    errors = np.array(errors)
+    se = errors.std(ddof=1) / np.sqrt(errors.size)
+    assert abs(errors.mean() - workloads.expected_squared_error(W, A_total, v_total)) < 5 * se
+    assert abs(errors.mean() - workloads.expected_squared_error(W, A, v)) > 5 * se
+    cov = np.linalg.inv((A_total.T @ sparse.diags(1 / v_total) @ A_total).toarray())
+    assert np.allclose(refit.variance.ravel(), np.diag(cov), rtol=1e-9)
+    assert refit.structure["root_measured"] and "earlier noisy total" in refit.structure["root_also_from"]

@@ -190,3 +190,43 @@ def test_cli_workload_flag_and_job_spec(tmp_path):
     bad = runner.invoke(main, ["release", str(tmp_path / "d.csv"), "--epsilon", "1", "--schema",
                                str(tmp_path / "s.json"), "--workload", "rows", "--out", str(tmp_path / "o3")])
     assert bad.exit_code == 2 and "--workload" in bad.output and not (tmp_path / "o3").exists()
+
+
+def test_the_simulation_refits_with_the_total_where_auto_does():
+    """auto refits a tree with its N̂, so the report's figure simulates that too: ``noise_errors`` with
+    ``total_amount`` matches the exact range error of the tree's levels plus the total (the trace oracle), within
+    5 of its stated standard errors plus 1 % (false alarm below 1e-6)."""
+    from scipy import sparse
+
+    from dphist import workloads
+    from dphist.trees import product_tree
+
+    eps, eps_total = Fraction(19, 40), Fraction(1, 40)
+    hb = get_algorithm("hb")
+    figures = noise_errors(hb, (256,), None, eps, "pure", repeats=1024, total_amount=eps_total)
+    budget = PrivacyBudget(eps, bits=SeededBits(0))
+    estimate = hb.run(np.zeros(256, dtype=np.int64), budget)
+    tree = product_tree((256,), estimate.structure["branching"])
+    rows, variances = [], []
+    for record in budget.measurements:
+        level = int(record.what.split()[2])
+        rows.append(sparse.csr_matrix((np.ones(256), (tree.labels(level), np.arange(256))),
+                                      shape=(tree.sizes[level], 256)))
+        variances.append(np.full(tree.sizes[level], record.noise_variance))
+    rows.append(sparse.csr_matrix(np.ones((1, 256))))
+    variances.append([discrete_laplace_variance(1 / eps_total)])
+    ranges = range_workload((256,), [True])
+    exact = workloads.expected_squared_error(ranges, sparse.vstack(rows).tocsr(), np.concatenate(variances))
+    bound = 5 * figures["ranges"]["rms_relative_se"] + 0.01
+    assert abs(figures["ranges"]["rms"] / (exact / ranges.size) ** 0.5 - 1) < bound < 0.1
+
+
+def test_an_auto_tree_release_reports_the_refitted_figure(tmp_path):
+    result = release(_frame(60_000), "1", SCHEMA, seed=3, ledger=tmp_path / "l.sqlite",
+                     tables=[{"name": "x", "columns": ["x"]}])
+    table, = result.report["tables"]
+    choice = table["algorithm_choice"]
+    assert choice["chosen"] in ("h", "hb", "quadtree") and "noisy_total_reused" in choice
+    total = Fraction(choice["epsilon_for_total"])
+    expected = noise_errors(get_algorithm(choice["chosen"]), (256,), None, 1 - total, "pure", total_amount=total)
+    assert table["expected_error"]["ranges"] == expected["ranges"]

@@ -32,7 +32,10 @@ class Estimate:
     has one; otherwise the table-wide projection is used.  ``structure``: public facts about the strategy for
     the report (tree shape, branching): these depend on the shape and the options only.  ``choices``: what a
     data-adaptive algorithm chose from noisy values (bucket or partition counts; free post-processing, also
-    reported).  What was measured, and at what cost, is recorded by the budget the algorithm ran on.
+    reported).  ``with_total(total, variance)``: the same estimate refitted with one more measurement of the
+    table's total, independent of the algorithm's own measurements (an N̂ released earlier, e.g. auto's, with its
+    noise variance): post-processing, no new noise; None where the algorithm has no least-squares fit to fold it
+    into.  What was measured, and at what cost, is recorded by the budget the algorithm ran on.
     """
 
     values: np.ndarray
@@ -42,6 +45,7 @@ class Estimate:
     integers: Callable[[], np.ndarray] | None = None
     structure: dict = field(default_factory=dict)
     choices: dict = field(default_factory=dict)
+    with_total: Callable[[float, float], "Estimate"] | None = None
 
 
 class Algorithm(ABC):

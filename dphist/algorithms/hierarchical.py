@@ -38,7 +38,8 @@ from ..trees import Tree, height_for, product_tree, range_tree
 from . import options as option
 from .base import Algorithm, Estimate
 
-__all__ = ["H", "Hb", "QuadTree", "best_branching", "released_branching", "level_weights", "l2_range_error"]
+__all__ = ["H", "Hb", "QuadTree", "best_branching", "released_branching", "level_weights", "l2_range_error",
+           "with_root_measurement"]
 
 #: One record lies in exactly one node of a level and changes its sum by 1.
 LEVEL_L1 = 1
@@ -214,16 +215,42 @@ class _TreeMethod(Algorithm):
             variances[level] = record.noise_variance
 
         # infer: tree least squares, then top-down non-negative integers
-        fit = tree_least_squares(tree, noisy, variances)
-        leaves = fit.values[-1]
-        return Estimate(
-            values=leaves.reshape(leaves.shape[:-1] + shape),
-            variance=fit.variances[-1].reshape(shape),
-            total=fit.values[0][..., 0] if leaves.ndim > 1 else float(fit.values[0][0]),
-            integers=lambda: tree_nonnegative_integers(tree, fit.values),
-            structure={"branching": b, "root_measured": keep_root, "budget_split": split, "noise": noise,
-                       **tree.describe()},
-        )
+        structure = {"branching": b, "root_measured": keep_root, "budget_split": split, "noise": noise,
+                     **tree.describe()}
+        estimate = _fitted(tree, noisy, variances, shape, structure)
+        estimate.with_total = lambda total, variance: _fitted(
+            tree, *with_root_measurement(noisy, variances, total, variance), shape,
+            {**structure, "root_measured": True, "root_also_from": "an earlier noisy total (least squares)"})
+        return estimate
+
+
+def with_root_measurement(noisy: list, variances: list, total: float, variance: float) -> tuple[list, list]:
+    """The levels' noisy sums and noise variances with one more independent measurement of the root, ``total``
+    of noise variance ``variance``: it becomes the root's measurement, or is combined with the root's own by
+    inverse variance (the same least-squares fit as two measurements of one node).  Post-processing."""
+    noisy, variances = list(noisy), list(variances)
+    lead = next(a for a in noisy if a is not None).shape[:-1]  # leading axes of replicated runs, if any
+    if noisy[0] is None:
+        noisy[0], variances[0] = np.full(lead + (1,), float(total)), float(variance)
+    else:
+        own = float(variances[0])
+        noisy[0] = (noisy[0] / own + float(total) / variance) / (1 / own + 1 / variance)
+        variances[0] = 1 / (1 / own + 1 / variance)
+    return noisy, variances
+
+
+def _fitted(tree: Tree, noisy: list, variances: list, shape: tuple[int, ...], structure: dict) -> Estimate:
+    """The Estimate of a tree method from its levels' noisy sums: tree least squares, with the tree's top-down
+    non-negative integers."""
+    fit = tree_least_squares(tree, noisy, variances)
+    leaves = fit.values[-1]
+    return Estimate(
+        values=leaves.reshape(leaves.shape[:-1] + shape),
+        variance=fit.variances[-1].reshape(shape),
+        total=fit.values[0][..., 0] if leaves.ndim > 1 else float(fit.values[0][0]),
+        integers=lambda: tree_nonnegative_integers(tree, fit.values),
+        structure=structure,
+    )
 
 
 class H(_TreeMethod):
