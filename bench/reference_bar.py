@@ -1,28 +1,32 @@
 """The reference bar re-measured: the expected error of the reference algorithms that set the low-signal bar.
 
-    .venv/bin/python bench/reference_bar.py            # 1-D: MWEM at scales 1e3 and 1e5 (about 4 minutes)
-    .venv/bin/python bench/reference_bar.py --seeds 5  # fewer noise seeds (a quick look)
+    .venv/bin/python bench/reference_bar.py             # 1-D and 2-D, scales 1e3 and 1e5 (about 5 minutes)
+    .venv/bin/python bench/reference_bar.py --dims 2    # 2-D only (under a minute)
+    .venv/bin/python bench/reference_bar.py --seeds 5   # fewer noise seeds (a quick look)
 
 Why.  ../shared/data/dpbench/reference holds the reference implementation's (dpcomp_core) errors for its noise
 seeds 0 and 1 only, the same two seeds for every data set and scale (the Identity rows show it: their error, which
 depends on the noise alone, is the same on every data set).  A data set's bar, the least of eleven algorithms'
 means, is then a least of samples of two draws each.  For an algorithm whose error is heavy-tailed that is no
-estimate of its error at all: MWEM's seeds 0 and 1 both draw a positive noise of about +112 records for the first
-measured range, which on a table whose records sit in a few cells pushes mass the right way, and MWEM's published
-error there is a third to a half of its expected error.
+estimate of its error at all: MWEM's seeds 0 and 1 both draw a positive noise (+113 and +116 records at 1e3) for
+the first measured range, which on a table whose records sit in a few cells pushes mass the right way (seed 2
+draws −592), and MWEM's published error there is a quarter to a half of its expected error.  DPCube, AGrid and
+UGrid in 2-D ran with seed 0 alone.
 
-How.  The reference's MWEM (``mwemND_engine``: T = 10 rounds, half of ε for selection, the rest for the
-measurements, 100 replays of the multiplicative-weights update after each round, the prefix workload as its
-candidate queries, the true total N as its starting scale) is written here again from its published description
-(our code; the facts read from dpcomp_core), drawing its randomness from ``numpy.random.RandomState(seed)`` in the
-reference's order: per round one uniform for the exponential mechanism's choice, then one Laplace draw.  With seeds
-0 and 1 it reproduces the published numbers (column *seeds 0, 1 ÷ published*, a check of this re-implementation:
-the samples are ours, not the reference's, so only the noise is the same).  Run with ``--seeds`` noise seeds on
-the fresh samples of bench/low_signal.py, its mean is MWEM's expected error, the bar as it should have been
-measured.  Like the reference, this MWEM reads the true N: it is not private and exists only to measure the bar.
+How.  The reference algorithms that set the bar at low signal are written here again from their published
+description (our code; the facts read from dpcomp_core), each drawing its randomness from
+``numpy.random.RandomState(seed)`` in the reference's order: 1-D MWEM (``mwemND_engine``: T = 10 rounds, half of
+ε for the selections, 100 replays of the multiplicative-weights update, the true N as its starting scale), EFPA
+and Uniform; 2-D DPCube (UGrid phase 1 on 11-cell blocks, then its k-d splits), AGrid and UGrid.  With the
+reference's own seeds they reproduce the published numbers (the check column, *reference seeds ÷ published*: the
+samples are ours, not the reference's, so only the noise is the same; Uniform has none, and EFPA's choice of
+coefficients is unseeded in the reference).  Run with ``--seeds`` noise seeds on the 4 fresh samples per data set
+that bench/low_signal.py runs auto on, their mean is the algorithm's expected error: the bar as it should have
+been measured.  MWEM, Uniform, AGrid and UGrid read the true N, as the reference does: these are not private and
+exist only to measure the bar.
 
-The records (``bench/results/reference-bar.jsonl``) feed bench/low_signal.py's second bar: the least, per data set,
-of the reference algorithms' published means with MWEM's replaced by its expected error.
+The records (``bench/results/reference-bar.jsonl``) feed bench/low_signal.py's second bar: the least, per data
+set, of the reference algorithms' published means with the re-measured ones replaced by their expected errors.
 """
 
 from __future__ import annotations
