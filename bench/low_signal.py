@@ -15,8 +15,8 @@ has run (``bench/results/reference-bar.jsonl``), replaces the published means of
 re-measured by their expected error over many noise seeds (the published ones rest on one or two seeds shared by
 every data set); auto is reported against both.
 
-Runs per data set: ``--samples`` × ``--runs`` (2 × 2 by default); the records in RESULTS have auto at 4 × 8, the
-data-independent algorithms and DAWA at 4 × 4 (1-D) or 4 × 2 (2-D), the slow ones at 2 × 2.
+Runs per data set: ``--samples`` × ``--runs`` (2 × 2 by default); the records behind RESULTS differ by algorithm
+(auto at 4 × 8, the slow ones at 2 × 2), and each section's header lists them.
 """
 
 from __future__ import annotations
