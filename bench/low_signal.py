@@ -34,20 +34,19 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
 from dpbench import DATA, manifest  # noqa: E402
-from reference_bar import RECORDS as REMEASURED, remeasured  # noqa: E402
+from reference_bar import RECORDS as REMEASURED, published, remeasured  # noqa: E402
 from sections import replace_section  # noqa: E402
 
 from dphist.benchmark import load_histogram, run_benchmark  # noqa: E402
 
 RECORDS = HERE / "results" / "low-signal.jsonl"
 REFERENCE = DATA / "reference" / "full_1d.jsonl"
-COLUMN = "err_prefix"  # the reference's error column
 ALGORITHMS = ["auto", "identity", "h", "hb", "privelet", "dpcube", "kdtree", "ahp", "privtree", "mwem", "efpa",
               "dawa"]
 DIMS, SECTION = 1, "low-signal"
 # The 2-D settings (--dims 2), swapped in by configure().
 SETTINGS_2D = {"RECORDS": HERE / "results" / "low-signal-2d.jsonl", "REFERENCE": DATA / "reference" / "full_2d.jsonl",
-               "COLUMN": "err_dpbench2000", "DIMS": 2, "SECTION": "low-signal-2d",
+               "DIMS": 2, "SECTION": "low-signal-2d",
                "ALGORITHMS": ["auto", "identity", "hb", "quadtree", "privelet", "dpcube", "kdtree", "privtree",
                               "ugrid", "agrid", "dawa"]}
 SCALES = [1_000, 100_000, 10_000_000]
@@ -70,11 +69,7 @@ def configure(dims: int) -> None:
 
 def reference_means() -> pd.DataFrame:
     """The reference's published mean error at ε = 0.1, indexed by (scale, data set), a column per algorithm."""
-    ref = pd.read_json(REFERENCE, lines=True)
-    ref = ref[(ref.status == "ok") & np.isclose(ref.eps, float(EPSILON))]
-    mean = ref.groupby(["scale", "dataset", "alg"])[COLUMN].mean().unstack()
-    mean.index = mean.index.set_levels(mean.index.levels[0].astype(int), level=0)
-    return mean
+    return published(DIMS).groupby(["scale", "dataset", "alg"])["error"].mean().unstack()
 
 
 def reference_best() -> pd.DataFrame:
@@ -83,13 +78,14 @@ def reference_best() -> pd.DataFrame:
     return pd.DataFrame({"reference": mean.idxmin(axis=1), "reference_error": mean.min(axis=1)})
 
 
-def remeasured_best() -> pd.DataFrame | None:
-    """The same with the algorithms that bench/reference_bar.py re-measured at their expected error (None when it
-    has not run for these dimensions)."""
-    if not REMEASURED.exists():
-        return None
-    records = [r for r in map(json.loads, REMEASURED.read_text().splitlines()) if r["dims"] == DIMS]
-    return remeasured(reference_means(), records) if records else None
+def remeasured_best() -> tuple[pd.DataFrame | None, list[str]]:
+    """The same with the algorithms that bench/reference_bar.py re-measured at their expected error, and their
+    names ((None, []) when it has not run for these dimensions)."""
+    records = ([r for r in map(json.loads, REMEASURED.read_text().splitlines()) if r["dims"] == DIMS]
+               if REMEASURED.exists() else [])
+    if not records:
+        return None, []
+    return remeasured(reference_means(), records), sorted({r["algorithm"] for r in records})
 
 
 def run(algorithms: list[str], samples: int, runs: int) -> list[dict]:
@@ -106,7 +102,7 @@ def table(records: list[dict], minutes: float | None) -> str:
     frame = pd.DataFrame(records)
     ours = frame.groupby(["scale", "dataset", "algorithm"])["error"].mean().unstack()
     ref = reference_best().reindex(ours.index)
-    fair = remeasured_best()
+    fair, remeasured_names = remeasured_best()
     fair = fair.reindex(ours.index) if fair is not None else None
     algos = [a for a in ALGORITHMS if a in ours.columns and a != "auto"]
     seconds = frame.groupby(["algorithm", "scale"])["seconds"].median()
@@ -168,10 +164,9 @@ def table(records: list[dict], minutes: float | None) -> str:
                    + ("| | " if fair_ratio is not None else "") + "| | | "
                    + " | ".join(f"{1000 * seconds.get((a, scale), np.nan):.0f}" for a in algos) + " |", ""]
     if fair is not None:
-        names = ", ".join(sorted({r["algorithm"] for r in map(json.loads, REMEASURED.read_text().splitlines())
-                                  if r["dims"] == DIMS}))
         summary += ["", "Against the bar re-measured (section *The reference bar re-measured*): the same reference "
-                    f"algorithms, with those that set the bar at low signal ({names}) at their expected error over "
+                    f"algorithms, with those that set the bar at low signal ({', '.join(remeasured_names)}) at their "
+                    "expected error over "
                     "many noise seeds instead of the published mean of the reference's one or two.", ""] + fair_summary
     lines += summary + [""] + speed(frame) + ["", "Per data set, the columns after *÷ ref* are each algorithm's error ÷ the reference's "
                         "best.", ""] + detail

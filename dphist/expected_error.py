@@ -77,6 +77,8 @@ def noise_errors(algorithm, shape: tuple[int, ...], columns, amount: Fraction, d
     ranges = range_workload(tuple(shape), ordered)
     zeros = np.zeros(shape, dtype=np.int64)
     budget_type = PrivacyBudget if definition == "pure" else ZCDPBudget
+    if total_amount is not None and definition != "pure":
+        raise ValueError("a noisy total is refitted only under pure ε (auto measures none under zCDP)")
     cell_errors, range_errors = [], []
     for r in range(repeats):
         if total_amount is None:
@@ -91,9 +93,10 @@ def noise_errors(algorithm, shape: tuple[int, ...], columns, amount: Fraction, d
         values = np.asarray(estimate.values, dtype=np.float64)
         cell_errors.append(values.ravel())
         range_errors.append(ranges.answer(values))
+    refit = ", each refitted with a noisy total as auto does" if total_amount is not None else ""
     return {"cells": _summary(cell_errors), "ranges": _summary(range_errors),
             "basis": f"exact noise of the unbiased estimate (before non-negativity and rounding), simulated: "
-                     f"{repeats} runs of the algorithm on an all-zero table at the same budget; ranges: "
+                     f"{repeats} runs of the algorithm on an all-zero table at the same budget{refit}; ranges: "
                      f"{ranges.size} random boxes along ordered columns, one category along categorical ones"}
 
 

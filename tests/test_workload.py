@@ -230,3 +230,9 @@ def test_an_auto_tree_release_reports_the_refitted_figure(tmp_path):
     total = Fraction(choice["epsilon_for_total"])
     expected = noise_errors(get_algorithm(choice["chosen"]), (256,), None, 1 - total, "pure", total_amount=total)
     assert table["expected_error"]["ranges"] == expected["ranges"]
+    assert "refitted with a noisy total" in table["expected_error"]["basis"]
+
+
+def test_a_noisy_total_is_refitted_only_under_pure_epsilon():
+    with pytest.raises(ValueError, match="pure"):
+        noise_errors(get_algorithm("hb"), (16,), None, Fraction(1, 8), "zcdp", total_amount=Fraction(1, 100))
