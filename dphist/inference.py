@@ -12,7 +12,7 @@ import numpy as np
 from .trees import SiblingGroups, Tree, product_tree
 
 __all__ = ["nonnegative_integer_table", "TreeFit", "tree_least_squares", "grouped_simplex_projection",
-           "grouped_rounding", "tree_nonnegative_integers", "sum_by_parent"]
+           "grouped_rounding", "tree_nonnegative_integers", "sum_by_parent", "with_sum_measurement"]
 
 
 #: Fan-out of the public tree used to make tables without a tree of their own non-negative.
@@ -122,6 +122,17 @@ def tree_least_squares(tree: Tree, noisy: list[np.ndarray | None], noise_varianc
     if uniform:  # one read-only view per level, shaped like the general case's arrays
         variances = [np.broadcast_to(np.float64(v), (size,)) for v, size in zip(variances, tree.sizes)]
     return TreeFit(values, variances)
+
+
+def with_sum_measurement(estimates: np.ndarray, variances: np.ndarray, total: float,
+                         variance: float) -> tuple[np.ndarray, np.ndarray]:
+    """Independent unbiased estimates z_j (variances v_j) of disjoint parts, refitted with one more independent
+    measurement T of their sum (variance V): the least-squares estimate θ_j = z_j + v_j·(T − Σz)/(V + Σv), which
+    adds up to the inverse-variance combination of Σz and T, and its variances v_j − v_j²/(V + Σv).  Returns
+    (θ, variances)."""
+    z, v = np.asarray(estimates, dtype=np.float64), np.asarray(variances, dtype=np.float64)
+    pooled = float(variance) + float(v.sum())
+    return z + v * ((float(total) - float(z.sum())) / pooled), v - v * v / pooled
 
 
 def sum_by_parent(values: np.ndarray, parent: np.ndarray, size: int) -> np.ndarray:

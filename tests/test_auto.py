@@ -206,10 +206,31 @@ def test_a_tree_choice_is_refitted_with_the_noisy_total_and_nothing_more_is_meas
     assert estimate.structure["root_also_from"] == "an earlier noisy total (least squares)"
 
 
-def test_a_data_adaptive_choice_is_not_refitted():
-    """DAWA (auto's choice at low signal in 1-D) has no tree fit to take N̂: nothing is refitted or claimed."""
-    x = np.zeros(4096, dtype=np.int64)
-    x[:50] = 2
-    estimate = Auto().run(x, PrivacyBudget(Fraction(1, 10), bits=SeededBits(13)))
+@pytest.mark.parametrize("shape, chosen", [((4096,), "dawa"), ((64, 64), "dpcube")])
+def test_a_data_adaptive_choice_is_refitted_with_the_noisy_total(shape, chosen):
+    """DAWA and DPCube (auto's choices at low signal in 1-D and 2-D) take N̂ into their least squares too: auto's
+    values are exactly the chosen algorithm's run on the same noise, refitted by its own ``with_total`` with N̂
+    and N̂'s variance; nothing more is measured, ε is spent exactly, and the report says where N̂ went."""
+    x = np.zeros(shape, dtype=np.int64)
+    x.flat[:50] = 2
+    eps = Fraction(1, 10)
+    budget = PrivacyBudget(eps, bits=SeededBits(13))
+    estimate = Auto().run(x, budget)
     choice = estimate.choices["algorithm_choice"]
-    assert choice["chosen"] == "dawa" and "noisy_total_reused" not in choice
+    assert choice["chosen"] == chosen
+    assert choice["noisy_total_reused"] == f"as {REGISTRY[chosen].total_refit}"
+    assert budget.spent == eps
+    # the same noise by hand: the total's share, then the chosen algorithm on the rest, then its refit
+    again = PrivacyBudget(eps, bits=SeededBits(13))
+    share = Auto.options["total_share"][0]
+    for_total, rest = again.split([share, 1 - share])
+    total, record = for_total.laplace(np.asarray(x.sum()), 1, for_total.amount, "total", composition="one query")
+    assert int(total) == choice["noisy_total"]
+    algo = Auto().instance(chosen, shape, 1 / rest.scale(1, rest.amount), float(total))
+    plain = algo.run(x, rest)
+    refit = plain.with_total(float(total), record.noise_variance)
+    assert np.array_equal(estimate.values, refit.values)
+    assert not np.allclose(estimate.values, plain.values)
+    assert len(again.measurements) == len(budget.measurements)
+
+

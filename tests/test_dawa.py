@@ -635,3 +635,39 @@ def test_2d_better_than_identity_at_low_signal():
         theirs.append(workloads.scaled_average_l1(W, sample,
                                                   Identity().run(sample, _budget(Fraction(1, 10), seed)).values))
     assert np.mean(ours) < 0.2 * np.mean(theirs), (ours, theirs)
+
+
+def test_a_total_measured_elsewhere_joins_the_bucket_tree():
+    """``Estimate.with_total`` (what auto does with its N̂), the noise measured: on runs where the partition is one
+    bucket (the bucket's noise does not depend on the partition's), the refitted total's variance is the
+    inverse-variance combination of the bucket's (v, at ε₂) and the total's (V = v here): v/2, within 5 standard
+    errors of the sample variance (false alarm below 1e-6), and more than 5 away from the unrefitted v; with a
+    total of variance 3v it is (3B̂ + T)/4 exactly.  A total of huge variance leaves the estimate as it was; the
+    report says where the total went."""
+    n, eps = 64, Fraction(1)
+    ratio = DAWA.options["ratio"][0]
+    v = float(discrete_laplace_variance(1 / (eps * (1 - ratio))))
+    x = np.zeros(n, dtype=np.int64)
+    bits, refit_errors, plain_errors = SeededBits(61), [], []
+    for _ in range(3000):
+        estimate = DAWA().run(x, PrivacyBudget(eps, bits=bits))
+        total = float(np.random.default_rng(len(refit_errors) + 7).laplace(0, np.sqrt(v / 2)))
+        if estimate.choices["buckets"] != 1:
+            continue
+        refit = estimate.with_total(total, v)
+        plain_errors.append(estimate.values.sum())
+        refit_errors.append(refit.values.sum())
+        if len(refit_errors) <= 20:
+            assert np.allclose(estimate.with_total(1e9, 1e30).values, estimate.values, rtol=0, atol=1e-9)
+            # the weights exactly: the bucket (variance v) and a total T of variance 3v → (3B̂ + T)/4
+            b = estimate.values.sum()
+            assert np.isclose(estimate.with_total(100.0, 3 * v).values.sum(), (3 * b + 100) / 4, rtol=0, atol=1e-9)
+    assert len(refit_errors) > 1500
+    refit_errors, plain_errors = np.array(refit_errors), np.array(plain_errors)
+    assert abs(plain_errors.var() - v) < 5 * v * np.sqrt(5 / plain_errors.size)  # the bucket alone: v
+    # (e_b + e_T)/2 with e_T Laplace of variance v: kurtosis 4.5, so the variance's SE is σ²·sqrt(3.5/runs)
+    se = (v / 2) * np.sqrt(3.5 / refit_errors.size)
+    assert abs(refit_errors.var() - v / 2) < 5 * se
+    assert abs(refit_errors.var() - v) > 5 * se
+    assert refit.structure["bucket_root_also_from"] == "an earlier noisy total (least squares)"
+    assert refit.choices == estimate.choices

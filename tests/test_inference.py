@@ -9,7 +9,8 @@ from hypothesis import strategies as st
 from hypothesis.extra.numpy import arrays
 from scipy.optimize import minimize
 
-from dphist.inference import grouped_rounding, grouped_simplex_projection, nonnegative_integer_table
+from dphist.inference import (grouped_rounding, grouped_simplex_projection, nonnegative_integer_table,
+                              with_sum_measurement)
 
 finite = st.floats(min_value=-1e4, max_value=1e4, allow_nan=False, allow_infinity=False)
 
@@ -95,3 +96,21 @@ def test_blockwise_non_negativity_absorbs_negative_noise_locally():
     quarters = lambda v: v.reshape(4, 256).sum(axis=1)  # noqa: E731  (the first split of the public tree)
     assert np.all(np.abs(quarters(blockwise)[:3] - quarters(noisy)[:3]) <= 1)
     assert np.all(quarters(whole)[:3] < quarters(noisy)[:3] - 10)
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.integers(1, 8), st.integers(0, 10**6))
+def test_a_sum_measurement_refit_is_the_weighted_least_squares_solution(k, seed):
+    """``with_sum_measurement``: the parts z (variances v) and one more measurement T of their sum (variance V)
+    refitted equal the weighted least-squares solution of the stacked system [I; 1ᵀ]θ = [z; T], solved
+    independently, and the stated variances are the diagonal of its covariance (Aᵀ W A)⁻¹."""
+    rng = np.random.default_rng(seed)
+    z, v = rng.normal(0, 50, k), rng.uniform(0.1, 100, k)
+    total, variance = float(rng.normal(0, 100)), float(rng.uniform(0.1, 100))
+    A = np.vstack([np.eye(k), np.ones((1, k))])
+    w = 1 / np.append(v, variance)
+    information = A.T @ (w[:, None] * A)
+    expected = np.linalg.solve(information, A.T @ (w * np.append(z, total)))
+    fitted, variances = with_sum_measurement(z, v, total, variance)
+    assert np.allclose(fitted, expected, rtol=1e-9, atol=1e-9)
+    assert np.allclose(variances, np.diag(np.linalg.inv(information)), rtol=1e-9)

@@ -65,6 +65,8 @@ class Algorithm(ABC):
     example_options: ClassVar[dict[str, Any]] = {}
     #: One line per option for ``dphist algorithms``: what it sets, in the user's terms.
     option_help: ClassVar[dict[str, str]] = {}
+    #: Where an Estimate's ``with_total`` puts a total measured elsewhere, for the report.
+    total_refit: ClassVar[str] = "one more measurement of the table's total (least squares)"
 
     def __init__(self, **options: Any):
         self.params: dict[str, Any] = {}

@@ -65,6 +65,8 @@ protected unit's factor).
    Δ₂² = 1 per level, and the levels (shares adding up to 1 exactly) compose sequentially to ε₂ (ρ₂).
    Adaptive sequential composition: ε₁ + ε₂ = ε.
 5. Spreading and least squares are post-processing.  The true total is never read (the tree's levels carry it).
+   A total measured elsewhere and independently (auto's N̂, ``Estimate.with_total``) is one more measurement of
+   the bucket tree's root in the same least squares: post-processing of both.
 
 Differences from the paper and dpcomp_core (read for facts only): they consider every interval and add noise of
 scale 2/ε₁ (as far as we can read) to each interval's deviation, which point 2 does not support; here the family
@@ -134,7 +136,7 @@ from ..privacy import PrivacyBudget
 from ..trees import range_tree
 from . import options as option
 from .base import Algorithm, Estimate
-from .hierarchical import LEVEL_L1, LEVEL_L2_SQUARED
+from .hierarchical import LEVEL_L1, LEVEL_L2_SQUARED, with_root_measurement
 from .hilbert import hilbert_order
 
 __all__ = ["DAWA", "dyadic_candidates", "candidate_weights", "candidate_sensitivity", "level_weight", "top_level",
@@ -488,6 +490,7 @@ def level_shares(levels: int, root_share: Fraction) -> list[Fraction]:
 class DAWA(Algorithm):
     data_adaptive = True  # the buckets are chosen from noisy deviations, the measured tree follows them
     name = "dawa"
+    total_refit = "one more measurement of the bucket tree's root (least squares)"
     summary = ("a private partition into near-uniform buckets, then a tree over the bucket counts (Li et al. "
                "2014); one column, range queries at low signal")
     options = {"ratio": (Fraction(2, 5), option.fraction_between_0_and_1),  # 2-D defaults: DEFAULTS_2D
@@ -571,16 +574,30 @@ class DAWA(Algorithm):
         bucket_counts = np.add.reduceat(x, edges[:-1])
         bucket_sizes = np.diff(edges)
         workload = self.stage2(len(shape))
-        bucket_values, structure = self.measure_buckets(bucket_counts, count_budget, bucket_sizes, workload)
-        values = np.repeat(bucket_values / bucket_sizes, bucket_sizes)
+        tree, noisy, variances, structure = self.measure_bucket_tree(bucket_counts, count_budget, bucket_sizes,
+                                                                     workload)
         public = {"candidates": int(starts.size), "partition_sensitivity": str(delta), "ratio": str(ratio),
                   "partition_noise_scale": float(record.scale)}
-        if order is not None:  # back from the curve to the grid
-            grid = np.empty(n, dtype=np.float64)
-            grid[order] = values
-            values = grid.reshape(shape)
+        if order is not None:
             public.update(linearisation="hilbert", bucket_workload=workload)
-        return Estimate(values=values, structure=public, choices={"buckets": int(bucket_sizes.size), **structure})
+        chosen = {"buckets": int(bucket_sizes.size), **structure}
+
+        # infer: tree least squares over the buckets, each bucket spread evenly, back from the curve to the grid
+        def released(noisy: list, variances: list, structure: dict) -> Estimate:
+            values = np.repeat(tree_least_squares(tree, noisy, variances).values[-1] / bucket_sizes, bucket_sizes)
+            if order is not None:
+                grid = np.empty(n, dtype=np.float64)
+                grid[order] = values
+                values = grid.reshape(shape)
+            return Estimate(values=values, structure=structure, choices=dict(chosen))
+
+        estimate = released(noisy, variances, public)
+        # A total measured elsewhere (auto's N̂) is one more measurement of the bucket tree's root: every bucket
+        # lies under it, so the same least squares takes it (post-processing, no new noise).
+        estimate.with_total = lambda total, variance: released(
+            *with_root_measurement(noisy, variances, total, variance),
+            {**public, "bucket_root_also_from": "an earlier noisy total (least squares)"})
+        return estimate
 
     def partition_sensitivity(self, n: int) -> Fraction:
         """Δ of the deviations' vector, :func:`candidate_sensitivity` (a method so the audit's mutant can lie)."""
@@ -607,6 +624,14 @@ class DAWA(Algorithm):
         :func:`bucket_strategy` on ``bucket_sizes`` (cells per bucket; default all 1) and ``workload``, a DP output: free
         post-processing, they never read the counts.  Every measured level partitions the buckets:
         Δ₁ = Δ₂² = 1 per level, and the levels' shares add up to the budget exactly (sequential composition)."""
+        tree, noisy, variances, structure = DAWA.measure_bucket_tree(bucket_counts, budget, bucket_sizes, workload)
+        return tree_least_squares(tree, noisy, variances).values[-1], structure
+
+    @staticmethod
+    def measure_bucket_tree(bucket_counts: np.ndarray, budget: PrivacyBudget, bucket_sizes=None,
+                            workload: str = "prefix") -> tuple:
+        """:meth:`measure_buckets` before its least squares: (the range tree over the k buckets, each level's
+        noisy sums or None where not measured, their noise variances (inf where not measured), the structure)."""
         k = bucket_counts.size
         sizes = np.ones(k, dtype=np.int64) if bucket_sizes is None else np.asarray(bucket_sizes, dtype=np.int64)
         b, root_share = bucket_strategy(sizes, budget.noise, workload)
@@ -623,6 +648,5 @@ class DAWA(Algorithm):
                 f"bucket tree level {level} ({tree.sizes[level]} nodes over {k} buckets)",
                 composition="parallel over the level's disjoint nodes; levels add up sequentially")
             variances[level] = rec.noise_variance
-        fit = tree_least_squares(tree, noisy, variances)
-        return fit.values[-1], {"bucket_tree_branching": int(b), "bucket_tree_levels": int(tree.levels),
-                                "bucket_tree_root_share": str(root_share if tree.levels > 1 else 1)}
+        return tree, noisy, variances, {"bucket_tree_branching": int(b), "bucket_tree_levels": int(tree.levels),
+                                        "bucket_tree_root_share": str(root_share if tree.levels > 1 else 1)}

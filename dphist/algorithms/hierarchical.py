@@ -181,6 +181,7 @@ class _TreeMethod(Algorithm):
 
     default_branching: int | str = 2
     default_split = "uniform"
+    total_refit = "one more measurement of the tree's root (least squares)"
     options = {
         "branching": (None, option.branching),
         "budget_split": (None, option.choice("uniform", "geometric")),
