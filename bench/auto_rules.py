@@ -39,6 +39,7 @@ sys.path.insert(0, str(HERE))
 from dpbench import DATA, manifest  # noqa: E402
 from sections import replace_section  # noqa: E402
 
+from dphist.algorithms.auto import as_learned  # noqa: E402
 from dphist.benchmark import load_histogram, run_benchmark  # noqa: E402
 
 RESULTS = HERE / "results"
@@ -186,7 +187,9 @@ def run_grid(samples: int, runs: int, only: list[str] | None = None, scales: lis
             data = {name: coarsen(x, shape) for name, x in full.items()}
             for algorithm in [a for a in CANDIDATES[dims] if not only or a in only]:
                 todo = [s for s in scales or SCALES if (algorithm, s) not in SKIP]
-                records += run_benchmark(data, [algorithm], todo, EPSILONS, samples, runs)
+                # as auto runs it (its options for DPCube and the k-d tree differ from the stand-alone defaults)
+                records += run_benchmark(data, [algorithm], todo, EPSILONS, samples, runs,
+                                         options=lambda name, scale: as_learned(name))
             print(f"{dims}-D {shape}: done ({(time.perf_counter() - started) / 60:.1f} min)", flush=True)
             RESULTS.mkdir(exist_ok=True)
             path.write_text("".join(json.dumps(r) + "\n" for r in records))

@@ -1030,6 +1030,9 @@ for _name, _body, _kw in [
     ("job_option_dawa_threshold_negative", _T % "algorithm: dawa, options: {threshold: -1}", ("threshold",)),
     ("job_option_dawa_penalty_text", _T % "algorithm: dawa, options: {penalty: lots}", ("penalty",)),
     ("job_option_mwem_rounds_zero", _T % "algorithm: mwem, options: {rounds: 0}", ("mwem", "rounds")),
+    ("job_option_dpcube_penalty_zero", _T % "algorithm: dpcube, options: {penalty: 0}", ("dpcube", "penalty")),
+    ("job_option_dpcube_penalty_nan", _T % "algorithm: dpcube, options: {penalty: .nan}", ("penalty",)),
+    ("job_option_dpcube_max_side_zero", _T % "algorithm: dpcube, options: {max_side: 0}", ("max_side",)),
     ("job_option_mwem_scale_fit_unknown", _T % "algorithm: mwem, options: {scale_fit: maybe}", ("scale_fit",)),
     ("job_table_workload_unknown", _T % "workload: queries", ("workload", "queries")),
     ("job_table_workload_list", _T % "workload: [cells]", ("workload",)),
@@ -1155,6 +1158,11 @@ for _name, _pair, _kw in [
     ("option_fullwidth_digits", "cap=\uff11\uff10", ("cap",)),
 ]:
     add(_name, _opt("--algorithm", "auto", "--option", _pair, keywords=_kw))
+
+for _name, _pair in [("dpcube_penalty_negative", "penalty=-3"), ("dpcube_penalty_huge", "penalty=1e999"),
+                     ("dpcube_penalty_text", "penalty=high"), ("dpcube_max_side_float", "max_side=2.5"),
+                     ("dpcube_max_side_negative", "max_side=-1")]:
+    add(_name, _opt("--algorithm", "dpcube", "--option", _pair, keywords=(_pair.split("=")[0],)))
 
 # One-column algorithms refuse a two-way table before any data is read (DAWA takes two columns, along the Hilbert
 # curve, and UGrid and AGrid need exactly two).

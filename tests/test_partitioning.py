@@ -205,13 +205,65 @@ def test_auto_block_follows_the_noisy_total_only():
     eps = Fraction(1, 10)
     one = [algo.auto_block(total, (4096,), eps)[0] for total in (1e3, 1e5, 1e7)]
     assert one[0] >= 128 and 8 <= one[1] <= 32 and one[2] == 1
-    assert algo.auto_block(1e3, (256, 256), eps) == (16, 16) and algo.auto_block(1e7, (256, 256), eps) == (1, 1)
+    # 2-D: the rule's 16 × 16 at 1,000 records is capped at the reference's 11 (max_side); the k-d tree and a
+    # larger max_side keep the rule's blocks.
+    assert algo.auto_block(1e3, (256, 256), eps) == (11, 11) and algo.auto_block(1e7, (256, 256), eps) == (1, 1)
+    assert get_algorithm("dpcube", max_side=64).auto_block(1e3, (256, 256), eps) == (16, 16)
+    assert get_algorithm("kdtree").auto_block(1e3, (256, 256), eps) == (16, 16)
+    assert algo.auto_block(1e5, (256, 256), eps) == get_algorithm("dpcube", max_side=64).auto_block(
+        1e5, (256, 256), eps)
     # A noisy total near or below 0 gives the largest blocks that still leave 8 per axis for phase 1 to split.
-    assert algo.auto_block(-50, (256, 256), eps) == (32, 32) and algo.auto_block(1, (4096,), eps) == (512,)
+    assert get_algorithm("kdtree").auto_block(-50, (256, 256), eps) == (32, 32)
+    assert algo.auto_block(-50, (256, 256), eps) == (11, 11) and algo.auto_block(1, (4096,), eps) == (512,)
     assert algo.auto_block(-50, (8,), eps) == (1,) and algo.auto_block(-50, (20, 3), eps) == (3, 1)
     # More signal never means bigger blocks.
     sizes = [algo.auto_block(t, (4096,), eps)[0] for t in np.geomspace(1, 1e9, 40)]
     assert sizes == sorted(sizes, reverse=True)
+
+
+def test_auto_penalty_rises_at_low_signal_only():
+    """The refined release's split penalty (units of σ₂²) is 3 at r = N̂·ε/n ≥ 0.015, 6 at r ≤ 0.0015 and
+    log-linear between (DPCube); the k-d tree keeps 3; an explicit ``penalty`` wins over both."""
+    algo = get_algorithm("dpcube")
+    eps = Fraction(1, 10)
+    shape = (256, 256)  # n = 65,536: r = 0.0015 at N̂ ≈ 983, 0.015 at N̂ ≈ 9,830
+    assert algo.auto_penalty(900, shape, eps) == 6.0 and algo.auto_penalty(-5, shape, eps) == 6.0
+    assert algo.auto_penalty(1e4, shape, eps) == 3.0 and algo.auto_penalty(1e7, shape, eps) == 3.0
+    between = [algo.auto_penalty(t, shape, eps) for t in np.geomspace(983.04, 9830.4, 9)]
+    assert np.allclose(between, np.linspace(6.0, 3.0, 9))
+    assert all(get_algorithm("kdtree").auto_penalty(t, shape, eps) == 3.0 for t in (1, 1e3, 1e5))
+    assert get_algorithm("dpcube", penalty=4.5)._penalty(6.0) == 4.5
+    assert get_algorithm("dpcube")._penalty() == 3.0  # a fixed block measures no total: the fixed penalty
+
+
+@pytest.mark.parametrize("total, penalty", [(1_000, 6.0), (100_000, 3.0)])
+def test_a_run_partitions_with_the_penalty_of_its_noisy_total(total, penalty):
+    """block=auto: the partition gets auto_penalty(N̂) (N̂ = the run's first measurement) and the report
+    records it; a given penalty is used as given."""
+    x = np.zeros((256, 256), dtype=np.int64)
+    x[100:110, 40:60] = total // 200
+    seen = []
+
+    class Spy(type(get_algorithm("dpcube"))):
+        def partition(self, cells, sigma1, sigma2, penalty=None):
+            seen.append(penalty)
+            return super().partition(cells, sigma1, sigma2, penalty)
+
+    eps = Fraction(1, 10)
+    est, budget, answers = traced_run(Spy(), x, eps, 5)
+    per_record = 1 / budget.scale(1, budget.amount)
+    expected = Spy().auto_penalty(float(answers[0]), x.shape, per_record)  # answers[0]: N̂
+    assert seen == [pytest.approx(expected)] and expected == pytest.approx(penalty, abs=0.3)
+    assert est.choices["penalty"] == pytest.approx(seen[0], abs=1e-4)
+    seen.clear()
+    Spy(penalty=2.5).run(x, PrivacyBudget(eps, bits=SeededBits(5)))
+    assert seen == [2.5]
+
+
+@pytest.mark.parametrize("bad", ["0", "-1", "abc", "inf", True, "1e9"])
+def test_penalty_option_refuses_what_is_not_a_positive_number(bad):
+    with pytest.raises(UsageError, match="penalty"):
+        get_algorithm("dpcube", penalty=bad)
 
 
 @pytest.mark.parametrize("name", ["dpcube", "kdtree"])
@@ -228,9 +280,9 @@ def test_partition_is_a_function_of_the_noisy_blocks_alone(name):
     seen = []
 
     class Spy(type(algo)):
-        def partition(self, cells, sigma1, sigma2):
+        def partition(self, cells, sigma1, sigma2, penalty=None):
             seen.append((np.array(cells), sigma1, sigma2))
-            return super().partition(cells, sigma1, sigma2)
+            return super().partition(cells, sigma1, sigma2, penalty)
 
     counts = np.random.default_rng(11).integers(0, 40, (12, 10))
     est, budget, answers = traced_run(Spy(block=1, release="gls"), counts, Fraction(1, 2), 12)
@@ -399,7 +451,7 @@ def test_the_total_measured_for_the_block_size_joins_the_least_squares(shape):
     for_total, rest = again.split([share, 1 - share])
     total, record = for_total.laplace(np.asarray(x.sum()), 1, for_total.amount, "total", composition="one query")
     assert float(total) == float(answers[0])
-    plain = algo._two_phases(x, rest, tuple(estimate.choices["block"]))
+    plain = algo._two_phases(x, rest, tuple(estimate.choices["block"]), estimate.choices.get("penalty", 3.0))
     assert np.array_equal(estimate.values, plain.with_total(float(total), record.noise_variance).values)
     assert not np.allclose(estimate.values, plain.values)
     assert len(again.measurements) == len(budget.measurements)

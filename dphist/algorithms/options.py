@@ -9,7 +9,8 @@ from fractions import Fraction
 
 import numpy as np
 
-__all__ = ["choice", "positive_int", "non_negative_int", "fraction_between_0_and_1", "branching"]
+__all__ = ["choice", "positive_int", "non_negative_int", "fraction_between_0_and_1", "positive_number_or_auto",
+           "branching"]
 
 MAX_BRANCHING = 1 << 16
 
@@ -72,6 +73,16 @@ def fraction_between_0_and_1(value) -> Fraction:
     if not 0 < number < 1:
         raise ValueError("must be strictly between 0 and 1")
     return number
+
+
+def positive_number_or_auto(value) -> float | str:
+    """'auto' (None) for the method's own choice, or a number greater than 0 and at most 10⁶."""
+    if value in (None, "auto"):
+        return "auto"
+    number = _exact(value)
+    if number is None or not 0 < number <= 10**6:
+        raise ValueError("must be auto or a number greater than 0 and at most 1000000")
+    return float(number)
 
 
 def _exact(value) -> Fraction | None:

@@ -17,7 +17,8 @@ those noisy counts, so it is post-processing and costs nothing more.
                                estimates; release x̃ + (z_P − S̃_P)/|P| (``gls``, unbiased), z_P/|P| evenly
                                (``uniform``), or between the two by λ_P = Ĥ/(Ĥ + (|P| − 1)σ₁²) (``shrink``)
     DPCube, 2-D       (release=refine, the default on two or more axes; α = 1/2) as the reference: the split
-                      cost is the raw SSE of x̃ + 3σ₂² per partition; phase 2 measures a grid of m_P =
+                      cost is the raw SSE of x̃ + κ per partition, κ = 3σ₂² (6σ₂² at low signal, from N̂, and
+                      blocks of at most 11 cells per axis, the reference's); phase 2 measures a grid of m_P =
                       max(F̃_P, 1)·ε₂/10 sub-blocks inside each partition P (F̃_P its phase-1 noisy total; all
                       sub-blocks disjoint: Δ = 1), combined with F̃_P by inverse variance, spread evenly
     DPCube, N̂         (block=auto; and auto's N̂ where auto runs it) the partitions' z_P are independent and
@@ -338,7 +339,8 @@ class DPCube(Algorithm):
     options = {"alpha": (Fraction(9, 10), option.fraction_between_0_and_1),
                "refine_alpha": (Fraction(1, 2), option.fraction_between_0_and_1), "max_depth": (64, option.positive_int),
                "release": ("auto", option.choice("auto", "uniform", "gls", "shrink", "refine")), "block": ("auto", _block),
-               "total_share": (Fraction(1, 20), option.fraction_between_0_and_1)}
+               "total_share": (Fraction(1, 20), option.fraction_between_0_and_1),
+               "penalty": ("auto", option.positive_number_or_auto), "max_side": ("auto", _block)}
     option_help = {"alpha": "share of ε (after the total's) for phase 1; the rest measures the partition totals",
                    "refine_alpha": "the same share under the refine release (2-D default)",
                    "max_depth": "most k-d cuts from the whole table to a partition",
@@ -347,7 +349,11 @@ class DPCube(Algorithm):
                               "uniform (the total spread evenly) or shrink (between them, per partition)",
                    "block": "phase 1 measures blocks of this many cells per axis (1 = every cell, the paper's "
                             "version), or auto: chosen from a noisy total",
-                   "total_share": "with block=auto, the share of ε spent on the noisy total"}
+                   "total_share": "with block=auto, the share of ε spent on the noisy total",
+                   "penalty": "refine release: the cost of one more partition, in noisy totals' variances, or "
+                              "auto: from the noisy total with block=auto (higher at low signal), else 3",
+                   "max_side": "with block=auto on two or more axes, the most cells per axis in a phase-1 block, "
+                               "or auto (dpcube: 11, the reference's; kdtree: no cap)"}
 
     # c = scale · (reference / r)^power cells per block, fitted on the DPBench grid (ε = 0.1 and 1, scales 10³ to
     # 10⁷): one column, c ≈ 256, 16 and 1 at r ≈ 0.024, 2.4 and 244; two columns (sparser tables, larger
@@ -360,38 +366,79 @@ class DPCube(Algorithm):
     # table whose records sit in one cell was spread over a quarter of it (DPBench ADULT-2D: one run at 0.24,
     # 20 times the others' error).
     MIN_BLOCKS_PER_AXIS = 8
+    # On two or more axes, blocks of at most 11 cells per axis (the reference's fixed phase-1 grid).  The rule
+    # alone gives 16 × 16 at 1,000 records and ε = 0.1 on 256 × 256; with the signal-dependent penalty below,
+    # 11 × 11 cut our error there on the data set where we trailed the reference most (DPBench LOAN-FUNDED-INCOME,
+    # tuning samples: 1.50 → 0.93 of the reference's DPCube) at a mean of 0.71 → 0.77 over the 10 data sets.
+    MAX_SIDE = 11
+
+    @staticmethod
+    def signal(noisy_total: float, shape: tuple[int, ...], epsilon: Fraction) -> float:
+        """r = max(N̂, 1)·ε/n: the expected count per cell in units of the noise scale, from the noisy total N̂
+        (public once measured) and the table's ε per record (ε divided by the protected unit's rows)."""
+        return max(float(noisy_total), 1.0) * float(epsilon) / int(np.prod(shape))
 
     def auto_block(self, noisy_total: float, shape: tuple[int, ...], epsilon: Fraction) -> tuple[int, ...]:
-        """Phase-1 block size per axis from the noisy total N̂ (public once measured) and the table's ε per
-        record (ε divided by the protected unit's rows): with r = max(N̂, 1)·ε/n,
-        the expected count per cell in units of the noise scale, blocks of c = scale·(reference/r)^power cells
-        (``BLOCK_RULE``), c^(1/d) per axis, 1 when the signal is strong, and at most ⌈length/8⌉ cells along an
-        axis (``MIN_BLOCKS_PER_AXIS``)."""
-        cells = int(np.prod(shape))
-        r = max(float(noisy_total), 1.0) * float(epsilon) / cells
+        """Phase-1 block size per axis from the noisy total: with r = :meth:`signal`, blocks of
+        c = scale·(reference/r)^power cells (``BLOCK_RULE``), c^(1/d) per axis, 1 when the signal is strong, at
+        most ⌈length/8⌉ cells along an axis (``MIN_BLOCKS_PER_AXIS``) and, on two or more axes, at most the
+        ``max_side`` option (``MAX_SIDE``: 11)."""
+        r = self.signal(noisy_total, shape, epsilon)
         scale, reference, power = self.BLOCK_RULE[min(len(shape), 2)]
         c = scale * (reference / r) ** power
-        return tuple(int(min(max(round(c ** (1 / len(shape))), 1), -(-length // self.MIN_BLOCKS_PER_AXIS)))
-                     for length in shape)
+        side = round(c ** (1 / len(shape)))
+        cap = self.MAX_SIDE if self.params["max_side"] == "auto" else self.params["max_side"]
+        if len(shape) >= 2 and cap is not None:
+            side = min(side, cap)
+        return tuple(int(min(max(side, 1), -(-length // self.MIN_BLOCKS_PER_AXIS))) for length in shape)
+
+    # The refined release's split penalty in units of σ₂² (2-D): REFINE_PENALTY at r ≥ 0.015, rising log-linearly
+    # to REFINE_PENALTY_LOW at r ≤ 0.0015 (r = :meth:`signal`; 256 × 256 at ε = 0.1: 10,000 and 1,000 records).
+    # Where a partition's total is a few records in noise of about 30, a split that follows the phase-1 noise
+    # costs more than the uniformity it buys: fitted at 1,000 records (tuning samples, 10 data sets, blocks of
+    # 11: penalty 3 / 4.5 / 6 / 9 gave mean 0.70 / 0.72 / 0.77 / 0.87 and worst 1.13 / 1.03 / 0.93 / 1.09 of
+    # the reference's DPCube); at 10,000 records 3 stays best (mean 0.51 against 0.53 at 4.5 and 0.61 at 6).
+    REFINE_PENALTY_LOW = 6.0
+    PENALTY_SIGNALS = (0.0015, 0.015)
+
+    def auto_penalty(self, noisy_total: float, shape: tuple[int, ...], epsilon: Fraction) -> float:
+        """The refined release's split penalty (units of σ₂²) from the noisy total, as :meth:`auto_block`."""
+        low, high = self.PENALTY_SIGNALS
+        r = self.signal(noisy_total, shape, epsilon)
+        t = min(max(math.log(high / r) / math.log(high / low), 0.0), 1.0)
+        return self.REFINE_PENALTY + t * (self.REFINE_PENALTY_LOW - self.REFINE_PENALTY)
 
     def run(self, counts: np.ndarray, budget: PrivacyBudget, columns=None) -> Estimate:
         # select: the phase-1 blocks, from a noisy total when the block size is automatic
         if self.params["block"] != "auto":
-            return self._two_phases(counts, budget, tuple(min(self.params["block"], n) for n in counts.shape))
+            return self._two_phases(counts, budget, tuple(min(self.params["block"], n) for n in counts.shape),
+                                    self._penalty())
         share = self.params["total_share"]
         for_total, rest = budget.split([share, 1 - share])
         noisy_total, record = for_total.laplace(np.asarray(counts.sum()), 1, for_total.amount,
                                                 "the grand total (to choose the phase-1 block size)",
                                                 composition="one query")
-        block = self.auto_block(float(noisy_total), counts.shape, 1 / budget.scale(1, budget.amount))
+        per_record = 1 / budget.scale(1, budget.amount)
+        block = self.auto_block(float(noisy_total), counts.shape, per_record)
+        penalty = self._penalty(self.auto_penalty(float(noisy_total), counts.shape, per_record))
         # infer: the total is independent of both phases, so it joins their least squares (as auto's N̂ does)
-        estimate = self._two_phases(counts, rest, block).with_total(float(noisy_total), record.noise_variance)
+        estimate = self._two_phases(counts, rest, block, penalty).with_total(float(noisy_total),
+                                                                              record.noise_variance)
         estimate.structure = {**estimate.structure, **self.OWN_TOTAL}
         return estimate
 
-    def _two_phases(self, counts: np.ndarray, rest: PrivacyBudget, block: tuple[int, ...]) -> Estimate:
-        """Phase 1 on blocks of ``block`` cells per axis, the k-d partition, phase 2 and the release, all on
-        ``rest``; the Estimate's ``with_total`` folds in a total measured elsewhere."""
+    def _penalty(self, automatic: float | None = None) -> float:
+        """The refined release's split penalty (units of σ₂²): the ``penalty`` option, else ``automatic`` (from
+        a noisy total), else REFINE_PENALTY."""
+        if self.params["penalty"] != "auto":
+            return float(self.params["penalty"])
+        return self.REFINE_PENALTY if automatic is None else automatic
+
+    def _two_phases(self, counts: np.ndarray, rest: PrivacyBudget, block: tuple[int, ...],
+                    penalty: float) -> Estimate:
+        """Phase 1 on blocks of ``block`` cells per axis, the k-d partition (the refined release's split penalty
+        ``penalty``), phase 2 and the release, all on ``rest``; the Estimate's ``with_total`` folds in a total
+        measured elsewhere."""
         alpha = self.params["alpha"]
         if self._release(counts.ndim) == "refine":
             alpha = self.params["refine_alpha"]
@@ -406,14 +453,14 @@ class DPCube(Algorithm):
         sigma2 = discrete_laplace_variance(second.scale(1, second.amount))
 
         # select: the k-d partition of the noisy blocks (post-processing of phase 1)
-        leaves = self.partition(cells, sigma1, sigma2)
+        leaves = self.partition(cells, sigma1, sigma2, penalty)
         label = np.zeros(coarse.shape, dtype=np.int64)
         for i, (lo, hi) in enumerate(leaves):
             label[tuple(slice(a, b) for a, b in zip(lo, hi))] = i
         flat = label.ravel()
 
         if self._release(counts.ndim) == "refine":
-            return self._refined(counts, cells, edges, leaves, second, sigma1, sigma2, block, alpha)
+            return self._refined(counts, cells, edges, leaves, second, sigma1, sigma2, block, alpha, penalty)
         # measure: phase 2, every partition's total (partitions are disjoint: one record moves one total by 1)
         totals = np.bincount(flat, weights=coarse.ravel(), minlength=len(leaves)).round().astype(np.int64)
         noisy_totals, _ = second.laplace(totals, 1, second.amount,
@@ -445,7 +492,7 @@ class DPCube(Algorithm):
     REFINE_PENALTY = 3.0
     REFINE_C = 10.0
 
-    def _refined(self, counts, cells, edges, leaves, second, sigma1, sigma2, block, alpha):
+    def _refined(self, counts, cells, edges, leaves, second, sigma1, sigma2, block, alpha, penalty):
         """Phase 2 of the refined release.  Select (post-processing of phase 1): partition P, with phase-1 noisy
         total F_P, gets m_P = clip(max(F_P, 0)·ε₂/c, 1, |P| cells) sub-blocks, a near-equal grid with sides in
         proportion to P's.  Measure: every sub-block's true count + DLap(1/ε₂), one call (the sub-blocks of all
@@ -492,7 +539,8 @@ class DPCube(Algorithm):
         def released(z: np.ndarray, structure: dict) -> Estimate:
             value = noisy + ((z - s_sub) / m)[owner]
             return Estimate(values=(value / size)[flat].reshape(counts.shape), structure=structure,
-                            choices={"partitions": k, "block": list(block), "subblocks": int(nxt)})
+                            choices={"partitions": k, "block": list(block), "subblocks": int(nxt),
+                                     "penalty": round(float(penalty), 4)})
 
         estimate = released(z, structure)
         # z_P's variance: the inverse-variance combination of m_P sub-blocks (m_P σ₂²) and |P| blocks (|P| σ₁²)
@@ -529,13 +577,14 @@ class DPCube(Algorithm):
 
     split_rule = "best"
 
-    def partition(self, cells: np.ndarray, sigma1: float, sigma2: float):
-        """The k-d partition of the phase-1 noisy blocks ``cells``, as a list of boxes (lo, hi)."""
+    def partition(self, cells: np.ndarray, sigma1: float, sigma2: float, penalty: float | None = None):
+        """The k-d partition of the phase-1 noisy blocks ``cells``, as a list of boxes (lo, hi); ``penalty``:
+        the refined release's cost of a partition in units of σ₂² (None: REFINE_PENALTY)."""
         if self._release(cells.ndim) == "refine":
             # Refined release (2-D): the reference's cost, the raw SSE of the noisy blocks (noise included, so
-            # noisy regions split towards a grid) plus REFINE_PENALTY noisy totals' variance per partition.
-            return _kd_partition(cells, 0.0, self.REFINE_PENALTY * sigma2, self.params["max_depth"],
-                                 self.split_rule)
+            # noisy regions split towards a grid) plus ``penalty`` noisy totals' variance per partition.
+            penalty = self.REFINE_PENALTY if penalty is None else penalty
+            return _kd_partition(cells, 0.0, penalty * sigma2, self.params["max_depth"], self.split_rule)
         return _kd_partition(cells, sigma1, sigma2, self.params["max_depth"], self.split_rule)
 
     def _release(self, ndim: int) -> str:
@@ -551,3 +600,7 @@ class KDTree(DPCube):
     name = "kdtree"
     summary = "noisy cells, k-d tree of noisy medians, noisy partition totals, combined (Xiao et al. 2010)"
     split_rule = "median"
+    # Not refitted with DPCube's low-signal blocks and penalty (issue 23 fitted them to DPCube's best split):
+    # the k-d tree keeps the rule's blocks and the fixed penalty at every signal.
+    MAX_SIDE = None
+    REFINE_PENALTY_LOW = DPCube.REFINE_PENALTY
