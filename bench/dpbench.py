@@ -135,7 +135,9 @@ def main() -> None:
         return
     records = []
     if args.algorithms:
-        records = [r for r in map(json.loads, out.read_text().splitlines()) if r["algorithm"] not in args.algorithms]
+        # keep every other record, the named algorithms' too in the dimensions not rerun
+        records = [r for r in map(json.loads, out.read_text().splitlines())
+                   if r["algorithm"] not in args.algorithms or r["dims"] not in args.dims]
     for dims in args.dims:
         data = {name: load_histogram(path) for name, (d, path) in sets.items() if d == dims}
         todo = [a for a in ALGORITHMS[dims] if not args.algorithms or a in args.algorithms]
