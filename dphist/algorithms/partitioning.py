@@ -351,7 +351,8 @@ class DPCube(Algorithm):
                             "version), or auto: chosen from a noisy total",
                    "total_share": "with block=auto, the share of ε spent on the noisy total",
                    "penalty": "refine release: the cost of one more partition, in noisy totals' variances, or "
-                              "auto: from the noisy total with block=auto (higher at low signal), else 3",
+                              "auto: from the noisy total with block=auto (dpcube: rising to 6 at low signal; kdtree: 3), "
+                              "else 3",
                    "max_side": "with block=auto on two or more axes, the most cells per axis in a phase-1 block, "
                                "or auto (dpcube: 11, the reference's; kdtree: no cap)"}
 
