@@ -1161,7 +1161,7 @@ for _name, _pair, _kw in [
 
 for _name, _pair in [("dpcube_penalty_negative", "penalty=-3"), ("dpcube_penalty_huge", "penalty=1e999"),
                      ("dpcube_penalty_text", "penalty=high"), ("dpcube_max_side_float", "max_side=2.5"),
-                     ("dpcube_max_side_negative", "max_side=-1")]:
+                     ("dpcube_max_side_negative", "max_side=-1"), ("dpcube_significance_maybe", "significance=maybe")]:
     add(_name, _opt("--algorithm", "dpcube", "--option", _pair, keywords=(_pair.split("=")[0],)))
 
 # One-column algorithms refuse a two-way table before any data is read (DAWA takes two columns, along the Hilbert

@@ -235,16 +235,17 @@ def test_a_data_adaptive_choice_is_refitted_with_the_noisy_total(shape, chosen):
 
 
 def test_auto_runs_dpcube_as_its_rule_table_measured_it():
-    """At 1,000 records on 256 × 256 the stand-alone DPCube caps its blocks at 11 cells and raises its split
-    penalty to 6; auto, whose rules were learned with the rule's blocks and the fixed penalty (as_learned), runs
-    it with those: 16 × 16 blocks, penalty 3, whatever N̂."""
+    """At 1,000 records on 256 × 256 the stand-alone DPCube caps its blocks at 9 cells, raises its split penalty
+    to 4.5 and takes the significance cut; auto, whose rules were learned without them (as_learned), runs it with
+    16 × 16 blocks, penalty 3 and no significance cut, whatever N̂."""
     eps = Fraction(95, 1000)
     for name in ("dpcube", "kdtree"):
         algo = Auto().instance(name, (256, 256), eps, 1000.0)
-        assert algo.params["block"] == 16 and algo.params["penalty"] == 3.0
+        assert algo.params["block"] == 16 and algo.params["penalty"] == 3.0 and algo.params["significance"] == "off"
     alone = get_algorithm("dpcube")
-    assert alone.auto_block(1000.0, (256, 256), eps) == (11, 11) and alone.auto_penalty(1000.0, (256, 256), eps) == 6
+    assert alone.auto_block(1000.0, (256, 256), eps) == (9, 9) and alone.auto_penalty(1000.0, (256, 256), eps) == 4.5
     x = np.zeros((256, 256), dtype=np.int64)
     x[100:110, 40:60] = 5
     estimate = Auto().run(x, PrivacyBudget(Fraction(1, 10), bits=SeededBits(3)))
     assert estimate.choices["algorithm_choice"]["chosen"] == "dpcube" and estimate.choices["penalty"] == 3.0
+    assert estimate.choices["significance_cut"] is False

@@ -4,6 +4,7 @@ inverse-variance combination, and that every choice reads only noisy values."""
 from __future__ import annotations
 
 import itertools
+import math
 from fractions import Fraction
 
 import numpy as np
@@ -14,7 +15,7 @@ import dphist
 from dphist.algorithms import get_algorithm
 from dphist.algorithms.partitioning import _kd_partition, _median_cut, v_optimal_costs
 from dphist.errors import UsageError
-from dphist.privacy import PrivacyBudget, SeededBits
+from dphist.privacy import PrivacyBudget, SeededBits, discrete_laplace_variance
 
 
 def traced_run(algo, counts, epsilon, seed):
@@ -205,16 +206,16 @@ def test_auto_block_follows_the_noisy_total_only():
     eps = Fraction(1, 10)
     one = [algo.auto_block(total, (4096,), eps)[0] for total in (1e3, 1e5, 1e7)]
     assert one[0] >= 128 and 8 <= one[1] <= 32 and one[2] == 1
-    # 2-D: the rule's 16 × 16 at 1,000 records is capped at the reference's 11 (max_side); the k-d tree and a
-    # larger max_side keep the rule's blocks.
-    assert algo.auto_block(1e3, (256, 256), eps) == (11, 11) and algo.auto_block(1e7, (256, 256), eps) == (1, 1)
+    # 2-D: the rule's 16 × 16 at 1,000 records is capped at 9 (max_side); the k-d tree and a larger max_side
+    # keep the rule's blocks.
+    assert algo.auto_block(1e3, (256, 256), eps) == (9, 9) and algo.auto_block(1e7, (256, 256), eps) == (1, 1)
     assert get_algorithm("dpcube", max_side=64).auto_block(1e3, (256, 256), eps) == (16, 16)
     assert get_algorithm("kdtree").auto_block(1e3, (256, 256), eps) == (16, 16)
     assert algo.auto_block(1e5, (256, 256), eps) == get_algorithm("dpcube", max_side=64).auto_block(
         1e5, (256, 256), eps)
     # A noisy total near or below 0 gives the largest blocks that still leave 8 per axis for phase 1 to split.
     assert get_algorithm("kdtree").auto_block(-50, (256, 256), eps) == (32, 32)
-    assert algo.auto_block(-50, (256, 256), eps) == (11, 11) and algo.auto_block(1, (4096,), eps) == (512,)
+    assert algo.auto_block(-50, (256, 256), eps) == (9, 9) and algo.auto_block(1, (4096,), eps) == (512,)
     assert algo.auto_block(-50, (8,), eps) == (1,) and algo.auto_block(-50, (20, 3), eps) == (3, 1)
     # More signal never means bigger blocks.
     sizes = [algo.auto_block(t, (4096,), eps)[0] for t in np.geomspace(1, 1e9, 40)]
@@ -222,32 +223,33 @@ def test_auto_block_follows_the_noisy_total_only():
 
 
 def test_auto_penalty_rises_at_low_signal_only():
-    """The refined release's split penalty (units of σ₂²) is 3 at r = N̂·ε/n ≥ 0.015, 6 at r ≤ 0.0015 and
+    """The refined release's split penalty (units of σ₂²) is 3 at r = N̂·ε/n ≥ 0.015, 4.5 at r ≤ 0.0015 and
     log-linear between (DPCube); the k-d tree keeps 3; an explicit ``penalty`` wins over both."""
     algo = get_algorithm("dpcube")
     eps = Fraction(1, 10)
     shape = (256, 256)  # n = 65,536: r = 0.0015 at N̂ ≈ 983, 0.015 at N̂ ≈ 9,830
-    assert algo.auto_penalty(900, shape, eps) == 6.0 and algo.auto_penalty(-5, shape, eps) == 6.0
+    assert algo.auto_penalty(900, shape, eps) == 4.5 and algo.auto_penalty(-5, shape, eps) == 4.5
     assert algo.auto_penalty(1e4, shape, eps) == 3.0 and algo.auto_penalty(1e7, shape, eps) == 3.0
     between = [algo.auto_penalty(t, shape, eps) for t in np.geomspace(983.04, 9830.4, 9)]
-    assert np.allclose(between, np.linspace(6.0, 3.0, 9))
+    assert np.allclose(between, np.linspace(4.5, 3.0, 9))
     assert all(get_algorithm("kdtree").auto_penalty(t, shape, eps) == 3.0 for t in (1, 1e3, 1e5))
-    assert get_algorithm("dpcube", penalty=4.5)._penalty(6.0) == 4.5
+    assert get_algorithm("dpcube", penalty=4)._penalty(4.5) == 4
     assert get_algorithm("dpcube")._penalty() == 3.0  # a fixed block measures no total: the fixed penalty
 
 
-@pytest.mark.parametrize("total, penalty", [(1_000, 6.0), (100_000, 3.0)])
-def test_a_run_partitions_with_the_penalty_of_its_noisy_total(total, penalty):
-    """block=auto: the partition gets auto_penalty(N̂) (N̂ = the run's first measurement) and the report
-    records it; a given penalty is used as given."""
+@pytest.mark.parametrize("total, penalty, significance", [(1_000, 4.5, True), (100_000, 3.0, False)])
+def test_a_run_partitions_with_the_penalty_of_its_noisy_total(total, penalty, significance):
+    """block=auto: the partition gets auto_penalty(N̂) (N̂ = the run's first measurement) and the significance
+    cut at low signal only, and the report records both; given options are used as given."""
     x = np.zeros((256, 256), dtype=np.int64)
     x[100:110, 40:60] = total // 200
-    seen = []
+    seen, cuts = [], []
 
     class Spy(type(get_algorithm("dpcube"))):
-        def partition(self, cells, sigma1, sigma2, penalty=None):
+        def partition(self, cells, sigma1, sigma2, penalty=None, significance=False):
             seen.append(penalty)
-            return super().partition(cells, sigma1, sigma2, penalty)
+            cuts.append(significance)
+            return super().partition(cells, sigma1, sigma2, penalty, significance)
 
     eps = Fraction(1, 10)
     est, budget, answers = traced_run(Spy(), x, eps, 5)
@@ -255,9 +257,58 @@ def test_a_run_partitions_with_the_penalty_of_its_noisy_total(total, penalty):
     expected = Spy().auto_penalty(float(answers[0]), x.shape, per_record)  # answers[0]: N̂
     assert seen == [pytest.approx(expected)] and expected == pytest.approx(penalty, abs=0.3)
     assert est.choices["penalty"] == pytest.approx(seen[0], abs=1e-4)
+    assert cuts == [significance] and est.choices["significance_cut"] is significance
+    assert significance == (Spy().low_signal(float(answers[0]), x.shape, per_record) > 0)
     seen.clear()
-    Spy(penalty=2.5).run(x, PrivacyBudget(eps, bits=SeededBits(5)))
+    cuts.clear()
+    Spy(penalty=2.5, significance="off" if significance else "on").run(x, PrivacyBudget(eps, bits=SeededBits(5)))
+    assert cuts == [not significance]
     assert seen == [2.5]
+
+
+def _cluster(value=250.0):
+    """24 × 24 noisy blocks, 4 × value records in the 2 × 2 blocks at the centre and nothing else: no single
+    straight cut gains much (the best, 1000²/312 − 1000²/576 ≈ 1469 for value 250), isolating them gains a lot."""
+    cells = np.zeros((24, 24))
+    cells[11:13, 11:13] = value
+    return cells
+
+
+def test_significance_cut_splits_what_the_cost_rule_alone_leaves_whole():
+    """significant = (σ², z): a box is cut at its best cut when SSE − (k − 1)σ² > z·√(5k)·σ², whether or not that
+    cut pays the penalty; on the cluster the cost rule alone keeps one box, with the cut the 2 × 2 cluster ends
+    in a box of its own."""
+    kappa = 4.5 * 886.0
+    cells = _cluster()
+    assert _kd_partition(cells, 0.0, kappa, 64, "best") == [((0, 0), (24, 24))]
+    leaves = _kd_partition(cells, 0.0, kappa, 64, "best", significant=(100.0, 3.0))
+    assert ((11, 11), (13, 13)) in leaves and len(leaves) > 1
+    # SSE − 575σ² is below the bound: not cut (σ² = 886, the noise of ε₂ = 0.0475, cancels the cluster's SSE)
+    assert _kd_partition(cells, 0.0, kappa, 64, "best", significant=(886.0, 3.0)) == [((0, 0), (24, 24))]
+    # and DPCube's refined release passes its phase-1 variance and SIGNIFICANT_Z
+    algo = get_algorithm("dpcube")
+    assert ((11, 11), (13, 13)) in algo.partition(cells, 100.0, 886.0, 4.5, significance=True)
+    assert algo.partition(cells, 100.0, 886.0, 4.5) == [((0, 0), (24, 24))]  # off unless asked for
+    try:
+        type(algo).SIGNIFICANT_Z = math.inf
+        assert algo.partition(cells, 100.0, 886.0, 4.5, significance=True) == [((0, 0), (24, 24))]
+    finally:
+        type(algo).SIGNIFICANT_Z = 3.0
+
+
+def test_significance_cut_rarely_fires_on_noise_alone():
+    """400 tables of 24 × 24 blocks of pure discrete Laplace noise (scale 1/0.0475, σ² ≈ 886), no penalty-paid
+    split possible (κ = 10¹²): the significance cut alone splits the root in at most 2 % of them (z = 3 on a
+    Gaussian approximation would be 0.13 %; this seed gives 2 of 400, z = 1.5 gives 30).  False alarm of this
+    test: P(Binomial(400, 0.005) > 8) < 0.1 % at a true rate of 0.5 %."""
+    p = 1 - math.exp(-0.0475)
+    rng = np.random.default_rng(2026)
+    variance = discrete_laplace_variance(Fraction(400, 19))  # scale 1/0.0475
+    fired = 0
+    for _ in range(400):
+        noise = rng.geometric(p, (24, 24)) - rng.geometric(p, (24, 24))  # exactly discrete Laplace
+        fired += len(_kd_partition(noise, 0.0, 1e12, 64, "best", significant=(variance, 3.0))) > 1
+    assert fired <= 8
 
 
 @pytest.mark.parametrize("bad", ["0", "-1", "abc", "inf", True, "1e9"])
@@ -280,9 +331,9 @@ def test_partition_is_a_function_of_the_noisy_blocks_alone(name):
     seen = []
 
     class Spy(type(algo)):
-        def partition(self, cells, sigma1, sigma2, penalty=None):
+        def partition(self, cells, sigma1, sigma2, penalty=None, significance=False):
             seen.append((np.array(cells), sigma1, sigma2))
-            return super().partition(cells, sigma1, sigma2, penalty)
+            return super().partition(cells, sigma1, sigma2, penalty, significance)
 
     counts = np.random.default_rng(11).integers(0, 40, (12, 10))
     est, budget, answers = traced_run(Spy(block=1, release="gls"), counts, Fraction(1, 2), 12)

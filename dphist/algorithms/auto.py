@@ -73,14 +73,14 @@ SEQUENCE_ONLY = ("dawa",)
 def as_learned(name: str) -> dict:
     """The options auto runs ``name`` with: those its rule table measured it with (bench/auto_rules.py --grid).
 
-    DPCube and the k-d tree: the block from the rule without the stand-alone 11-cell cap and the fixed split
-    penalty (``DPCube.REFINE_PENALTY``).  That configuration has the lowest mean error over the data sets; the
+    DPCube and the k-d tree: the block from the rule without the stand-alone 9-cell cap, the fixed split
+    penalty (``DPCube.REFINE_PENALTY``) and no significance cut.  That configuration has the lowest mean error over the data sets; the
     stand-alone DPCube's defaults give up some of the mean at low signal to stay at or below the reference's
     DPCube on every data set (2-D DPBench, 1,000 records, ε = 0.1, fresh samples, bench/low_signal.py: mean
     0.73 → 0.84 of the reference's expected error, worst 1.48 → 1.00; BEIJING-CABS-E, spread over many cells,
     0.40 → 0.83)."""
     if issubclass(REGISTRY[name], DPCube):
-        return {"penalty": DPCube.REFINE_PENALTY, "max_side": 1 << 30}
+        return {"penalty": DPCube.REFINE_PENALTY, "max_side": 1 << 30, "significance": "off"}
     return {}
 
 

@@ -125,8 +125,8 @@ class TrueCountDPCube(DPCube):
         self.true_counts = counts  # tiny audit options measure every cell, so the blocks are the cells
         return super().run(counts, budget, columns)
 
-    def partition(self, cells, sigma1, sigma2, penalty=None):
-        return super().partition(self.true_counts, sigma1, sigma2, penalty)
+    def partition(self, cells, sigma1, sigma2, penalty=None, significance=False):
+        return super().partition(self.true_counts, sigma1, sigma2, penalty, significance)
 
 
 class TrueCountKDTree(KDTree):
@@ -139,8 +139,8 @@ class TrueCountKDTree(KDTree):
         self.true_counts = counts
         return super().run(counts, budget, columns)
 
-    def partition(self, cells, sigma1, sigma2, penalty=None):
-        return super().partition(self.true_counts, sigma1, sigma2, penalty)
+    def partition(self, cells, sigma1, sigma2, penalty=None, significance=False):
+        return super().partition(self.true_counts, sigma1, sigma2, penalty, significance)
 
 
 class ArgmaxStructureFirst(StructureFirst):
