@@ -235,6 +235,8 @@ def test_auto_penalty_rises_at_low_signal_only():
     assert all(get_algorithm("kdtree").auto_penalty(t, shape, eps) == 3.0 for t in (1, 1e3, 1e5))
     assert get_algorithm("dpcube", penalty=4)._penalty(4.5) == 4
     assert get_algorithm("dpcube")._penalty() == 3.0  # a fixed block measures no total: the fixed penalty
+    assert get_algorithm("dpcube")._significance(True) and not get_algorithm("dpcube")._significance()
+    assert not get_algorithm("kdtree")._significance(True) and not get_algorithm("kdtree", significance="on")._significance()
 
 
 @pytest.mark.parametrize("total, penalty, significance", [(1_000, 4.5, True), (100_000, 3.0, False)])

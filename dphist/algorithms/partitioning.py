@@ -458,7 +458,9 @@ class DPCube(Algorithm):
 
     def _significance(self, automatic: bool = False) -> bool:
         """Whether the refined release takes the significance cut: the ``significance`` option, else
-        ``automatic`` (from a noisy total; off without one)."""
+        ``automatic`` (from a noisy total; off without one); never with the k-d tree's median cuts."""
+        if self.split_rule != "best":
+            return False
         return {"on": True, "off": False}.get(self.params["significance"], automatic)
 
     def _penalty(self, automatic: float | None = None) -> float:
@@ -648,6 +650,7 @@ class KDTree(DPCube):
     summary = "noisy cells, k-d tree of noisy medians, noisy partition totals, combined (Xiao et al. 2010)"
     split_rule = "median"
     # Not refitted with DPCube's low-signal blocks and penalty (issue 23 fitted them to DPCube's best split):
-    # the k-d tree keeps the rule's blocks and the fixed penalty at every signal.
+    # the k-d tree keeps the rule's blocks and the fixed penalty at every signal, and its median cuts take no
+    # significance cut.
     MAX_SIDE = None
     REFINE_PENALTY_LOW = DPCube.REFINE_PENALTY
