@@ -11,12 +11,16 @@ from dataclasses import dataclass
 import numpy as np
 from .trees import SiblingGroups, Tree, product_tree
 
-__all__ = ["nonnegative_integer_table", "TreeFit", "tree_least_squares", "grouped_simplex_projection",
+__all__ = ["nonnegative_integer_table", "TreeFit", "tree_least_squares", "tree_nonnegative_least_squares",
+           "NNLS_MAX_LEAVES", "grouped_simplex_projection",
            "grouped_rounding", "tree_nonnegative_integers", "sum_by_parent", "with_sum_measurement"]
 
 
 #: Fan-out of the public tree used to make tables without a tree of their own non-negative.
 LOCAL_BRANCHING = 4
+#: Most leaves :func:`tree_nonnegative_least_squares` takes: its solver works on a dense (measured nodes × leaves)
+#: matrix, about 8 MB and tens of milliseconds here.
+NNLS_MAX_LEAVES = 512
 
 
 def nonnegative_integer_table(estimate: np.ndarray, total: float | None = None) -> np.ndarray:
@@ -122,6 +126,37 @@ def tree_least_squares(tree: Tree, noisy: list[np.ndarray | None], noise_varianc
     if uniform:  # one read-only view per level, shaped like the general case's arrays
         variances = [np.broadcast_to(np.float64(v), (size,)) for v, size in zip(variances, tree.sizes)]
     return TreeFit(values, variances)
+
+
+def tree_nonnegative_least_squares(tree: Tree, noisy: list[np.ndarray | None], noise_variance: list) -> np.ndarray:
+    """The leaves x ≥ 0 that minimise Σ_nodes (y_node − Σ_{leaf ∈ node} x_leaf)² / v_node over the measured nodes
+    (the weighted least squares of :func:`tree_least_squares`, constrained to non-negative leaves).
+
+    Same inputs as :func:`tree_least_squares` (one repetition: no leading axes).  Returns the leaves (float,
+    ``tree.sizes[-1]`` of them); their sum is the fit's total, which may differ from the unconstrained fit's.
+    Where the unconstrained fit has no negative leaf it is returned as it is: when the leaves are measured
+    (as every tree of DAWA's is) the objective is strictly convex, so it is then the constrained minimum too.
+    At most ``NNLS_MAX_LEAVES`` leaves.  Post-processing: it reads only noisy values and public variances."""
+    leaves = tree.sizes[-1]
+    if leaves > NNLS_MAX_LEAVES:
+        raise ValueError(f"tree_nonnegative_least_squares takes at most {NNLS_MAX_LEAVES} leaves (here {leaves})")
+    unconstrained = tree_least_squares(tree, noisy, noise_variance).values[-1]
+    if unconstrained.min(initial=0.0) >= 0:
+        return unconstrained
+    from scipy.optimize import nnls  # noqa: PLC0415  (scipy is slow to import; most runs never get here)
+    rows, targets = [], []
+    for level in range(tree.levels):
+        if noisy[level] is None:
+            continue
+        variance = np.broadcast_to(np.asarray(noise_variance[level], dtype=np.float64), (tree.sizes[level],))
+        measured = np.flatnonzero(np.isfinite(variance))
+        weight = 1.0 / np.sqrt(variance[measured])
+        member = np.zeros((tree.sizes[level], leaves))
+        member[tree.labels(level), np.arange(leaves)] = 1.0  # node × leaf incidence of this level
+        rows.append(member[measured] * weight[:, None])
+        targets.append(np.asarray(noisy[level], dtype=np.float64)[measured] * weight)
+    solution, _ = nnls(np.vstack(rows), np.concatenate(targets), maxiter=50 * leaves)
+    return solution
 
 
 def with_sum_measurement(estimates: np.ndarray, variances: np.ndarray, total: float,

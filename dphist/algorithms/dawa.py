@@ -131,7 +131,7 @@ from functools import lru_cache
 import numpy as np
 
 from ..errors import UsageError
-from ..inference import tree_least_squares
+from ..inference import NNLS_MAX_LEAVES, tree_least_squares, tree_nonnegative_least_squares
 from ..privacy import PrivacyBudget
 from ..trees import range_tree
 from . import options as option
@@ -498,7 +498,8 @@ class DAWA(Algorithm):
                "select": ("split", option.choice("split", "optimal")),
                "threshold": (Fraction(4, 5), _positive_number),
                "prefix_threshold": (Fraction(3, 10), _positive_number),
-               "stage2": ("auto", option.choice("auto", "prefix", "ranges", "identity"))}
+               "stage2": ("auto", option.choice("auto", "prefix", "ranges", "identity")),
+               "fit": ("lsq", option.choice("lsq", "nnls"))}
     option_help = {"ratio": "share of ε spent choosing the buckets (paper: 1/4; 2/5 measured better here in 1-D, "
                             "3/5 in 2-D)",
                    "penalty": "cost of one more bucket, in units of one bucket count's noise scale",
@@ -510,7 +511,10 @@ class DAWA(Algorithm):
                                        "deviation (2-D default 1/10)",
                    "stage2": "the tree over the buckets: prefix (tuned for cell prefixes), ranges (tuned for all "
                              "cell ranges of the linear order), identity (each bucket once); auto: "
-                             f"prefix in 1-D, {STAGE2_2D} in 2-D"}
+                             f"prefix in 1-D, {STAGE2_2D} in 2-D",
+                   "fit": "the bucket counts from the tree's noisy sums: lsq (least squares) or nnls (least squares "
+                          f"with counts of at least 0, up to {NNLS_MAX_LEAVES} buckets; auto's choice at low "
+                          "signal)"}
 
     def __init__(self, **options):
         super().__init__(**options)
@@ -580,11 +584,18 @@ class DAWA(Algorithm):
                   "partition_noise_scale": float(record.scale)}
         if order is not None:
             public.update(linearisation="hilbert", bucket_workload=workload)
-        chosen = {"buckets": int(bucket_sizes.size), **structure}
+        nonnegative = self.params["fit"] == "nnls" and bucket_sizes.size <= NNLS_MAX_LEAVES
+        fit = "nnls" if nonnegative else "lsq"
+        if self.params["fit"] == "nnls" and not nonnegative:
+            fit = f"lsq (nnls takes at most {NNLS_MAX_LEAVES} buckets)"
+        chosen = {"buckets": int(bucket_sizes.size), **structure, "fit": fit}
 
-        # infer: tree least squares over the buckets, each bucket spread evenly, back from the curve to the grid
+        # infer: tree least squares over the buckets (nnls: with counts of at least 0), each bucket spread evenly,
+        # back from the curve to the grid
         def released(noisy: list, variances: list, structure: dict) -> Estimate:
-            values = np.repeat(tree_least_squares(tree, noisy, variances).values[-1] / bucket_sizes, bucket_sizes)
+            fitted = (tree_nonnegative_least_squares(tree, noisy, variances) if nonnegative
+                      else tree_least_squares(tree, noisy, variances).values[-1])
+            values = np.repeat(fitted / bucket_sizes, bucket_sizes)
             if order is not None:
                 grid = np.empty(n, dtype=np.float64)
                 grid[order] = values
