@@ -1029,6 +1029,7 @@ for _name, _body, _kw in [
     ("job_option_dawa_select_unknown", _T % "algorithm: dawa, options: {select: best}", ("dawa", "select")),
     ("job_option_dawa_threshold_negative", _T % "algorithm: dawa, options: {threshold: -1}", ("threshold",)),
     ("job_option_dawa_penalty_text", _T % "algorithm: dawa, options: {penalty: lots}", ("penalty",)),
+    ("job_option_dawa_fit_unknown", _T % "algorithm: dawa, options: {fit: maybe}", ("dawa", "fit")),
     ("job_option_mwem_rounds_zero", _T % "algorithm: mwem, options: {rounds: 0}", ("mwem", "rounds")),
     ("job_option_dpcube_penalty_zero", _T % "algorithm: dpcube, options: {penalty: 0}", ("dpcube", "penalty")),
     ("job_option_dpcube_penalty_nan", _T % "algorithm: dpcube, options: {penalty: .nan}", ("penalty",)),
@@ -1163,6 +1164,7 @@ for _name, _pair in [("dpcube_penalty_negative", "penalty=-3"), ("dpcube_penalty
                      ("dpcube_penalty_text", "penalty=high"), ("dpcube_max_side_float", "max_side=2.5"),
                      ("dpcube_max_side_negative", "max_side=-1"), ("dpcube_significance_maybe", "significance=maybe")]:
     add(_name, _opt("--algorithm", "dpcube", "--option", _pair, keywords=(_pair.split("=")[0],)))
+add("dawa_fit_maybe", _opt("--algorithm", "dawa", "--option", "fit=maybe", keywords=("fit",)))
 
 # One-column algorithms refuse a two-way table before any data is read (DAWA takes two columns, along the Hilbert
 # curve, and UGrid and AGrid need exactly two).

@@ -249,3 +249,27 @@ def test_auto_runs_dpcube_as_its_rule_table_measured_it():
     estimate = Auto().run(x, PrivacyBudget(Fraction(1, 10), bits=SeededBits(3)))
     assert estimate.choices["algorithm_choice"]["chosen"] == "dpcube" and estimate.choices["penalty"] == 3.0
     assert estimate.choices["significance_cut"] is False
+
+
+def test_auto_runs_a_one_column_dawa_at_low_signal_with_its_low_signal_options():
+    """Below N̂·ε = 10^2.5 a 1-D DAWA gets prefix_threshold 1 and fit=nnls (LOW_SIGNAL_OPTIONS), and the report
+    says so; at or above it, on 2-D grids and for other algorithms, nothing is added.  The gate reads N̂ only."""
+    from dphist.algorithms.auto import LOW_SIGNAL, LOW_SIGNAL_OPTIONS, low_signal_options
+
+    eps = Fraction(95, 1000)
+    low = Auto().instance("dawa", (4096,), eps, 1000.0)  # 95 < 316
+    assert low.params["prefix_threshold"] == 1 and low.params["fit"] == "nnls"
+    for shape, total in (((4096,), 4000.0), ((256, 256), 1000.0)):  # 380 ≥ 316; a grid
+        plain = Auto().instance("dawa", shape, eps, total)
+        assert plain.params["prefix_threshold"] == Fraction(3, 10) and plain.params["fit"] == "lsq"
+    assert low_signal_options("dawa", 1, LOW_SIGNAL * 0.999) == LOW_SIGNAL_OPTIONS["dawa"]
+    assert low_signal_options("dawa", 1, LOW_SIGNAL) == {} and low_signal_options("hb", 1, 1.0) == {}
+    x = np.zeros(4096, dtype=np.int64)
+    x[:100] = 10
+    estimate = Auto().run(x, PrivacyBudget(Fraction(1, 10), bits=SeededBits(1)))
+    choice = estimate.choices["algorithm_choice"]
+    assert choice["chosen"] == "dawa" and estimate.choices["fit"] == "nnls"
+    assert choice["low_signal_options"] == {"prefix_threshold": "1", "fit": "nnls"}
+    x[:100] = 1000  # N̂·ε ≈ 9,500
+    high = Auto().run(x, PrivacyBudget(Fraction(1, 10), bits=SeededBits(1)))
+    assert high.choices["fit"] == "lsq" and "low_signal_options" not in high.choices["algorithm_choice"]

@@ -439,7 +439,7 @@ def test_bad_input():
         with pytest.raises(UsageError):
             DAWA().check_shape(shape)
     for bad in ({"ratio": 0}, {"ratio": "1"}, {"ratio": "x"}, {"penalty": -1}, {"penalty": "nan"},
-                {"select": "best"}, {"nope": 1}, {"stage2": "tree"}):
+                {"select": "best"}, {"nope": 1}, {"stage2": "tree"}, {"fit": "maybe"}, {"fit": 1}):
         with pytest.raises(UsageError):
             DAWA(**bad)
 
@@ -671,3 +671,49 @@ def test_a_total_measured_elsewhere_joins_the_bucket_tree():
     assert abs(refit_errors.var() - v) > 5 * se
     assert refit.structure["bucket_root_also_from"] == "an earlier noisy total (least squares)"
     assert refit.choices == estimate.choices
+
+
+def test_nonnegative_fit_is_post_processing_of_the_same_measurements():
+    """fit=nnls changes only the fit: with the same noise the measurements (what was measured, at which ε and
+    scale, with which noisy values) and the buckets are those of fit=lsq; the bucket estimates are at least 0
+    and where least squares had none below 0 both releases are the same.  On sparse data at ε = 0.05 some run
+    has a negative least-squares bucket (the premise of the difference), and there the nnls release differs."""
+    x = np.zeros(512, dtype=np.int64)
+    x[10:20], x[300] = 3, 40
+    differed = 0
+    for seed in range(30):
+        releases = {}
+        for fit in ("lsq", "nnls"):
+            trace: list = []
+            budget = _budget(Fraction(1, 20), seed, trace)
+            estimate = DAWA(fit=fit).run(x, budget)
+            records = [(r.what, r.epsilon, r.scale) for r in budget.measurements]
+            releases[fit] = (estimate, records, [d.values.tolist() for d in trace])
+            assert estimate.choices["fit"] == fit
+        (lsq, lsq_records, lsq_noise), (nnls, nnls_records, nnls_noise) = releases["lsq"], releases["nnls"]
+        assert lsq_records == nnls_records and lsq_noise == nnls_noise
+        assert lsq.choices["buckets"] == nnls.choices["buckets"]
+        assert nnls.values.min() >= 0
+        if lsq.values.min() >= 0:
+            assert np.array_equal(lsq.values, nnls.values)
+        else:
+            differed += 1
+            assert not np.allclose(lsq.values, nnls.values)
+    assert differed >= 3
+
+
+def test_nonnegative_fit_takes_auto_total_and_falls_back_above_its_limit():
+    """With auto's N̂ the nnls fit takes it as one more root measurement (the refit differs from the plain fit
+    and stays at least 0); above NNLS_MAX_LEAVES buckets the fit is least squares, and the report says so."""
+    from dphist.inference import NNLS_MAX_LEAVES
+
+    x = np.zeros(256, dtype=np.int64)
+    x[:8] = 50
+    estimate = DAWA(fit="nnls").run(x, PrivacyBudget(Fraction(1, 10), bits=SeededBits(4)))
+    refit = estimate.with_total(float(x.sum()) + 300, 1.0)
+    assert refit.values.min() >= 0 and not np.allclose(refit.values, estimate.values)
+    rng = np.random.default_rng(5)
+    wild = rng.integers(0, 10**6, 4096)  # every cell differs a lot: near one bucket per cell at ε = 10
+    many = DAWA(fit="nnls").run(wild, PrivacyBudget(Fraction(10), bits=SeededBits(6)))
+    assert many.choices["buckets"] > NNLS_MAX_LEAVES
+    assert many.choices["fit"] == f"lsq (nnls takes at most {NNLS_MAX_LEAVES} buckets)"

@@ -3,14 +3,19 @@ group here; many groups at once in test_trees.py)."""
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.extra.numpy import arrays
 from scipy.optimize import minimize
 
-from dphist.inference import (grouped_rounding, grouped_simplex_projection, nonnegative_integer_table,
+from dphist.inference import (NNLS_MAX_LEAVES, grouped_rounding, grouped_simplex_projection,
+                              nonnegative_integer_table, tree_least_squares, tree_nonnegative_least_squares,
                               with_sum_measurement)
+from dphist.trees import range_tree
 
 finite = st.floats(min_value=-1e4, max_value=1e4, allow_nan=False, allow_infinity=False)
 
@@ -114,3 +119,65 @@ def test_a_sum_measurement_refit_is_the_weighted_least_squares_solution(k, seed)
     fitted, variances = with_sum_measurement(z, v, total, variance)
     assert np.allclose(fitted, expected, rtol=1e-9, atol=1e-9)
     assert np.allclose(variances, np.diag(np.linalg.inv(information)), rtol=1e-9)
+
+
+def _tree_system(tree, noisy, variances):
+    """The dense weighted system (A, y, w) of the measured nodes, built independently of the code under test."""
+    rows, ys, ws = [], [], []
+    leaves = tree.sizes[-1]
+    for level in range(tree.levels):
+        if noisy[level] is None:
+            continue
+        labels = tree.labels(level)
+        for node in range(tree.sizes[level]):
+            rows.append((labels == node).astype(float))
+            ys.append(float(noisy[level][node]))
+            ws.append(1.0 / float(np.broadcast_to(variances[level], (tree.sizes[level],))[node]))
+    return np.array(rows).reshape(-1, leaves), np.array(ys), np.array(ws)
+
+
+@settings(max_examples=60, deadline=None)
+@given(k=st.integers(2, 40), b=st.integers(2, 5), seed=st.integers(0, 2**32 - 1))
+def test_nonnegative_tree_fit_is_the_constrained_minimum(k, b, seed):
+    """``tree_nonnegative_least_squares`` on a range tree with noisy, often negative, node sums: every leaf is at
+    least 0, and the Karush-Kuhn-Tucker conditions of min Σ w (y − A x)², x ≥ 0 hold (the gradient is 0 on the
+    positive leaves and at least 0 on the zero ones), which makes it THE minimum (the objective is convex).  It
+    is never above the unconstrained fit clipped at 0, and it is the unconstrained fit where that has no
+    negative leaf."""
+    rng = np.random.default_rng(seed)
+    tree = range_tree(k, b)
+    truth = rng.poisson(0.5, k).astype(float)
+    sums = tree.level_sums(truth)
+    variances = [float(v) for v in rng.uniform(1, 30, tree.levels)]
+    measured = [level for level in range(tree.levels) if level == tree.levels - 1 or rng.random() < 0.6]
+    noisy = [sums[l] + rng.laplace(0, np.sqrt(variances[l] / 2), tree.sizes[l]) if l in measured else None
+             for l in range(tree.levels)]
+    variances = [v if l in measured else math.inf for l, v in enumerate(variances)]
+    x = tree_nonnegative_least_squares(tree, noisy, variances)
+    A, y, w = _tree_system(tree, noisy, variances)
+    unconstrained = tree_least_squares(tree, noisy, variances).values[-1]
+    assert x.shape == (k,) and x.min() >= 0
+    gradient = A.T @ (w * (A @ x - y))
+    scale = np.abs(A.T @ (w * y)).max() + 1
+    assert np.all(np.abs(gradient[x > 1e-9]) <= 1e-7 * scale)
+    assert np.all(gradient[x <= 1e-9] >= -1e-7 * scale)
+    objective = lambda z: float(w @ (y - A @ z) ** 2)  # noqa: E731
+    assert objective(x) <= objective(np.clip(unconstrained, 0, None)) + 1e-9 * scale
+    if unconstrained.min() >= 0:
+        assert np.array_equal(x, unconstrained)
+
+
+def test_nonnegative_tree_fit_moves_the_total_where_the_unconstrained_goes_negative():
+    """A leaf measured at −40 with the rest near 0 and a root measured at 0: least squares keeps a negative leaf
+    and the total pays for it elsewhere; the constrained fit puts that leaf at 0 and the others near 0.  Too many
+    leaves are refused."""
+    tree = range_tree(4, 4)
+    noisy = [np.array([0.0]), np.array([-40.0, 10.0, 10.0, 10.0])]
+    fitted = tree_nonnegative_least_squares(tree, noisy, [100.0, 100.0])
+    unconstrained = tree_least_squares(tree, noisy, [100.0, 100.0]).values[-1]
+    assert unconstrained.min() < 0
+    # x₀ = 0 and three leaves at t: (3t)² + 3(10 − t)² is least at t = 60/24
+    assert fitted[0] == 0 and np.allclose(fitted[1:], 2.5, atol=1e-9)
+    with pytest.raises(ValueError, match="at most"):
+        big = range_tree(NNLS_MAX_LEAVES + 1, 8)
+        tree_nonnegative_least_squares(big, [None] * big.levels, [1.0] * big.levels)

@@ -23,7 +23,10 @@ counts.  On a zCDP budget the amounts are ρ and the kernel converts each step.
              prefix ending at offset t of bucket j is Σ_{i<j} B_i + (t/s_j)·B_j, so for B̂ = L·y the workload's
              variance is Σ_nodes v_node·Σ_j [s_j a_j² + a_j c_j (s_j + 1) + c_j² (s_j + 1)(2s_j + 1)/(6s_j)],
              c = L·e_node, a_j = c_1 + … + c_{j−1}.  Each level partitions the buckets: Δ₁ = Δ₂² = 1.
-    infer:   tree least squares over the bucket tree, then each bucket's estimate spread evenly.
+    infer:   tree least squares over the bucket tree (``fit=nnls``: the least squares with bucket counts of at
+             least 0, :func:`~dphist.inference.tree_nonnegative_least_squares`; auto's choice at low signal,
+             measured in :func:`~dphist.algorithms.auto.low_signal_options`), then each bucket's estimate
+             spread evenly.
 
 Privacy (add/remove one record in cell t; every Δ below is for one record, the budget multiplies it by the
 protected unit's factor).
@@ -64,7 +67,7 @@ protected unit's factor).
    Each level's node sums partition the cells, so one record moves one node per level by 1: Δ₁ = 1 and
    Δ₂² = 1 per level, and the levels (shares adding up to 1 exactly) compose sequentially to ε₂ (ρ₂).
    Adaptive sequential composition: ε₁ + ε₂ = ε.
-5. Spreading and least squares are post-processing.  The true total is never read (the tree's levels carry it).
+5. Spreading and least squares (constrained or not) are post-processing.  The true total is never read (the tree's levels carry it).
    A total measured elsewhere and independently (auto's N̂, ``Estimate.with_total``) is one more measurement of
    the bucket tree's root in the same least squares: post-processing of both.
 
