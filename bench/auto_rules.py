@@ -39,7 +39,7 @@ sys.path.insert(0, str(HERE))
 from dpbench import DATA, manifest  # noqa: E402
 from sections import replace_section  # noqa: E402
 
-from dphist.algorithms.auto import as_learned  # noqa: E402
+from dphist.algorithms.auto import Auto, as_learned, low_signal_options  # noqa: E402
 from dphist.benchmark import load_histogram, run_benchmark  # noqa: E402
 
 RESULTS = HERE / "results"
@@ -169,6 +169,13 @@ def load(path: Path) -> pd.DataFrame:
     return frame
 
 
+def as_run_by_auto(name: str, shape: tuple[int, ...], scale: int, epsilon) -> dict:
+    """The options auto runs ``name`` with on a table of ``shape``, ``scale`` records and budget ``epsilon``:
+    :func:`as_learned` and, at the signal N·ε₁ (ε₁ = ε less the noisy total's share), :func:`low_signal_options`."""
+    share = Auto.options["total_share"][0]
+    return {**as_learned(name), **low_signal_options(name, shape, scale * float(epsilon) * float(1 - share))}
+
+
 def run_grid(samples: int, runs: int, only: list[str] | None = None, scales: list[int] | None = None,
              dims_list: tuple[int, ...] = (1, 2), path: Path = GRID) -> None:
     """Run the grid for every candidate (or ``only`` these, or only ``dims_list``, keeping the saved records of
@@ -176,9 +183,10 @@ def run_grid(samples: int, runs: int, only: list[str] | None = None, scales: lis
     started = time.perf_counter()
     sets = manifest(quick=False)
     records = []
-    if path.exists() and (only or set(dims_list) != {1, 2}):
+    if path.exists() and (only or scales or set(dims_list) != {1, 2}):
         records = [r for r in map(json.loads, path.read_text().splitlines())
-                   if not (r["dims"] in dims_list and (not only or r["algorithm"] in only))]
+                   if not (r["dims"] in dims_list and (not only or r["algorithm"] in only)
+                           and (not scales or r["scale"] in scales))]
     for dims in dims_list:
         if only and not any(a in CANDIDATES[dims] for a in only):
             continue
@@ -187,9 +195,10 @@ def run_grid(samples: int, runs: int, only: list[str] | None = None, scales: lis
             data = {name: coarsen(x, shape) for name, x in full.items()}
             for algorithm in [a for a in CANDIDATES[dims] if not only or a in only]:
                 todo = [s for s in scales or SCALES if (algorithm, s) not in SKIP]
-                # as auto runs it (its options for DPCube and the k-d tree differ from the stand-alone defaults)
+                # as auto runs it (its options for DPCube and the k-d tree differ from the stand-alone defaults,
+                # and a 1-D DAWA at low signal takes low_signal_options, gated here on N·ε₁ for N̂·ε₁)
                 records += run_benchmark(data, [algorithm], todo, EPSILONS, samples, runs,
-                                         options=lambda name, scale: as_learned(name))
+                                         options=lambda name, scale, eps, sh=shape: as_run_by_auto(name, sh, scale, eps))
             print(f"{dims}-D {shape}: done ({(time.perf_counter() - started) / 60:.1f} min)", flush=True)
             RESULTS.mkdir(exist_ok=True)
             path.write_text("".join(json.dumps(r) + "\n" for r in records))
@@ -258,7 +267,7 @@ def evaluate(samples: int, runs: int) -> None:
         data = {name: load_histogram(path) for name, (d, path) in sets.items() if d == dims}
         for workload in WORKLOADS:
             part = run_benchmark(data, ["auto"], SCALES, EPSILONS, samples, runs,
-                                 options=lambda name, scale, w=workload: {"workload": w})
+                                 options=lambda name, scale, eps, w=workload: {"workload": w})
             records += [{**r, "workload": workload} for r in part]
     EVALUATION.write_text("".join(json.dumps(r) + "\n" for r in records))
     minutes = (time.perf_counter() - started) / 60

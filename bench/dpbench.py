@@ -38,8 +38,8 @@ REFERENCE = {1: {"identity": 5.05e-3, "h": 1.82e-3, "hb": 1.28e-3, "privelet": 1
              2: {"hb": 8.3e-3, "quadtree": 7.9e-3, "privelet": 1.42e-2}}
 
 
-def options(name: str, scale: int) -> dict:
-    """Public policy numbers the benchmark gives algorithms that need them.  StructureFirst's cap F on a cell's
+def options(name: str, scale: int, epsilon=None) -> dict:
+    """Public policy numbers the benchmark gives algorithms that need them (whatever ε).  StructureFirst's cap F on a cell's
     count: the DPBench protocol fixes the number of records by design (it is public there), and the policy here
     is F = scale / 100, within what 4096 cells allow.  A steward sets F from policy, never from the data."""
     if name == "structurefirst":

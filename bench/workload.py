@@ -39,7 +39,7 @@ def run(samples: int, runs: int) -> list[dict]:
     records = run_benchmark(sets, ["identity"], SCALES, [EPSILON], samples, runs, seed=SEED)
     for workload in ("cells", "ranges"):
         part = run_benchmark(sets, ["auto"], SCALES, [EPSILON], samples, runs, seed=SEED,
-                             options=lambda name, scale, w=workload: {"workload": w} if name == "auto" else {})
+                             options=lambda name, scale, eps, w=workload: {"workload": w} if name == "auto" else {})
         records += [{**r, "algorithm": f"auto-{workload}"} for r in part]
     return records
 

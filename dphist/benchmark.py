@@ -83,8 +83,8 @@ def run_benchmark(datasets: dict[str, np.ndarray], algorithms: list[str], scales
     """One record per (data set, scale, ε, algorithm, sample, run): the released table's errors on the ranges of
     :func:`workload_for` (``error``; ``error_gls`` for the least-squares estimate), on the single cells
     (``error_cells``) and on the one-way marginals (``error_marginals``), and the seconds the algorithm took
-    (noise, inference and post-processing).  ``options(name, scale)``, if given, returns an algorithm's options
-    for a scale (public policy numbers such as a cap, or auto's workload)."""
+    (noise, inference and post-processing).  ``options(name, scale, ε)``, if given, returns an algorithm's options
+    for a scale and ε (public policy numbers such as a cap, auto's workload, or the options auto runs it with)."""
     records = []
     for d_index, (name, x) in enumerate(datasets.items()):
         W = workload_for(x.shape)
@@ -94,7 +94,7 @@ def run_benchmark(datasets: dict[str, np.ndarray], algorithms: list[str], scales
                 for e_index, eps_text in enumerate(epsilons):
                     eps = Fraction(eps_text)
                     for algo_name in algorithms:
-                        algo = get_algorithm(algo_name, **(options(algo_name, scale) if options else {}))
+                        algo = get_algorithm(algo_name, **(options(algo_name, scale, eps) if options else {}))
                         for r in range(runs):
                             # The same noise stream for every algorithm in a cell (common random numbers).
                             bits = SeededBits(_seed(seed, d_index, scale, s, e_index, r))

@@ -252,18 +252,21 @@ def test_auto_runs_dpcube_as_its_rule_table_measured_it():
 
 
 def test_auto_runs_a_one_column_dawa_at_low_signal_with_its_low_signal_options():
-    """Below N̂·ε = 10^2.5 a 1-D DAWA gets prefix_threshold 1 and fit=nnls (LOW_SIGNAL_OPTIONS), and the report
-    says so; at or above it, on 2-D grids and for other algorithms, nothing is added.  The gate reads N̂ only."""
-    from dphist.algorithms.auto import LOW_SIGNAL, LOW_SIGNAL_OPTIONS, low_signal_options
+    """Below N̂·ε = 10^2.5 and 0.2 per cell a 1-D DAWA gets prefix_threshold 1 and fit=nnls (LOW_SIGNAL_OPTIONS),
+    and the report says so; at or above either bound, on 2-D grids and for other algorithms, nothing is added.
+    The gate reads N̂ and public facts only."""
+    from dphist.algorithms.auto import LOW_SIGNAL, LOW_SIGNAL_OPTIONS, LOW_SIGNAL_PER_CELL, low_signal_options
 
     eps = Fraction(95, 1000)
-    low = Auto().instance("dawa", (4096,), eps, 1000.0)  # 95 < 316
+    low = Auto().instance("dawa", (4096,), eps, 1000.0)  # 95 < 316, 0.023 per cell
     assert low.params["prefix_threshold"] == 1 and low.params["fit"] == "nnls"
-    for shape, total in (((4096,), 4000.0), ((256, 256), 1000.0)):  # 380 ≥ 316; a grid
+    for shape, total in (((4096,), 4000.0), ((256,), 1000.0), ((256, 256), 1000.0)):  # 380; 0.37 per cell; 2-D
         plain = Auto().instance("dawa", shape, eps, total)
         assert plain.params["prefix_threshold"] == Fraction(3, 10) and plain.params["fit"] == "lsq"
-    assert low_signal_options("dawa", 1, LOW_SIGNAL * 0.999) == LOW_SIGNAL_OPTIONS["dawa"]
-    assert low_signal_options("dawa", 1, LOW_SIGNAL) == {} and low_signal_options("hb", 1, 1.0) == {}
+    assert low_signal_options("dawa", (4096,), LOW_SIGNAL * 0.999) == LOW_SIGNAL_OPTIONS["dawa"]
+    assert low_signal_options("dawa", (4096,), LOW_SIGNAL) == {} and low_signal_options("hb", (4096,), 1.0) == {}
+    assert low_signal_options("dawa", (1000,), LOW_SIGNAL_PER_CELL * 1000 * 0.999) == LOW_SIGNAL_OPTIONS["dawa"]
+    assert low_signal_options("dawa", (1000,), LOW_SIGNAL_PER_CELL * 1000) == {}
     x = np.zeros(4096, dtype=np.int64)
     x[:100] = 10
     estimate = Auto().run(x, PrivacyBudget(Fraction(1, 10), bits=SeededBits(1)))
