@@ -19,7 +19,7 @@ __all__ = ["nonnegative_integer_table", "TreeFit", "tree_least_squares", "tree_n
 #: Fan-out of the public tree used to make tables without a tree of their own non-negative.
 LOCAL_BRANCHING = 4
 #: Most leaves :func:`tree_nonnegative_least_squares` takes: its solver works on a dense (measured nodes × leaves)
-#: matrix, about 8 MB and tens of milliseconds here.
+#: matrix, a few MB and tens of milliseconds at this size.
 NNLS_MAX_LEAVES = 512
 
 
@@ -143,7 +143,7 @@ def tree_nonnegative_least_squares(tree: Tree, noisy: list[np.ndarray | None], n
     unconstrained = tree_least_squares(tree, noisy, noise_variance).values[-1]
     if unconstrained.min(initial=0.0) >= 0:
         return unconstrained
-    from scipy.optimize import nnls  # noqa: PLC0415  (scipy is slow to import; most runs never get here)
+    from scipy.optimize import lsq_linear, nnls  # noqa: PLC0415  (slow to import; most runs never get here)
     rows, targets = [], []
     for level in range(tree.levels):
         if noisy[level] is None:
@@ -155,7 +155,11 @@ def tree_nonnegative_least_squares(tree: Tree, noisy: list[np.ndarray | None], n
         member[tree.labels(level), np.arange(leaves)] = 1.0  # node × leaf incidence of this level
         rows.append(member[measured] * weight[:, None])
         targets.append(np.asarray(noisy[level], dtype=np.float64)[measured] * weight)
-    solution, _ = nnls(np.vstack(rows), np.concatenate(targets), maxiter=50 * leaves)
+    matrix, target = np.vstack(rows), np.concatenate(targets)
+    try:
+        solution, _ = nnls(matrix, target, maxiter=50 * leaves)
+    except RuntimeError:  # the active-set method ran out of steps: the bounded solver reaches the same minimum
+        solution = np.maximum(lsq_linear(matrix, target, bounds=(0, np.inf), method="bvls").x, 0.0)
     return solution
 
 

@@ -181,3 +181,18 @@ def test_nonnegative_tree_fit_moves_the_total_where_the_unconstrained_goes_negat
     with pytest.raises(ValueError, match="at most"):
         big = range_tree(NNLS_MAX_LEAVES + 1, 8)
         tree_nonnegative_least_squares(big, [None] * big.levels, [1.0] * big.levels)
+
+
+def test_nonnegative_tree_fit_falls_back_when_the_active_set_method_stops(monkeypatch):
+    """Should scipy's active-set solver run out of steps, the bounded solver gives the same constrained minimum."""
+    import scipy.optimize
+
+    tree = range_tree(4, 4)
+    noisy = [np.array([0.0]), np.array([-40.0, 10.0, 10.0, 10.0])]
+
+    def stops(*args, **kwargs):
+        raise RuntimeError("Maximum number of iterations reached.")
+
+    monkeypatch.setattr(scipy.optimize, "nnls", stops)
+    fitted = tree_nonnegative_least_squares(tree, noisy, [100.0, 100.0])
+    assert fitted[0] == 0 and np.allclose(fitted[1:], 2.5, atol=1e-6)

@@ -256,15 +256,13 @@ class Auto(Algorithm):
         """The chosen algorithm, set up to reuse N̂ where it would otherwise measure a total of its own, with the
         low-signal options of :func:`low_signal_options` (a 1-D table has no categorical slices)."""
         extra = low_signal_options(name, tuple(shape), max(float(noisy_total), 1.0) * float(epsilon))
-        if extra:
-            return get_algorithm(name, **extra)
         if issubclass(REGISTRY[name], DPCube):
             # The block DPCube would choose itself from this total, as the rule table measured it (the longest
             # axis's block: shorter axes are cut to their length in either mode).
-            learned = as_learned(name)
+            learned = {**as_learned(name), **extra}
             block = max(REGISTRY[name](**learned).auto_block(noisy_total, tuple(shape), epsilon))
             return get_algorithm(name, block=block, **learned)
-        return get_algorithm(name)
+        return get_algorithm(name, **extra)
 
     def run(self, counts: np.ndarray, budget: PrivacyBudget, columns=None) -> Estimate:
         if budget.noise == "gaussian":
