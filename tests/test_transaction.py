@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import sqlite3
 import subprocess
 import sys
@@ -40,8 +41,14 @@ def run(args: list[str], ledger: Path, fault: str | None = None, timeout: float 
     env.pop("DPHIST_FAULT_AT", None)
     if fault:
         env["DPHIST_FAULT_AT"] = fault
+    # The child starts with SIGINT at its default action even where this suite was started with it ignored (a
+    # background or nohup launch, which the child would inherit): the signal tests deliver SIGINT to it.
     return subprocess.run([sys.executable, "-m", "dphist", *args], capture_output=True, text=True, env=env,
-                          cwd=ROOT, timeout=timeout)
+                          cwd=ROOT, timeout=timeout, preexec_fn=_default_sigint)
+
+
+def _default_sigint() -> None:
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
 def kinds(ledger: Path) -> list[str]:
