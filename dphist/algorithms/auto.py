@@ -252,10 +252,15 @@ class Auto(Algorithm):
             name = other
         return {"workload": workload, "chosen": name, "reason": reason}
 
+    @staticmethod
+    def low_signal(name: str, shape: tuple[int, ...], epsilon: Fraction, noisy_total: float) -> dict:
+        """:func:`low_signal_options` at the signal max(N̂, 1)·ε (ε per record, after the total's share)."""
+        return low_signal_options(name, tuple(shape), max(float(noisy_total), 1.0) * float(epsilon))
+
     def instance(self, name: str, shape: tuple[int, ...], epsilon: Fraction, noisy_total: float) -> Algorithm:
         """The chosen algorithm, set up to reuse N̂ where it would otherwise measure a total of its own, with the
         low-signal options of :func:`low_signal_options` (a 1-D table has no categorical slices)."""
-        extra = low_signal_options(name, tuple(shape), max(float(noisy_total), 1.0) * float(epsilon))
+        extra = self.low_signal(name, shape, epsilon, noisy_total)
         if issubclass(REGISTRY[name], DPCube):
             # The block DPCube would choose itself from this total, as the rule table measured it (the longest
             # axis's block: shorter axes are cut to their length in either mode).
@@ -302,7 +307,7 @@ class Auto(Algorithm):
             # noise)
             estimate = estimate.with_total(float(noisy_total), total_record.noise_variance)
             reused = {"noisy_total_reused": f"as {chosen.total_refit}"}
-        extra = low_signal_options(name, counts.shape, max(float(noisy_total), 1.0) * float(per_record))
+        extra = self.low_signal(name, counts.shape, per_record, float(noisy_total))
         if extra:
             reused["low_signal_options"] = {k: str(v) for k, v in extra.items()}
         estimate.choices = {"algorithm_choice": {**choice, "noisy_total": int(noisy_total),
