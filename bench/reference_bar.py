@@ -17,13 +17,13 @@ How.  The reference algorithms that set the bar at low signal are written here a
 description (our code; the facts read from dpcomp_core), each drawing its randomness from
 ``numpy.random.RandomState(seed)`` in the reference's order: 1-D MWEM (``mwemND_engine``: T = 10 rounds, half of
 ε for the selections, 100 replays of the multiplicative-weights update, the true N as its starting scale), EFPA
-and Uniform; 2-D DPCube (UGrid phase 1 on 11-cell blocks, then its k-d splits), AGrid and UGrid.  With the
+and Uniform (``uniform_noisy_engine``: the total plus Laplace noise of scale 1/ε, spread evenly); 2-D DPCube (UGrid phase 1 on 11-cell blocks, then its k-d splits), AGrid and UGrid.  With the
 reference's own seeds they reproduce the published numbers (the check column, *reference seeds ÷ published*: the
-samples are ours, not the reference's, so only the noise is the same; Uniform has none, and EFPA's choice of
-coefficients is unseeded in the reference).  Run with ``--seeds`` noise seeds on the 4 fresh samples per data set
+samples are ours, not the reference's, so only the noise is the same; EFPA's choice of coefficients is unseeded
+in the reference).  Run with ``--seeds`` noise seeds on the 4 fresh samples per data set
 that bench/low_signal.py runs auto on, their mean is the algorithm's expected error: the bar as it should have
-been measured.  MWEM, Uniform, AGrid and UGrid read the true N, as the reference does: these are not private and
-exist only to measure the bar.
+been measured.  MWEM, AGrid and UGrid read the true N, as the reference does: these are not private and exist
+only to measure the bar.
 
 The records (``bench/results/reference-bar.jsonl``) feed bench/low_signal.py's second bar: the least, per data
 set, of the reference algorithms' published means with the re-measured ones replaced by their expected errors.
@@ -225,8 +225,12 @@ def efpa(x: np.ndarray, epsilon: float, seed: int) -> np.ndarray:
 
 
 def uniform(x: np.ndarray, epsilon: float, seed: int) -> np.ndarray:
-    """The reference's Uniform: the TRUE N (not private) spread evenly; no noise (``epsilon`` and ``seed`` unused)."""
-    return np.full(x.shape, x.sum() / x.size)
+    """The reference's Uniform (``uniform_noisy_engine``, DPBench's "Uniform"): the total with Laplace noise of scale
+    1/ε, one draw from ``RandomState(seed)``, spread evenly.  This is private (all of ε on the total); the
+    reference's other, noiseless ``uniform_engine`` reads the true N and is not the one DPBench reports (its
+    published errors differ between noise seeds on the same sample)."""
+    total = x.sum() + np.random.RandomState(seed).laplace(0.0, 1.0 / epsilon, 1)[0]
+    return np.full(x.shape, total / x.size)
 
 
 def prefix_error(x: np.ndarray, estimate: np.ndarray) -> float:
@@ -309,8 +313,9 @@ def table(records: list[dict], minutes: float | None) -> str:
              "published* near 1; the samples are ours, only the noise is the reference's) and with many seeds: the "
              f"mean is the algorithm's expected error. {SAMPLES} fresh samples per data set (seed {SAMPLE_SEED}, as "
              "bench/low_signal.py) × the noise seeds. *expected ÷ published* above 1: the published mean is "
-             "optimistic. MWEM, Uniform, AGrid and UGrid read the true N, as in the reference (not private); "
-             "Uniform draws no noise (its error is the sample's: the check differs where our samples do); EFPA's "
+             "optimistic. MWEM, AGrid and UGrid read the true N, as in the reference (not private); Uniform "
+             "spends all of ε on a noisy total, as the reference's (the check differs most where the error is the "
+             "sample's: the samples are ours); EFPA's "
              "choice of coefficients comes from an unseeded generator in the reference, so its check cannot match "
              "exactly. ε = 0.1; 1-D: 4096 cells, prefix workload; 2-D: 256 × 256, 2000 random rectangles."
              f"{took}", ""]
