@@ -41,6 +41,7 @@ bench: install
 	$(PY) bench/auto_rules.py --evaluate
 	$(PY) bench/reference_bar.py
 	$(PY) bench/low_signal.py
+	$(PY) bench/low_signal_seeds.py
 	$(PY) bench/low_signal.py --dims 2
 	$(PY) bench/workload.py
 	$(PY) bench/large_scale.py

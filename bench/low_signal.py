@@ -88,13 +88,16 @@ def remeasured_best() -> tuple[pd.DataFrame | None, list[str]]:
     return remeasured(reference_means(), records), sorted({r["algorithm"] for r in records})
 
 
-def run(algorithms: list[str], samples: int, runs: int) -> list[dict]:
+def run(algorithms: list[str], samples: int, runs: int, seed: int = SEED, scales: list[int] | None = None,
+        progress=print) -> list[dict]:
+    """Benchmark records of ``algorithms`` on every data set of these dimensions: ``samples`` fresh samples drawn
+    with ``seed`` × ``runs`` runs, at ``scales`` (default all three)."""
     sets = {name: load_histogram(path) for name, (d, path) in manifest(quick=False).items() if d == DIMS}
     records = []
     for algo in algorithms:
         started = time.perf_counter()
-        records += run_benchmark(sets, [algo], SCALES, [EPSILON], samples, runs, seed=SEED)
-        print(f"{algo}: {time.perf_counter() - started:.0f} s", flush=True)
+        records += run_benchmark(sets, [algo], scales or SCALES, [EPSILON], samples, runs, seed=seed)
+        progress(f"{algo}: {time.perf_counter() - started:.0f} s", flush=True)
     return records
 
 
