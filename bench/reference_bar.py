@@ -17,12 +17,12 @@ How.  The reference algorithms that set the bar at low signal are written here a
 description (our code; the facts read from dpcomp_core), each drawing its randomness from
 ``numpy.random.RandomState(seed)`` in the reference's order: 1-D MWEM (``mwemND_engine``: T = 10 rounds, half of
 ε for the selections, 100 replays of the multiplicative-weights update, the true N as its starting scale), EFPA
-and Uniform (``uniform_noisy_engine``: the total plus Laplace noise of scale 1/ε, spread evenly); 2-D DPCube (UGrid phase 1 on 11-cell blocks, then its k-d splits), AGrid and UGrid.  With the
-reference's own seeds they reproduce the published numbers (the check column, *reference seeds ÷ published*: the
-samples are ours, not the reference's, so only the noise is the same; EFPA's choice of coefficients is unseeded
-in the reference).  Run with ``--seeds`` noise seeds on the 4 fresh samples per data set
-that bench/low_signal.py runs auto on, their mean is the algorithm's expected error: the bar as it should have
-been measured.  MWEM, AGrid and UGrid read the true N, as the reference does: these are not private and exist
+and Uniform (``uniform_noisy_engine``: the total plus Laplace noise of scale 1/ε, spread evenly); 2-D DPCube
+(UGrid phase 1 on 11-cell blocks, then its k-d splits), AGrid and UGrid.  With the reference's own seeds they
+reproduce the published numbers (the check column, *reference seeds ÷ published*: the samples are ours, not the
+reference's, so only the noise is the same; EFPA's choice of coefficients is unseeded in the reference).  Run with
+``--seeds`` noise seeds on the 4 fresh samples per data set that bench/low_signal.py runs auto on, their mean is
+the algorithm's expected error: the bar as it should have been measured.  MWEM, AGrid and UGrid read the true N, as the reference does: these are not private and exist
 only to measure the bar.
 
 The records (``bench/results/reference-bar.jsonl``) feed bench/low_signal.py's second bar: the least, per data
