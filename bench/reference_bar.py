@@ -22,8 +22,8 @@ and Uniform (``uniform_noisy_engine``: the total plus Laplace noise of scale 1/Î
 reproduce the published numbers (the check column, *reference seeds Ã· published*: the samples are ours, not the
 reference's, so only the noise is the same; EFPA's choice of coefficients is unseeded in the reference).  Run with
 ``--seeds`` noise seeds on the 4 fresh samples per data set that bench/low_signal.py runs auto on, their mean is
-the algorithm's expected error: the bar as it should have been measured.  MWEM, AGrid and UGrid read the true N, as the reference does: these are not private and exist
-only to measure the bar.
+the algorithm's expected error: the bar as it should have been measured.  MWEM, AGrid and UGrid read the true N,
+as the reference does: these are not private and exist only to measure the bar.
 
 The records (``bench/results/reference-bar.jsonl``) feed bench/low_signal.py's second bar: the least, per data
 set, of the reference algorithms' published means with the re-measured ones replaced by their expected errors.
