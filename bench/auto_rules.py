@@ -25,7 +25,6 @@ without each data set and scores the choice on that data set, the honest figure 
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 import time
 from pathlib import Path
@@ -37,6 +36,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
 from dpbench import DATA, manifest  # noqa: E402
+from records import read_records, write_records  # noqa: E402
 from sections import replace_section  # noqa: E402
 
 from dphist.algorithms.auto import Auto, as_learned, low_signal_options  # noqa: E402
@@ -164,7 +164,7 @@ def lookup(table: dict, dims: int, cells: int, signal: float) -> str:
 
 
 def load(path: Path) -> pd.DataFrame:
-    frame = pd.DataFrame([json.loads(line) for line in path.read_text().splitlines()])
+    frame = pd.DataFrame(read_records(path))
     frame["epsilon"] = frame.epsilon.astype(str)
     return frame
 
@@ -184,7 +184,7 @@ def run_grid(samples: int, runs: int, only: list[str] | None = None, scales: lis
     sets = manifest(quick=False)
     records = []
     if path.exists() and (only or scales or set(dims_list) != {1, 2}):
-        records = [r for r in map(json.loads, path.read_text().splitlines())
+        records = [r for r in read_records(path)
                    if not (r["dims"] in dims_list and (not only or r["algorithm"] in only)
                            and (not scales or r["scale"] in scales))]
     for dims in dims_list:
@@ -200,8 +200,7 @@ def run_grid(samples: int, runs: int, only: list[str] | None = None, scales: lis
                 records += run_benchmark(data, [algorithm], todo, EPSILONS, samples, runs,
                                          options=lambda name, scale, eps, sh=shape: as_run_by_auto(name, sh, scale, eps))
             print(f"{dims}-D {shape}: done ({(time.perf_counter() - started) / 60:.1f} min)", flush=True)
-            RESULTS.mkdir(exist_ok=True)
-            path.write_text("".join(json.dumps(r) + "\n" for r in records))
+            write_records(path, records)
     print(f"wrote {path}")
 
 
@@ -269,7 +268,7 @@ def evaluate(samples: int, runs: int) -> None:
             part = run_benchmark(data, ["auto"], SCALES, EPSILONS, samples, runs,
                                  options=lambda name, scale, eps, w=workload: {"workload": w})
             records += [{**r, "workload": workload} for r in part]
-    EVALUATION.write_text("".join(json.dumps(r) + "\n" for r in records))
+    write_records(EVALUATION, records)
     minutes = (time.perf_counter() - started) / 60
     report(minutes)
 

@@ -11,7 +11,6 @@ Needs ../shared/data/dpbench; noise is seeded (benchmark outputs are not private
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 import time
 from pathlib import Path
@@ -21,6 +20,7 @@ import pandas as pd
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
+from records import read_records, write_records  # noqa: E402
 from sections import replace_section  # noqa: E402
 
 from dphist.benchmark import load_histogram, run_benchmark, summarize  # noqa: E402
@@ -130,13 +130,13 @@ def main() -> None:
     sets = manifest(args.quick)
     out = HERE / "results" / ("dpbench-quick.jsonl" if args.quick else "dpbench.jsonl")
     if args.from_records:
-        records = [json.loads(line) for line in out.read_text().splitlines()]
+        records = read_records(out)
         write_section(records, sets, args, out, minutes=None)
         return
     records = []
     if args.algorithms:
         # keep every other record, the named algorithms' too in the dimensions not rerun
-        records = [r for r in map(json.loads, out.read_text().splitlines())
+        records = [r for r in read_records(out)
                    if r["algorithm"] not in args.algorithms or r["dims"] not in args.dims]
     for dims in args.dims:
         data = {name: load_histogram(path) for name, (d, path) in sets.items() if d == dims}
@@ -144,8 +144,7 @@ def main() -> None:
         records += run_benchmark(data, todo, args.scales, args.epsilons, args.samples, args.runs,
                                  progress=lambda name, scale, s: print(f"{name} scale {scale:,} sample {s}",
                                                                        flush=True), options=options)
-    out.parent.mkdir(exist_ok=True)
-    out.write_text("".join(json.dumps(r) + "\n" for r in records))
+    write_records(out, records)
     write_section(records, sets, args, out, minutes=(time.perf_counter() - started) / 60)
 
 

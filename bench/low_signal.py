@@ -22,7 +22,6 @@ Runs per data set: ``--samples`` × ``--runs`` (2 × 2 by default); the records 
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 import time
 from pathlib import Path
@@ -35,6 +34,7 @@ sys.path.insert(0, str(HERE))
 
 from dpbench import DATA, manifest  # noqa: E402
 from reference_bar import RECORDS as REMEASURED, published, remeasured  # noqa: E402
+from records import read_records, write_records  # noqa: E402
 from sections import replace_section  # noqa: E402
 
 from dphist.benchmark import load_histogram, run_benchmark  # noqa: E402
@@ -81,8 +81,7 @@ def reference_best() -> pd.DataFrame:
 def remeasured_best() -> tuple[pd.DataFrame | None, list[str]]:
     """The same with the algorithms that bench/reference_bar.py re-measured at their expected error, and their
     names ((None, []) when it has not run for these dimensions)."""
-    records = ([r for r in map(json.loads, REMEASURED.read_text().splitlines()) if r["dims"] == DIMS]
-               if REMEASURED.exists() else [])
+    records = [r for r in read_records(REMEASURED, missing_ok=True) if r["dims"] == DIMS]
     if not records:
         return None, []
     return remeasured(reference_means(), records), sorted({r["algorithm"] for r in records})
@@ -209,7 +208,7 @@ def main() -> None:
     configure(args.dims)
     if not DATA.is_dir():
         raise SystemExit(f"DPBench data not found at {DATA}")
-    old = [json.loads(line) for line in RECORDS.read_text().splitlines()] if RECORDS.exists() else []
+    old = read_records(RECORDS, missing_ok=True)
     minutes = None
     if not args.from_records:
         todo = args.algorithms or ALGORITHMS
@@ -217,8 +216,7 @@ def main() -> None:
         new = run(todo, args.samples, args.runs)
         minutes = (time.perf_counter() - started) / 60
         old = [r for r in old if r["algorithm"] not in todo] + new
-        RECORDS.parent.mkdir(exist_ok=True)
-        RECORDS.write_text("".join(json.dumps(r) + "\n" for r in old))
+        write_records(RECORDS, old)
     text = table(old, minutes)
     replace_section(SECTION, text)
     print(text)

@@ -17,7 +17,6 @@ our samples.  The ratio is auto's mean error ÷ the bar, per data set; the table
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 import time
 from pathlib import Path
@@ -30,6 +29,7 @@ sys.path.insert(0, str(HERE))
 import low_signal  # noqa: E402
 import reference_bar  # noqa: E402
 from dpbench import DATA  # noqa: E402
+from records import read_records, write_records  # noqa: E402
 from sections import replace_section  # noqa: E402
 
 RECORDS = HERE / "results" / "low-signal-seeds.jsonl"
@@ -82,7 +82,7 @@ def main() -> None:
         raise SystemExit(f"DPBench data not found at {DATA}")
     if low_signal.SEED in args.seeds:
         raise SystemExit(f"seed {low_signal.SEED} is bench/low_signal.py's own; choose others")
-    records = [json.loads(line) for line in RECORDS.read_text().splitlines()] if RECORDS.exists() else []
+    records = read_records(RECORDS, missing_ok=True)
     minutes = None
     if not args.from_records:
         started = time.perf_counter()
@@ -92,8 +92,7 @@ def main() -> None:
             print(f"seed {seed}: done", flush=True)
         minutes = (time.perf_counter() - started) / 60
         records = [r for r in records if r["seed"] not in args.seeds] + new
-        RECORDS.parent.mkdir(exist_ok=True)
-        RECORDS.write_text("".join(json.dumps(r) + "\n" for r in records))
+        write_records(RECORDS, records)
     text = table(records, minutes)
     replace_section("low-signal-seeds", text)
     print(text)

@@ -32,7 +32,6 @@ set, of the reference algorithms' published means with the re-measured ones repl
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 import time
 from pathlib import Path
@@ -44,6 +43,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
 from dpbench import DATA, manifest  # noqa: E402
+from records import read_records, write_records  # noqa: E402
 from sections import replace_section  # noqa: E402
 
 from dphist import workloads  # noqa: E402
@@ -345,7 +345,7 @@ def main() -> None:
     args = parser.parse_args()
     if not DATA.is_dir():
         raise SystemExit(f"DPBench data not found at {DATA}")
-    records = [json.loads(line) for line in RECORDS.read_text().splitlines()] if RECORDS.exists() else []
+    records = read_records(RECORDS, missing_ok=True)
     minutes = None
     if not args.from_records:
         if args.seeds < 2:
@@ -354,8 +354,7 @@ def main() -> None:
         new = [r for dims in args.dims for r in run(dims, args.seeds)]
         minutes = (time.perf_counter() - started) / 60
         records = [r for r in records if r["dims"] not in args.dims] + new
-        RECORDS.parent.mkdir(exist_ok=True)
-        RECORDS.write_text("".join(json.dumps(r) + "\n" for r in records))
+        write_records(RECORDS, records)
     text = table(records, minutes)
     replace_section("reference-bar", text)
     print(text)

@@ -13,7 +13,6 @@ absolute prefix error of `auto --workload ranges` ÷ identity's (target ≤ 0.5)
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 import time
 from pathlib import Path
@@ -24,6 +23,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
 from dpbench import manifest  # noqa: E402
+from records import read_records, write_records  # noqa: E402
 from sections import replace_section  # noqa: E402
 
 from dphist.benchmark import load_histogram, run_benchmark  # noqa: E402
@@ -78,12 +78,12 @@ def main() -> None:
     args = parser.parse_args()
     minutes = None
     if args.from_records:
-        records = [json.loads(line) for line in RECORDS.read_text().splitlines()]
+        records = read_records(RECORDS)
     else:
         started = time.perf_counter()
         records = run(args.samples, args.runs)
         minutes = (time.perf_counter() - started) / 60
-        RECORDS.write_text("".join(json.dumps(r) + "\n" for r in records))
+        write_records(RECORDS, records)
     text = section(records, minutes)
     replace_section("workload", text)
     print(text)
