@@ -10,7 +10,8 @@ from functools import lru_cache
 import numpy as np
 from scipy import stats
 
-__all__ = ["cp_lower", "cp_upper", "epsilon_lower_bound", "zcdp_grid", "zcdp_margins", "zcdp_lower_bound"]
+__all__ = ["cp_lower", "cp_upper", "epsilon_lower_bound", "zcdp_grid", "zcdp_margins", "zcdp_lower_bound",
+           "runs_for_power"]
 
 
 def cp_lower(k, n, alpha):
@@ -101,3 +102,37 @@ def zcdp_lower_bound(k_first: int, k_second: int, n: int, rho, alpha: float) -> 
     else:
         j = int(np.argmax(lower - eps))
     return float(lower[j]), float(eps[j]), float(delta[j])
+
+
+# -- power ------------------------------------------------------------------------------------------------------
+
+
+def runs_for_power(p: float, q: float, alpha: float, epsilon: float | None = None, rho=None,
+                   power: float = 0.99) -> int:
+    """The fewest test runs per table with which an event of probability ``p`` on one table and ``q`` on the other
+    contradicts the claim (ε, or ρ-zCDP when ``rho`` is given) with probability at least ``power``.
+
+    The bound is monotone (it rises with the first count and falls with the second), so it suffices that the
+    ((1 − power)/2)-quantile of Bin(n, p) and the ((1 + power)/2)-quantile of Bin(n, q) still give a bound above
+    the claim: both counts are at least that favourable together with probability >= ``power``.  The event is
+    taken as fixed (chosen on a separate selection sample); 0 < q <= p <= 1.
+    """
+    tail = (1 - power) / 2
+
+    def flagged(n: int) -> bool:
+        k1, k2 = int(stats.binom.ppf(tail, n, p)), int(stats.binom.ppf(1 - tail, n, q))
+        if rho is not None:
+            lower, eps, _ = zcdp_lower_bound(k1, k2, n, rho, alpha)
+            return lower > eps
+        return epsilon_lower_bound(k1, k2, n, alpha) > epsilon
+
+    high = 16
+    while not flagged(high):
+        high *= 2
+        if high > 1 << 34:
+            raise ValueError(f"no sample size up to 2^34 runs shows an event of p = {p:g}, q = {q:g}")
+    low = high // 2
+    while high - low > 1:
+        mid = (low + high) // 2
+        low, high = (low, mid) if flagged(mid) else (mid, high)
+    return high

@@ -31,7 +31,11 @@ A correct algorithm fails a case with probability at most α/m; a mutant is caug
 
 from __future__ import annotations
 
+import multiprocessing
+import time
 from collections import Counter
+from collections.abc import Callable
+from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass
 from fractions import Fraction
 
@@ -53,7 +57,8 @@ from .mutants import MUTANTS, ZCDP_MUTANTS, UnsquaredL2Tree
 from . import ahp_cases, dawa_cases, efpa_cases, grid_cases, mwem_cases, privtree_cases
 from .replication import NoisePool, PooledBudget, PooledZCDPBudget, ReplicatedBudget, ReplicatedZCDPBudget
 
-__all__ = ["Case", "AuditResult", "default_cases", "zcdp_cases", "audit", "ALPHA"]
+__all__ = ["Case", "AuditResult", "AuditSize", "PlannedCase", "default_cases", "quick_cases", "zcdp_cases", "plan",
+           "audit", "ALPHA", "FULL", "WIDE", "QUICK", "LARGE_EFFECT"]
 
 #: Per algorithm, the module function giving its own audit cases (and mutants, when asked).
 ALGORITHM_CASES = {"ahp": ahp_cases.cases, "dawa": dawa_cases.cases, "efpa": efpa_cases.cases,
@@ -97,6 +102,9 @@ class AuditResult:
     mutant: bool
     rho: Fraction | None = None
     delta: float = 0.0
+    hits: tuple[int, int] = (0, 0)  # runs in the chosen event on (the first table, the second), of ``runs`` each
+    runs: int = 0  # test runs per table
+    seconds: float = 0.0  # wall time of the case (selection and test)
 
     @property
     def flagged(self) -> bool:
@@ -325,6 +333,49 @@ def default_cases(algorithms: list[str] | None = None, mutants: bool = True,
     return cases + zcdp_cases(algorithms, mutants)
 
 
+#: The mutants of large effect: on their most revealing event (as the wide audit chose it, seed 0) they show a
+#: privacy loss ln(p/q) of at least twice the claim, with p large enough that the quick audit's runs catch them
+#: with probability 0.99 or more (:func:`~.bounds.runs_for_power`; the runs each needs are beside it).  Most are
+#: a choice made on true values, whose event ("this structure was chosen") has p near 1 and q near 0.  The
+#: others (a scale × 0.8, a 10 % overspent split, Privelet's forgotten total coefficient, σ × 0.8, ...) need more
+#: runs than the quick audit gives; the test suite runs them at the size the power calculation asks for.
+LARGE_EFFECT = frozenset({
+    "mutant-ahp-clusters-on-true-counts",  # 59 runs
+    "mutant-dawa-true-costs",  # 59
+    "mutant-efpa-argmax",  # 59
+    "mutant-mwem-argmax",  # 807 (p = 0.16, q = 0)
+    "mutant-privtree-splits-on-true-counts",  # 59
+    "mutant-ugrid-true-total",  # 59
+    "mutant-agrid-true-level1-counts",  # 59
+    "mutant-marginals-no-composition",  # 669 (ln(p/q) = 3.0)
+    "mutant-discovery-bounds-true-quantiles",  # 67
+    "mutant-partition-selection-true-counts",  # 67
+    "mutant-identity-half-scale",  # 467 (2.0)
+    "mutant-tree-height-forgotten",  # 670 (3.0)
+    "mutant-dpcube-partition-on-true-counts",  # 59
+    "mutant-kdtree-partition-on-true-counts",  # 59
+    "mutant-structurefirst-argmax",  # 360 (4.2)
+    "mutant-auto-choice-on-true-total",  # 59
+})
+
+
+def quick_cases(algorithms: list[str] | None = None, mutants: bool = True) -> list[Case]:
+    """The quick audit: of :func:`default_cases`, the first case of each algorithm (pure ε and ρ-zCDP apart) and
+    every case of a mutant of :data:`LARGE_EFFECT`.  With :data:`QUICK` runs it takes under a minute on two
+    cores."""
+    seen, out = set(), []
+    for case in default_cases(algorithms, mutants):
+        if case.mutant:
+            if case.algorithm.name in LARGE_EFFECT:
+                out.append(case)
+            continue
+        key = (case.algorithm.name, case.rho is not None)
+        if key not in seen:
+            seen.add(key)
+            out.append(case)
+    return out
+
+
 def zcdp_cases(algorithms: list[str] | None = None, mutants: bool = True, rho: Fraction = ZCDP_RHO) -> list[Case]:
     """ρ-zCDP cases (discrete Gaussian noise): identity on 2, 8 and 4x4 cells, h, hb and privelet on 8 cells, the
     quadtree on 4x4, the marginal set "separate" on 2x2x2 (``marginals``), each on the pair that adds a record to
@@ -499,6 +550,7 @@ def _hits(event, sample, keys) -> int:
 
 def audit_case(case: Case, alpha: float, n_select: int, n_test: int, seed: int) -> AuditResult:
     """Select the most revealing event on one sample, then bound its privacy loss on fresh samples."""
+    start_time = time.perf_counter()
     bits = SeededBits(seed)
     zcdp = case.rho is not None
     samples = _zcdp_samples if zcdp else _statistic_samples
@@ -540,26 +592,126 @@ def audit_case(case: Case, alpha: float, n_select: int, n_test: int, seed: int) 
     if zcdp:
         bound, epsilon, delta = zcdp_lower_bound(k1, k2, n_test, case.rho, alpha)
         # ε is a grid point j/100: str gives it back exactly.
-        return AuditResult(case.name, case.algorithm.name, Fraction(str(epsilon)), bound, case.mutant, case.rho, delta)
+        return AuditResult(case.name, case.algorithm.name, Fraction(str(epsilon)), bound, case.mutant, case.rho, delta,
+                           (k1, k2), n_test, time.perf_counter() - start_time)
     bound = epsilon_lower_bound(k1, k2, n_test, alpha)
-    return AuditResult(case.name, case.algorithm.name, case.epsilon, bound, case.mutant)
+    return AuditResult(case.name, case.algorithm.name, case.epsilon, bound, case.mutant, hits=(k1, k2), runs=n_test,
+                       seconds=time.perf_counter() - start_time)
 
 
-def audit(cases: list[Case], n_select: int = 20_000, n_test: int = 300_000, seed: int = 0,
-          alpha: float = ALPHA) -> list[AuditResult]:
+@dataclass(frozen=True)
+class AuditSize:
+    """How many runs an audit gives each case, per table: ``n_select`` to choose the event, ``n_test`` fresh ones
+    to bound it.  Data-adaptive algorithms run once per repetition (their later measurements depend on earlier
+    noise), so they get ``adaptive_share`` of both, discovery steps (whose outcome is a domain: events on it need
+    fewer runs to show) ``outcome_share``; never fewer than ``min_select`` and ``min_test``.  A case with its own
+    ``runs`` gets at least those (times the share)."""
+
+    name: str
+    n_select: int
+    n_test: int
+    adaptive_share: float = ADAPTIVE_SHARE
+    outcome_share: float = OUTCOME_SHARE
+    min_select: int = 1000
+    min_test: int = 2000
+    case_runs: bool = True  # whether a case's own ``runs`` count (they size the small-effect σ × 0.8 mutant)
+
+    def runs(self, case: Case) -> tuple[int, int]:
+        share = self.outcome_share if hasattr(case.algorithm, "outcome") else (
+            self.adaptive_share if case.algorithm.data_adaptive else 1)
+        select, test = self.n_select, self.n_test
+        if case.runs is not None and self.case_runs:
+            select, test = max(select, case.runs[0]), max(test, case.runs[1])
+        return max(self.min_select, int(select * share)), max(self.min_test, int(test * share))
+
+
+    def runs_note(self) -> str:
+        """How the data-adaptive and discovery cases are sized, in words."""
+        return (f"data-adaptive algorithms {round(1 / self.adaptive_share)}x fewer, discovery "
+                f"{round(1 / self.outcome_share)}x fewer, at least {self.min_test:,}")
+
+
+#: The full audit (``dphist audit``): 2e6 test runs per table.
+FULL = AuditSize("full", 20_000, 2_000_000)
+#: Every case at 3e5 test runs per table: the test suite's full tier.
+WIDE = AuditSize("wide", 20_000, 300_000)
+#: ``dphist audit --quick`` (:func:`quick_cases`): 2e4 test runs per table, 1e3 for data-adaptive algorithms.
+QUICK = AuditSize("quick", 2_000, 20_000, min_select=100, min_test=400, case_runs=False)
+
+
+@dataclass(frozen=True)
+class PlannedCase:
+    """One case of an audit as :func:`audit` runs it: its runs per table, its Bonferroni share of the audit's
+    false-alarm probability, and its seed (so that a test can run the cases of one audit one at a time, in
+    parallel, and get exactly the audit's results)."""
+
+    case: Case
+    n_select: int
+    n_test: int
+    alpha: float
+    seed: int
+
+    def run(self) -> AuditResult:
+        return audit_case(self.case, self.alpha, self.n_select, self.n_test, self.seed)
+
+
+def plan(cases: list[Case], size: AuditSize = WIDE, seed: int = 0, alpha: float = ALPHA) -> list[PlannedCase]:
+    """The audit of ``cases`` at ``size``, case by case: each gets alpha / len(cases) (Bonferroni) and its own seed."""
+    return [PlannedCase(case, *size.runs(case), alpha / len(cases), seed * 1_000_003 + i)
+            for i, case in enumerate(cases)]
+
+
+def audit(cases: list[Case] | Callable[[], list[Case]], n_select: int = 20_000, n_test: int = 300_000,
+          seed: int = 0, alpha: float = ALPHA, size: AuditSize | None = None,
+          progress: Callable[[int, int, AuditResult], None] | None = None, jobs: int = 1) -> list[AuditResult]:
     """Audit every case with a Bonferroni share alpha / len(cases) of the false-alarm budget.
 
-    Data-adaptive algorithms run once per repetition (their later measurements depend on earlier noise), so
-    they get ADAPTIVE_SHARE of the samples (discovery, OUTCOME_SHARE); events on the chosen structure keep the
-    audit sharp there.  A case with ``runs`` gets at least that many (times the share).
+    The runs per case come from ``size`` (by default ``n_select`` and ``n_test`` with the usual shares for
+    data-adaptive algorithms and discovery; see :class:`AuditSize`).  ``progress(k, m, result)`` is called as
+    each of the m cases finishes (k of them done before it).  With ``jobs`` > 1 the cases run in that many
+    processes; ``cases`` must then be a picklable function that builds the list (such as
+    ``functools.partial(quick_cases, names)``), since some mutants are local classes that cannot be sent to
+    another process.  Every case keeps its seed, so the results are the same whatever ``jobs``.
     """
-    results = []
-    for i, case in enumerate(cases):
-        share = OUTCOME_SHARE if hasattr(case.algorithm, "outcome") else (
-            ADAPTIVE_SHARE if case.algorithm.data_adaptive else 1)
-        select, test = n_select, n_test
-        if case.runs is not None:
-            select, test = max(select, case.runs[0]), max(test, case.runs[1])
-        results.append(audit_case(case, alpha / len(cases), max(1000, int(select * share)),
-                                  max(2000, int(test * share)), seed * 1_000_003 + i))
+    recipe = cases if callable(cases) else None
+    cases = recipe() if recipe is not None else cases
+    size = size or AuditSize("custom", n_select, n_test)
+    planned = plan(cases, size, seed, alpha)
+    results: list[AuditResult | None] = [None] * len(planned)
+    if jobs > 1 and recipe is None:
+        raise ValueError("a parallel audit needs a function that builds its cases")
+    if jobs <= 1 or len(planned) <= 1:
+        for i, item in enumerate(planned):
+            results[i] = item.run()
+            if progress is not None:
+                progress(i, len(planned), results[i])
+        return results
+    context = multiprocessing.get_context("spawn")  # no fork: the parent may hold threads (BLAS, Arrow)
+    with ProcessPoolExecutor(min(jobs, len(planned)), mp_context=context, initializer=_worker_setup,
+                             initargs=(recipe, size, seed, alpha)) as pool:
+        # Slow cases first, so that the last ones to finish are short.
+        order = sorted(range(len(planned)), key=lambda i: -_expected_cost(planned[i]))
+        futures = {pool.submit(_worker_run, i): i for i in order}
+        for done, future in enumerate(as_completed(futures)):
+            i = futures[future]
+            results[i] = future.result()
+            if progress is not None:
+                progress(done, len(planned), results[i])
     return results
+
+
+_WORKER_PLAN: list[PlannedCase] = []
+
+
+def _worker_setup(recipe, size, seed, alpha) -> None:
+    _WORKER_PLAN[:] = plan(recipe(), size, seed, alpha)
+
+
+def _worker_run(i: int) -> AuditResult:
+    return _WORKER_PLAN[i].run()
+
+
+def _expected_cost(item: PlannedCase) -> float:
+    """A rough cost of a case, for ordering: Python runs of data-adaptive algorithms dominate."""
+    runs = 2 * (item.n_select + item.n_test)
+    return runs * (1.0 if item.case.algorithm.data_adaptive or hasattr(item.case.algorithm, "outcome") else 0.01)
