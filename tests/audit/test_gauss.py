@@ -109,9 +109,11 @@ def test_gauss_replicated_budget_draws_gaussian_runs_and_names_them():
 
 
 def test_gauss_pooled_budget_and_the_shrunk_sigma_mutant():
+    """8,000 one-run budgets: 6 sd of the sample variance is 9.5 % of σ², so a σ² off by 10 % or more fails (the
+    mutant's is off by 36 %); false alarm about 2e-9."""
     pool = NoisePool(SeededBits(2))
     draws = []
-    for _ in range(40_000):  # 40,000 one-run budgets share the pool's bulk draws
+    for _ in range(8_000):  # one-run budgets share the pool's bulk draws
         trace: list = []
         noisy, _ = PooledZCDPBudget(Fraction(1, 2), pool=pool, trace=trace).measure(
             np.array([7], dtype=np.int64), 1, 1, Fraction(1, 2), "cell")
@@ -127,14 +129,30 @@ def test_gauss_pooled_budget_and_the_shrunk_sigma_mutant():
     assert _variance_ok(noisy, Fraction(16, 25)) and not _variance_ok(noisy, 1)
 
 
-def test_gauss_audit_small_cases():
-    """A quick audit at 300,000 runs per table: identity and h pass, the tree mutant (ρ√h spent) is caught; a
-    data-adaptive case (contribution bounding, pooled zCDP budgets) passes."""
+def _small_cases():
     cases = [c for c in zcdp_cases() if c.name.startswith(("identity (8,)", "h (8,)", "mutant-gaussian-tree"))]
     label, data, neighbour = unit_pairs()[0]
-    cases.append(Case(f"units K=2 {label}, zCDP", BoundedUnits(), data, neighbour, None, rho=RHO))
-    results = audit(cases, n_test=300_000, seed=1)
+    return cases, Case(f"units K=2 {label}, zCDP", BoundedUnits(), data, neighbour, None, rho=RHO)
+
+
+def _check_small(results):
     assert [r.verdict for r in results] == ["pass", "pass", "caught", "pass"], [
         (r.case, r.lower_bound, float(r.epsilon)) for r in results]
     for r in results:
         assert r.rho == RHO and r.delta == pytest.approx(delta_for(RHO, r.epsilon), rel=1e-12)
+
+
+def test_gauss_audit_small_cases():
+    """The zCDP audit end to end: identity and h pass, the tree mutant (ρ√h spent) is caught, and a data-adaptive
+    case (contribution bounding, pooled zCDP budgets, a run at a time) passes.  At 60,000 test runs per table
+    (units: 1,000) the mutant's event (p ≈ 0.11, q ≈ 0.004 on this seed) is caught with probability above 0.99
+    (:func:`~dphist.audit.bounds.runs_for_power` asks for 35,000); the full tier repeats this at 300,000."""
+    cases, units = _small_cases()
+    _check_small(audit(cases, n_test=60_000, seed=1) + audit([units], n_test=20_000, seed=1))
+
+
+@pytest.mark.slow
+def test_gauss_audit_small_cases_wide():
+    """As above at the wide audit's 300,000 test runs per table (units: 15,000)."""
+    cases, units = _small_cases()
+    _check_small(audit(cases + [units], n_test=300_000, seed=1))
