@@ -67,3 +67,40 @@ def private_ledger(tmp_path_factory, monkeypatch):
     path = tmp_path_factory.mktemp("ledger") / "ledger.sqlite"
     monkeypatch.setenv("DPHIST_LEDGER", str(path))
     return path
+
+
+# ---- the tiers --------------------------------------------------------------------------------------------------
+# `make test` runs every test not marked slow; `make test-full` runs them all.  So that the split stays true, an
+# unmarked test fails when its setup and call take longer than TIME_LIMIT seconds (wall time on a 2-core machine
+# running two workers); a test marked time_limit(s) is held to s instead.  --time-limit 0 turns the check off
+# (for a debugger or a coverage run).
+
+TIME_LIMIT = 5.0
+
+
+def pytest_addoption(parser):
+    parser.addoption("--time-limit", type=float, default=TIME_LIMIT, metavar="SECONDS",
+                     help=f"fail a test not marked slow that takes longer than this [{TIME_LIMIT:g}]; 0: no limit")
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    outcome = yield
+    report = outcome.get_result()
+    if call.when == "setup":
+        item.stash[_SETUP_SECONDS] = call.duration
+        return
+    if call.when != "call" or not report.passed or item.get_closest_marker("slow") is not None:
+        return
+    limit = item.config.getoption("--time-limit")
+    marker = item.get_closest_marker("time_limit")
+    if marker is not None:
+        limit = float(marker.args[0])
+    seconds = item.stash.get(_SETUP_SECONDS, 0.0) + call.duration
+    if limit and seconds > limit:
+        report.outcome = "failed"
+        report.longrepr = (f"{item.nodeid} took {seconds:.1f} s (setup and call) without @pytest.mark.slow; the "
+                           f"limit is {limit:g} s: make it faster or mark it slow (make test-full runs it)")
+
+
+_SETUP_SECONDS = pytest.StashKey[float]()

@@ -22,14 +22,14 @@ import math
 from fractions import Fraction
 
 import pytest
-from click.testing import CliRunner
 
 from dphist.algorithms import REGISTRY
 from dphist.audit import QUICK, WIDE, default_cases, plan, quick_cases
 from dphist.audit.bounds import cp_lower, cp_upper, epsilon_lower_bound, runs_for_power, zcdp_lower_bound
 from dphist.audit.mutants import MUTANTS, ZCDP_MUTANTS
 from dphist.audit.runner import ALPHA, LARGE_EFFECT, AuditResult, PlannedCase
-from dphist.cli import main
+
+from cli_harness import invoke
 
 #: The mutants of small effect, with the event the wide audit (seed 0) chose for each: its probability on the
 #: first table and on the second, as (hits on the first, hits on the second, runs per table).  Their test runs in
@@ -163,13 +163,13 @@ def test_clopper_pearson_bounds():
 
 
 def test_cli_single_algorithm_quick():
-    result = CliRunner().invoke(main, ["audit", "--algorithm", "identity", "--quick", "--no-mutants", "-j", "1"])
+    result = invoke(["audit", "--algorithm", "identity", "--quick", "--no-mutants", "-j", "1"])
     assert result.exit_code == 0, result.output
     assert "all real algorithms pass" in result.output and result.output.count(" pass") >= 6
     assert "discrete Laplace, scale 10" in result.output and "FAILED" not in result.output
     assert "discrete Gaussian, sigma2 100" in result.output and "zCDP" in result.output
     assert "[1/2] identity (8,) add to first cell" in result.output  # a progress line per case
-    bad = CliRunner().invoke(main, ["audit", "--algorithm", "nosuch"])
+    bad = invoke(["audit", "--algorithm", "nosuch"])
     assert bad.exit_code == 2
 
 

@@ -1,0 +1,80 @@
+"""``dphist schema --private``: a schema found with differential privacy is charged to the ledger, refused before
+anything is charged when the output exists or the options do not fit, and reused by a release for free."""
+
+from __future__ import annotations
+
+import json
+from fractions import Fraction
+
+import numpy as np
+import pandas as pd
+import pytest
+import yaml
+
+from dphist.ledger import Ledger
+from dphist.schema import parse_schema
+
+from cli_harness import invoke
+from conftest import SAMPLE
+
+
+def people(n: int = 20_000, seed: int = 0) -> pd.DataFrame:
+    rng = np.random.default_rng(seed)
+    return pd.DataFrame({"age": rng.integers(18, 90, n), "income": rng.gamma(2.0, 20_000, n),
+                         "city": rng.choice(["north", "south", "east", "west"], n),
+                         "visit": pd.to_datetime("2024-01-01") + pd.to_timedelta(rng.integers(0, 600, n), "D")})
+
+
+def test_cli_private_schema_is_charged_to_the_ledger(tmp_path):
+    path = tmp_path / "people.parquet"
+    people(5_000).to_parquet(path)
+    ledger = tmp_path / "ledger.sqlite"
+    out = tmp_path / "schema.yaml"
+    done = invoke(["schema", str(path), "--private", "-e", "0.5", "--delta", "1e-7", "-c",
+                   "age,city", "-o", str(out), "--ledger", str(ledger), "--dataset-id", "people"])
+    assert done.exit_code == 0, done.output
+    assert "2 column(s) found with epsilon 0.5" in done.stderr and "NOT differentially private" not in done.stderr
+    assert set(parse_schema(yaml.safe_load(out.read_text())).columns) == {"age", "city"}
+    (row,) = Ledger(ledger).status("people")
+    assert row["epsilon_spent"] == "0.5" and Fraction(row["delta_spent"]) == Fraction(1, 10 ** 7)
+    # The file exists: refused before anything is read or charged.
+    again = invoke(["schema", str(path), "--private", "-e", "0.5", "--delta", "1e-7", "-o", str(out),
+                    "--ledger", str(ledger), "--dataset-id", "people"])
+    assert again.exit_code == 2 and "exists" in again.stderr
+    assert Ledger(ledger).status("people")[0]["epsilon_spent"] == "0.5"
+
+
+@pytest.mark.parametrize("args, code, message", [
+    (["--private"], 2, "--private needs --epsilon"),
+    (["-e", "1"], 2, "--epsilon applies to --private only"),
+    (["--private", "-e", "1"], 2, "needs delta > 0"),
+    (["--private", "-e", "1", "-c", "age", "--delta", "1e-6"], 2, "leave --delta out"),
+    (["--private", "-e", "1", "-c", "nosuch", "--delta", "1e-6"], 1, "column 'nosuch' not found"),
+    (["--private", "-e", "1e-9", "--delta", "1e-6"], 2, "below the minimum"),
+    (["--private", "-e", "1", "--delta", "1e-6", "--privacy-unit", "city"], 2, "needs --max-rows-per-unit"),
+])
+def test_cli_private_schema_errors_charge_nothing(tmp_path, args, code, message):
+    path = tmp_path / "people.parquet"
+    people(500).to_parquet(path)
+    ledger = tmp_path / "ledger.sqlite"
+    result = invoke(["schema", str(path), *args, "--ledger", str(ledger)]
+              if "--private" in args else ["schema", str(path), *args])
+    assert result.exit_code == code, result.output
+    assert message in result.stderr and len(result.stderr.strip().splitlines()) == 1
+    assert "Traceback" not in result.output
+    assert not ledger.exists() or Ledger(ledger).status() == []
+
+
+def test_private_schema_of_the_sample_census_through_the_cli(tmp_path):
+    out = tmp_path / "census.yaml"
+    done = invoke(["schema", str(SAMPLE / "census.csv"), "--private", "-e", "1", "--delta", "1e-6",
+                   "--seed", "4", "-o", str(out)])
+    assert done.exit_code == 0, done.output
+    schema = parse_schema(yaml.safe_load(out.read_text()))
+    assert schema["sex"].values == ("F", "M")
+    assert schema["interview_date"].kind == "date" and schema["age"].kind == "numeric"
+    rel = invoke(["release", str(SAMPLE / "census.csv"), "-s", str(out), "-e", "1", "-c",
+                  "age,sex", "--seed", "1", "-o", str(tmp_path / "rel")])
+    assert rel.exit_code == 0, rel.output
+    report = json.loads((tmp_path / "rel" / "report.json").read_text())
+    assert "discovery" not in report and report["tables"][0]["domain"]["sex"]["values"] == ["F", "M"]

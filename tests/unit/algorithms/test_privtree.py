@@ -1,0 +1,238 @@
+"""PrivTree (dphist/algorithms/privtree.py): budget, the structure's exact privacy loss, the noise, public plan,
+accuracy, zCDP and bad options."""
+
+from __future__ import annotations
+
+import decimal
+from fractions import Fraction
+import math
+
+import numpy as np
+import pytest
+
+from dphist.algorithms.identity import Identity
+from dphist.algorithms.privtree import PrivTree, bias, box_counts, full_tree, structure_sensitivity
+from dphist.errors import UsageError
+from dphist.privacy import PrivacyBudget, SeededBits, ZCDPBudget, discrete_laplace_variance
+
+from conftest import SHARED
+
+DPBENCH = SHARED / "data" / "dpbench" / "1D"
+
+
+def _run(counts, epsilon=Fraction(1), seed=0, trace=None, **options):
+    budget = PrivacyBudget(epsilon, bits=SeededBits(seed), trace=trace)
+    return PrivTree(**options).run(np.asarray(counts, dtype=np.int64), budget), budget
+
+
+@pytest.mark.parametrize("shape, beta", [((64,), 2), ((16, 8), 4), ((4, 4, 2), 8)])
+def test_budget_is_spent_exactly_and_split_as_documented(shape, beta):
+    counts = np.arange(int(np.prod(shape))).reshape(shape) % 7
+    epsilon = Fraction(1, 3)
+    estimate, budget = _run(counts, epsilon)
+    assert budget.spent == budget.amount == epsilon
+    tree, leaves = budget.measurements
+    assert tree.epsilon == leaves.epsilon == epsilon / 2
+    # λ = (2β − 1)/(β − 1)/ε₁ exactly, and one noise value per node of the full tree (a public number)
+    assert tree.scale == Fraction(2 * beta - 1, beta - 1) / (epsilon / 2)
+    assert tree.queries == sum(level[0].shape[0] for level in full_tree(shape))
+    assert leaves.sensitivity == 1 and leaves.scale == 1 / (epsilon / 2)
+    assert leaves.queries == estimate.choices["leaves"]
+    _, other = _run(counts, epsilon, structure_share=Fraction(1, 4))
+    assert [m.epsilon for m in other.measurements] == [epsilon / 4, 3 * epsilon / 4]
+
+
+@pytest.mark.parametrize("shape", [(1,), (7,), (64,), (5, 3), (8, 8), (3, 4, 5)])
+def test_full_tree_partitions_every_level_and_one_record_moves_one_node_per_level_by_one(shape):
+    levels = full_tree(shape)
+    n = int(np.prod(shape))
+    for k, (lo, hi, parent) in enumerate(levels):
+        if k:
+            assert np.all(np.diff(parent) >= 0) and np.all(np.bincount(parent) <= 1 << len(shape))
+    for cell in range(n):
+        unit = np.zeros(n, dtype=np.int64)
+        unit[cell] = 1
+        unit = unit.reshape(shape)
+        path = 0
+        for k, (lo, hi, _) in enumerate(levels):
+            moved = box_counts(unit, lo, hi)
+            # the nodes of a level are disjoint: one record changes at most one node count, by exactly 1
+            assert moved.max() <= 1 and moved.sum() <= 1
+            path += moved.sum()
+        assert path >= 1
+    # the deepest nodes are single cells and every cell is one of them once (the leaves' Δ = 1)
+    covered = np.zeros(shape, dtype=np.int64)
+    for lo, hi, _ in levels:
+        for a, b in zip(lo, hi):
+            if np.all(b - a == 1):
+                covered[tuple(slice(x, y) for x, y in zip(a, b))] += 1
+    assert np.all(covered == 1)
+
+
+def _log_tails(m: int, lam: float) -> tuple[float, float]:
+    """(ln P(Z >= m), ln P(Z < m)) for discrete Laplace of scale lam (ratio α = e^(−1/lam)), without underflow."""
+    alpha = math.exp(-1 / lam)
+    if m >= 1:
+        return -m / lam - math.log1p(alpha), math.log1p(-math.exp(-m / lam) / (1 + alpha))
+    return math.log1p(-math.exp(-(1 - m) / lam) / (1 + alpha)), -(1 - m) / lam - math.log1p(alpha)
+
+
+def _worst_path_loss(path_counts, lam: Fraction, delta: Fraction, theta: Fraction = Fraction(0)) -> float:
+    """The exact largest |ln P[T | D′]/P[T | D]| over released trees T, for a record on a path whose node counts
+    in D are ``path_counts`` (root first; D′ adds one to each); the last node is a forced leaf (one cell)."""
+    def log_split(c, depth):  # (ln P(split), ln P(no split)) of a node of count c at this depth
+        b = max(theta - delta, Fraction(c) - depth * delta)
+        return _log_tails(math.floor(theta - b) + 1, float(lam))
+
+    worst = 0.0
+    for up in (True, False):  # D′ over D, then D over D′
+        prefix = 0.0
+        for i, c in enumerate(path_counts):
+            (p, not_p), (q, not_q) = log_split(c + 1, i), log_split(c, i)
+            if not up:
+                p, not_p, q, not_q = q, not_q, p, not_p
+            if i == len(path_counts) - 1:  # a single cell: a forced leaf, no loss
+                worst = max(worst, prefix)
+                break
+            worst = max(worst, prefix + not_p - not_q)  # T stops at this node
+            prefix += p - q
+    return worst
+
+
+def test_structure_loss_is_at_most_epsilon_1_on_every_path_and_the_bias_is_what_keeps_it():
+    """Exact privacy loss of the split decisions along a record's path (the other nodes cancel), over a sweep of
+    path counts; with the bias removed the same computation exceeds ε₁ (so the test can fail)."""
+    height = 12  # a 4096-cell column: 13 nodes on every path
+    for beta in (2, 4, 8):
+        for eps1 in (Fraction(1, 20), Fraction(1, 2), Fraction(2)):
+            lam = structure_sensitivity(beta) / eps1
+            delta = bias(lam, beta)
+            worst = 0.0
+            rng = np.random.default_rng(beta)
+            for top in range(0, int(20 * lam) + 40, max(1, int(lam // 8))):
+                # all the mass on one path (counts equal down the path), and decreasing random paths
+                worst = max(worst, _worst_path_loss([top] * (height + 1), lam, delta))
+                cuts = np.sort(rng.integers(0, top + 1, height))[::-1]
+                worst = max(worst, _worst_path_loss([top, *cuts.tolist()], lam, delta))
+            assert worst <= float(eps1) * (1 + 1e-9), (beta, eps1, worst)
+            assert worst > 0.5 * float(eps1)  # the sweep reaches the interesting region
+            unbiased = max(_worst_path_loss([c] * (height + 1), lam, Fraction(0)) for c in range(0, 5))
+            assert unbiased > 1.5 * float(eps1)
+
+
+def test_bias_is_a_rational_upper_bound_on_the_discrete_condition():
+    decimal.getcontext().prec = 60
+    for beta in (2, 4, 8):
+        for lam in (Fraction(3, 2), Fraction(6), Fraction(60), Fraction(7000, 3)):
+            delta = bias(lam, beta)
+            d = decimal.Decimal
+            exact = d(lam.numerator) / d(lam.denominator)
+            needed = exact * (1 + (beta - 1) * (1 / exact).exp()).ln()
+            assert d(delta.numerator) / d(delta.denominator) >= needed
+            assert delta - Fraction(needed) < Fraction(1, 10**5)  # rounded up by little
+            assert float(lam) * math.log(beta) < float(delta) < float(lam) * math.log(beta) + 1
+
+
+def test_split_test_is_exact():
+    """The integer evaluation of max(θ − δ, c − kδ) + Z > θ against Fractions, on values at the boundary."""
+    algo = PrivTree()
+    rng = np.random.default_rng(1)
+    delta, theta = Fraction(10522729, 250000), Fraction(5, 2)
+    for depth in (0, 1, 3, 11):
+        counts = rng.integers(0, 600, 4000)
+        noise = rng.integers(-300, 300, 4000)
+        got = algo.split_tests(counts, noise, depth, delta, theta)
+        want = [max(theta - delta, int(c) - depth * delta) + int(z) > theta for c, z in zip(counts, noise)]
+        assert got.tolist() == want
+    # exactly at the threshold: c − kδ + Z = θ does not split, one more count does
+    c = np.array([int(theta + 2 * delta) + 1])
+    z = np.array([0])
+    exact_hit = Fraction(c[0]) - 2 * delta
+    assert algo.split_tests(c, z, 2, delta, exact_hit) == [False]
+    assert algo.split_tests(c + 1, z, 2, delta, exact_hit) == [True]
+
+
+def test_structure_noise_has_the_discrete_laplace_variance_of_scale_lambda():
+    """The traced split-test noise (5 runs × 8191 nodes) against 2α/(1 − α)².  The sample variance of N values
+    has relative sd sqrt((κ − 1)/N) with kurtosis κ = 6: 1.1 % here; 6 sd (6.6 %) is a false alarm < 1e-8."""
+    values = []
+    for seed in range(5):
+        trace = []
+        _run(np.zeros(4096), Fraction(1, 10), seed, trace)
+        values.append(trace[0].values)
+        assert float(trace[0].scales) == 60.0
+    values = np.concatenate(values)
+    expected = discrete_laplace_variance(Fraction(60))
+    assert abs(values.var() / expected - 1) < 0.066
+    assert abs(values.mean()) < 6 * math.sqrt(expected / values.size)
+
+
+def test_leaf_noise_has_the_discrete_laplace_variance_of_scale_1_over_epsilon_2():
+    """A one-cell table is one forced leaf: 3000 runs of its noisy count (ε₂ = 1/2, scale 2).  Relative sd of the
+    sample variance sqrt(5/3000) = 4.1 %; 6 sd = 24.5 % (false alarm < 1e-8)."""
+    noise = [_run([7], Fraction(1), seed)[0].values[0] - 7 for seed in range(3000)]
+    expected = discrete_laplace_variance(Fraction(2))
+    assert abs(np.var(noise) / expected - 1) < 0.245
+
+
+def test_plan_and_public_structure_do_not_depend_on_the_data():
+    a, budget_a = _run(np.zeros((16, 16)), Fraction(1), 3)
+    b, budget_b = _run(np.random.default_rng(0).integers(0, 50, (16, 16)), Fraction(1), 3)
+    assert a.structure == b.structure
+    tree_a, tree_b = budget_a.measurements[0], budget_b.measurements[0]
+    assert (tree_a.queries, tree_a.scale, tree_a.epsilon) == (tree_b.queries, tree_b.scale, tree_b.epsilon)
+    assert a.choices["leaves"] == 1 or a.choices != b.choices  # empty data rarely splits at all
+
+
+def test_decisions_follow_the_biased_noisy_counts():
+    """Large counts at ε = 10 split down to single cells where the data is; empty halves stop at once."""
+    counts = np.zeros(64, dtype=np.int64)
+    counts[:8] = 10_000
+    estimate, _ = _run(counts, Fraction(10), 4)
+    assert np.all(np.abs(estimate.values[:8] - 10_000) < 50)
+    assert estimate.choices["leaves"] <= 16
+    assert abs(estimate.values[8:].sum()) < 100
+
+
+def test_runs_under_zcdp():
+    counts = np.random.default_rng(2).integers(0, 30, (32, 32))
+    budget = ZCDPBudget(Fraction(1, 50), bits=SeededBits(5))
+    estimate = PrivTree().run(counts, budget)
+    assert budget.spent == budget.amount
+    tree, leaves = budget.measurements
+    assert tree.rho == leaves.rho == Fraction(1, 100)
+    assert leaves.mechanism != tree.mechanism  # the leaves are measured with the discrete Gaussian
+    assert estimate.values.shape == counts.shape
+
+
+@pytest.mark.parametrize("options", [{"structure_share": 1}, {"structure_share": "x"}, {"theta": "abc"},
+                                     {"theta": float("nan")}, {"height": 3}])
+def test_bad_options_are_refused(options):
+    with pytest.raises(UsageError):
+        PrivTree(**options)
+
+
+@pytest.mark.parametrize("shape", [(2, 2, 2, 2), ()])
+def test_unsupported_shapes_are_refused(shape):
+    with pytest.raises(UsageError, match="privtree"):
+        PrivTree().check_shape(shape)
+
+
+def _prefix_error(values, truth, scale):
+    return float(np.mean(np.abs(np.cumsum(values) - np.cumsum(truth)))) / scale
+
+
+@pytest.mark.skipif(not DPBENCH.exists(), reason="../shared/data/dpbench is absent")
+def test_more_accurate_than_identity_at_low_signal():
+    """HEPTH and INCOME at scale 1000, ε = 0.1 (4 samples each): the scaled prefix error beats identity's."""
+    for name in ("HEPTH.n4096.npy", "INCOME.n4096.npy"):
+        shape = np.load(DPBENCH / name).astype(np.float64)
+        ours, base = [], []
+        for seed in range(4):
+            rng = np.random.default_rng(seed)
+            truth = rng.multinomial(1000, shape / shape.sum())
+            estimate = PrivTree().run(truth, PrivacyBudget(Fraction(1, 10), bits=SeededBits(seed)))
+            ours.append(_prefix_error(estimate.values, truth, 1000))
+            plain = Identity().run(truth, PrivacyBudget(Fraction(1, 10), bits=SeededBits(seed)))
+            base.append(_prefix_error(plain.values, truth, 1000))
+        assert np.mean(ours) < 0.5 * np.mean(base), (name, ours, base)

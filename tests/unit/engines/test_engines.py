@@ -1,0 +1,185 @@
+"""Engines (dphist/engines/): every engine counts exactly what the local engine counts, on a table with numbers,
+text, dates, nulls and values outside the declared domains, and a release on dask is the local release; an engine
+without its extra fails cleanly; progress bars."""
+
+from __future__ import annotations
+
+import importlib.util
+import io
+import shutil
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.csv as pacsv
+import pyarrow.parquet as pq
+import pytest
+
+from dphist.counting import TableShape, count_tables
+from dphist.engines import count
+from dphist.io.sources import open_source
+from dphist.progress import Progress
+from dphist.schema import parse_schema
+
+from cli_harness import invoke
+
+ROWS = 1_000_000
+SCHEMA = {"columns": {
+    "income": {"type": "numeric", "lower": 0, "upper": 200_000, "bins": 64, "out_of_domain": "drop",
+               "nulls": "category"},
+    "age": {"type": "numeric", "edges": [0, 18, 30, 45, 65, 120]},
+    "state": {"type": "categorical", "values": ["CA", "NY", "TX", "Zoë"], "nulls": "category"},
+    "day": {"type": "date", "lower": "2024-01-01", "upper": "2025-01-01", "unit": "month", "out_of_domain": "drop"},
+}}
+TABLES = [["income"], ["age", "state"], ["income", "age", "day"], ["state", "day"]]
+
+
+def has(*modules):
+    return all(importlib.util.find_spec(m) is not None for m in modules)
+
+
+needs_dask = pytest.mark.skipif(not has("dask", "distributed"), reason="the dask extra is not installed")
+needs_spark = pytest.mark.skipif(not has("pyspark") or shutil.which("java") is None,
+                                 reason="the spark extra or Java is not installed")
+
+
+@pytest.fixture(scope="module")
+def data(tmp_path_factory):
+    """1M rows: NaN and null incomes, incomes below and above the domain, ages as integers with nulls, text
+    with nulls, unknown labels and a non-ASCII label, dates with nulls and outside the year."""
+    rng = np.random.default_rng(10)
+    income = rng.lognormal(10.5, 1.2, ROWS)
+    income[rng.random(ROWS) < 0.02] = -5.0
+    income[rng.random(ROWS) < 0.01] = np.nan
+    income_null = rng.random(ROWS) < 0.01
+    age = rng.integers(-3, 130, ROWS)
+    state = rng.choice(["CA", "NY", "TX", "Zoë", "WA", ""], ROWS, p=[.3, .2, .2, .1, .1, .1])
+    state_null = rng.random(ROWS) < 0.03
+    days = rng.integers(19_700, 20_200, ROWS).astype(np.int32)  # 2023-12-09 .. 2025-04-23
+    table = pa.table({
+        "income": pa.array(income, mask=income_null),
+        "age": pa.array(age, mask=rng.random(ROWS) < 0.02),
+        "state": pa.array(state, mask=state_null),
+        "day": pa.array(days, mask=rng.random(ROWS) < 0.02).cast(pa.date32()),
+    })
+    root = tmp_path_factory.mktemp("engines")
+    pq.write_table(table, root / "people.parquet", row_group_size=150_000)
+    pacsv.write_csv(table, root / "people.csv")
+    schema = parse_schema(SCHEMA)
+    shapes = [TableShape("_".join(t), tuple(schema[c] for c in t)) for t in TABLES]
+    columns = {c: schema[c] for c in schema.columns}
+    return root, shapes, columns
+
+
+def local_counts(path, shapes, columns):
+    src = open_source(path)
+    return count_tables(src.batches(columns), shapes, src.name)
+
+
+def assert_same(got, expected):
+    assert len(got) == len(expected)
+    for g, e in zip(got, expected):
+        assert g.dtype == np.int64 and g.shape == e.shape
+        assert np.array_equal(g, e)
+
+
+def test_the_local_counts_are_right(data):
+    """The reference itself, against numpy on the whole columns (so engines are compared with right answers)."""
+    root, shapes, columns = data
+    (income, *_), table = local_counts(root / "people.parquet", shapes, columns), pq.read_table(root / "people.parquet")
+    v = table.column("income").to_numpy(zero_copy_only=False)
+    missing = np.isnan(v)
+    inside = ~missing & (v >= 0) & (v < 200_000)
+    expected = np.bincount((v[inside] // (200_000 / 64)).astype(int), minlength=64).tolist() + [int(missing.sum())]
+    assert income.tolist() == expected
+    assert sum(income) < ROWS  # some rows were out of the domain
+
+
+@needs_dask
+@pytest.mark.parametrize("fmt", ["parquet", "csv"])
+def test_dask_counts_equal_local(data, fmt):
+    root, shapes, columns = data
+    path = root / f"people.{fmt}"
+    expected = local_counts(path, shapes, columns)
+    assert_same(count("dask", None, open_source(path), columns, shapes), expected)
+
+
+@needs_dask
+@pytest.mark.slow
+def test_dask_local_cluster_counts_equal_local(data):
+    root, shapes, columns = data
+    path = root / "people.parquet"
+    got = count("dask", "local-cluster", open_source(path), columns, shapes)
+    assert_same(got, local_counts(path, shapes, columns))
+
+
+@needs_spark
+@pytest.mark.slow
+@pytest.mark.parametrize("fmt", ["parquet", "csv"])
+def test_spark_counts_equal_local(data, fmt):
+    root, shapes, columns = data
+    path = root / f"people.{fmt}"
+    got = count("spark", "local[2]", open_source(path), columns, shapes)
+    assert_same(got, local_counts(path, shapes, columns))
+
+
+@needs_dask
+def test_release_on_dask_is_the_local_release(data, tmp_path):
+    """End to end through the CLI: same seed, same files."""
+    root, _, _ = data
+    schema = tmp_path / "schema.yaml"
+    schema.write_text(__import__("yaml").safe_dump(SCHEMA, allow_unicode=True))
+    outs = {}
+    for engine in ("local", "dask"):
+        out = tmp_path / engine
+        res = invoke(["release", str(root / "people.parquet"), "--schema", str(schema), "-e", "1",
+                      "--columns", "age,state", "--seed", "4", "--engine", engine,
+                      "--out", str(out), "--quiet"])
+        assert res.exit_code == 0, res.output
+        outs[engine] = (out / "age_state.csv").read_text()
+    assert outs["local"] == outs["dask"]
+
+
+def test_engine_needs_its_extra_or_fails_cleanly(data, tmp_path, monkeypatch):
+    root, _, _ = data
+    import dphist.engines as engines
+
+    monkeypatch.setattr(engines.importlib.util, "find_spec", lambda name: None)
+    res = invoke(["release", str(root / "people.parquet"), "--columns", "age", "-e", "1",
+                  "--seed", "1", "--engine", "spark", "--out", str(tmp_path / "o")])
+    assert res.exit_code == 2
+    assert "pip install 'dphist[spark]'" in res.output
+    assert not (tmp_path / "o").exists()
+
+
+class Terminal(io.StringIO):
+    def isatty(self):
+        return True
+
+
+def test_progress_bar_draws_rows_rate_and_percent():
+    stream = Terminal()
+    bar = Progress(1000, "rows", stream, interval=0)
+    for _ in range(4):
+        bar.add(250)
+        bar.show()
+    bar.close()
+    text = stream.getvalue()
+    assert "counting" in text and "100%" in text and "rows/s" in text
+
+
+def test_progress_counts_csv_bytes_and_parquet_rows(data):
+    root, shapes, columns = data
+    for name, unit in (("people.csv", "bytes"), ("people.parquet", "rows")):
+        src = open_source(root / name)
+        total, got_unit = src.progress_total()
+        bar = Progress(total, got_unit, Terminal(), interval=0)
+        count_tables(src.batches(columns, bar), shapes[:1], src.name)
+        assert got_unit == unit and bar.done == total  # every byte or row was seen, none twice
+
+
+def test_no_progress_bar_off_a_terminal(data, tmp_path):
+    root, _, _ = data
+    res = invoke(["release", str(root / "people.parquet"), "--columns", "state", "-e", "1",
+                  "--seed", "1", "--delta", "1e-6", "--out", str(tmp_path / "o")])
+    assert res.exit_code == 0, res.output
+    assert "counting" not in res.output and "%" not in res.output
