@@ -27,7 +27,7 @@ demo: install
 
 # Tests run on every core (pytest-xdist).  `make test` (what CI runs) skips the tests marked slow; `make test-full`
 # runs them too.  A test not marked slow that takes more than 5 s fails (tests/conftest.py), so the tiers stay true.
-PYTEST := $(PY) -m pytest -q -n auto --durations=15
+PYTEST := $(PY) -m pytest -q -n auto --dist loadgroup --durations=15
 
 test: install
 	$(PYTEST) -m "not slow"
