@@ -568,8 +568,8 @@ def evaluate_command(input, epsilon, rho, noise, delta, schema_path, columns, al
               help="Audit one algorithm, 'marginals' (the separate marginal-set strategy), 'units' (contribution "
                    "bounding per privacy unit), 'discovery' (private domain discovery), or all of them.")
 @click.option("--quick", is_flag=True,
-              help="About a minute: one case per algorithm and the mutants of large effect, at 2e4 runs per table "
-                   "(1e3 for data-adaptive algorithms), instead of every case at 2e6.")
+              help="Under a minute: one case per algorithm and the mutants of large effect, at 2e4 runs per table "
+                   "(400 for data-adaptive algorithms), instead of every case at 2e6.")
 @click.option("--seed", default=0, show_default=True, type=click.IntRange(min=0), help="Audit seed.")
 @click.option("--no-mutants", is_flag=True, help="Skip the deliberately broken variants.")
 @click.option("--jobs", "-j", type=click.IntRange(min=1), default=None, metavar="N",

@@ -24,36 +24,45 @@ from fractions import Fraction
 import pytest
 
 from dphist.algorithms import REGISTRY
-from dphist.audit import QUICK, WIDE, default_cases, plan, quick_cases
+from dphist.audit import QUICK, WIDE, AuditSize, default_cases, plan, quick_cases
 from dphist.audit.bounds import cp_lower, cp_upper, epsilon_lower_bound, runs_for_power, zcdp_lower_bound
 from dphist.audit.mutants import MUTANTS, ZCDP_MUTANTS
 from dphist.audit.runner import ALPHA, LARGE_EFFECT, AuditResult, PlannedCase
 
 from cli_harness import invoke
 
-#: The mutants of small effect, with the event the wide audit (seed 0) chose for each: its probability on the
-#: first table and on the second, as (hits on the first, hits on the second, runs per table).  Their test runs in
-#: ``make test`` are what :func:`runs_for_power` needs to catch that event with probability 0.99 at this
-#: audit's per-case α (the selection sample stays at the quick audit's); the mutant's privacy loss on the event
-#: is ln(p/q), beside each.
-SMALL_EFFECT = {
-    "mutant-identity-scale-0.8": (233_074, 66_909, 300_000),  # ln(p/q) = 1.25 against ε = 1
-    "mutant-tree-overspent-10pct": (61_712, 20_846, 300_000),  # 1.09
-    "mutant-privelet-total-forgotten": (34_387, 9_080, 300_000),  # 1.33
-    "mutant-privelet-nominal-unweighted": (2_995, 288, 300_000),  # 2.34 on a rare event (p = 0.01)
-    "mutant-dawa-half-sensitivity": (3_991, 775, 15_000),  # 1.64
-    "mutant-unit-bound-forgotten": (2_203, 192, 15_000),  # 2.44 on p = 0.15
-    "mutant-discovery-candidates-before-bounding": (553, 0, 5_000),  # p = 0.11, never on the second table
-    "mutant-partition-selection-no-threshold": (1_375, 0, 5_000),  # p = 0.28, never on the second table
+#: The mutant cases the quick audit leaves out (mutants of small effect, and the second table of a large one),
+#: with the event the wide audit (seed 0) chose for each: how often it happened on the first table and on the
+#: second, of how many runs per table.  Their test runs in ``make test`` are what :func:`runs_for_power` needs to
+#: catch that event with probability 0.99 at this audit's per-case α (the seed and the selection sample stay the
+#: wide audit's, so the event is the same); the mutant's privacy loss on the event, ln(p/q), is beside each.
+MEASURED = {
+    "mutant-identity-scale-0.8 add to first cell": (233_074, 66_909, 300_000),  # 1.25 against ε = 1
+    "mutant-tree-overspent-10pct add to first cell": (61_712, 20_846, 300_000),  # 1.09
+    "mutant-privelet-total-forgotten add to first cell": (34_387, 9_080, 300_000),  # 1.33
+    "mutant-privelet-nominal-unweighted add to first cell": (2_995, 288, 300_000),  # 2.34 on a rare event
+    "mutant-dawa-half-sensitivity (8,) ratio 9/10, add to the first cell of an empty table": (3_991, 775, 15_000),
+    "mutant-dawa-true-costs (32,) partitions on the true costs": (15_000, 0, 15_000),  # the structure: p = 1
+    "mutant-mwem-argmax one record moves the worst query": (2_393, 0, 15_000),  # p = 0.16, never on the second
+    "mutant-unit-bound-forgotten one whole unit of 5 rows": (2_203, 192, 15_000),  # 2.44 on p = 0.15
+    "mutant-discovery-candidates-before-bounding one unit with 500 new labels of its own": (553, 0, 5_000),
+    "mutant-partition-selection-no-threshold one row of a new label": (1_375, 0, 5_000),  # p = 0.28
     # ρ-zCDP: the claim is (ε, δ_ρ(ε)) at every ε; the wide audit contradicted it at ε = 2.96 (σ × 0.8) and 1.58.
-    "mutant-gaussian-identity-sigma-0.8": (89_048, 1_802, 4_000_000),
-    "mutant-gaussian-tree-l2-unsquared": (89_148, 7_697, 300_000),
+    "mutant-gaussian-identity-sigma-0.8 (2,) add to first cell, zCDP rho=1/2": (89_048, 1_802, 4_000_000),
+    "mutant-gaussian-tree-l2-unsquared (16,) add to first cell, zCDP rho=1/2": (89_148, 7_697, 300_000),
 }
 #: A mutant the wide audit never saw on the second table is sized as if it had been seen once.
 POWER = 0.99
-#: Cases of make test's audit that the power calculation makes longer than the 5 s an unmarked test may take,
-#: with the seconds they may take (data-adaptive algorithms run once per repetition, about a millisecond each).
-TIME_LIMITS = {"mutant-dawa-half-sensitivity": 60}
+
+
+def _time_limit(item: PlannedCase) -> float | None:
+    """The seconds a case of make test's audit may take, where that is more than the 5 s of any other test: a
+    data-adaptive algorithm or a discovery step runs once per repetition (1 to 30 ms a run), 500 runs per table
+    in the quick audit, up to 6,000 for a mutant the power calculation sizes."""
+    algorithm = item.case.algorithm
+    if not (algorithm.data_adaptive or hasattr(algorithm, "outcome")):
+        return None
+    return 30 if item.n_select + item.n_test <= 2_000 else 90
 
 
 def check(result: AuditResult) -> None:
@@ -67,15 +76,15 @@ def check(result: AuditResult) -> None:
 def _ci_plan() -> list[PlannedCase]:
     """The audit ``make test`` runs: the quick audit's cases at QUICK, then the small-effect mutants, all sharing
     one false-alarm budget.  A small-effect mutant keeps the seed and the selection sample it has in the wide
-    audit, so the event it is tested on is the one whose probabilities SMALL_EFFECT gives; only its test sample
+    audit, so the event it is tested on is the one whose counts MEASURED gives; only its test sample
     is resized."""
     quick = quick_cases()
     wide = {p.case.name: p for p in WIDE_PLAN}
-    extra = [c for c in default_cases() if c.mutant and c.algorithm.name not in LARGE_EFFECT]
+    extra = [c for c in default_cases() if c.mutant and c.name not in {q.name for q in quick}]
     alpha = ALPHA / (len(quick) + len(extra))
     planned = [PlannedCase(p.case, p.n_select, p.n_test, alpha, p.seed) for p in plan(quick, QUICK, seed=0)]
     for case in extra:
-        k1, k2, n = SMALL_EFFECT[case.algorithm.name]
+        k1, k2, n = MEASURED[case.name]
         p, q = k1 / n, max(k2, 1) / n
         test = runs_for_power(p, q, alpha, epsilon=None if case.rho else float(case.epsilon), rho=case.rho,
                               power=POWER)
@@ -88,8 +97,8 @@ CI_PLAN = _ci_plan()
 
 
 def _params(planned: list[PlannedCase]) -> list:
-    return [pytest.param(p, id=p.case.name, marks=[pytest.mark.time_limit(TIME_LIMITS[p.case.algorithm.name])]
-                         if p.case.algorithm.name in TIME_LIMITS else []) for p in planned]
+    return [pytest.param(p, id=p.case.name, marks=[] if _time_limit(p) is None else
+                         [pytest.mark.time_limit(_time_limit(p))]) for p in planned]
 
 
 @pytest.mark.parametrize("item", _params(CI_PLAN))
@@ -123,7 +132,10 @@ def test_every_algorithm_and_mutant_is_audited_in_both_tiers():
     # Every mutant case of the wide audit is in make test's audit too: the quick audit's or sized by power.
     wide_mutants = [p.case.name for p in WIDE_PLAN if p.case.mutant]
     assert sorted(wide_mutants) == sorted(p.case.name for p in CI_PLAN if p.case.mutant)
-    assert {p.case.algorithm.name for p in WIDE_PLAN if p.case.mutant} - LARGE_EFFECT == set(SMALL_EFFECT)
+    # The quick audit's mutants are the large ones, once each; the others are sized from their measured events.
+    quick = {c.name for c in quick_cases() if c.mutant}
+    assert {c.algorithm.name for c in quick_cases() if c.mutant} == LARGE_EFFECT
+    assert set(wide_mutants) - quick == set(MEASURED)
 
 
 def test_one_audit_false_alarm_budget_in_make_test():
@@ -179,8 +191,9 @@ def test_parallel_audit_gives_the_serial_results():
     from dphist.audit import audit
 
     recipe = partial(quick_cases, ["identity", "h"], mutants=False)
-    serial = audit(recipe(), size=QUICK, seed=3)
-    parallel = audit(recipe, size=QUICK, seed=3, jobs=2)
+    size = AuditSize("tiny", 500, 2_000)
+    serial = audit(recipe(), size=size, seed=3)
+    parallel = audit(recipe, size=size, seed=3, jobs=2)
     assert [(r.case, r.hits, r.lower_bound) for r in serial] == [(r.case, r.hits, r.lower_bound) for r in parallel]
 
 
