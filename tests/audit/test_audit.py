@@ -185,13 +185,14 @@ def test_cli_single_algorithm_quick():
     assert bad.exit_code == 2
 
 
+@pytest.mark.time_limit(15)  # two fresh interpreters import dphist (spawn)
 def test_parallel_audit_gives_the_serial_results():
     from functools import partial
 
     from dphist.audit import audit
 
     recipe = partial(quick_cases, ["identity", "h"], mutants=False)
-    size = AuditSize("tiny", 500, 2_000)
+    size = AuditSize("tiny", 500, 2_000, case_runs=False)
     serial = audit(recipe(), size=size, seed=3)
     parallel = audit(recipe, size=size, seed=3, jobs=2)
     assert [(r.case, r.hits, r.lower_bound) for r in serial] == [(r.case, r.hits, r.lower_bound) for r in parallel]
