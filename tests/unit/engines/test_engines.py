@@ -22,7 +22,8 @@ from dphist.schema import parse_schema
 
 from cli_harness import invoke
 
-ROWS = 1_000_000
+ROWS = 1_000_000  # the full tier's table: seven row groups of 150,000
+SMALL_ROWS = 40_000  # make test's: seven row groups of 6,000, the same shapes of data in a twenty-fifth the time
 SCHEMA = {"columns": {
     "income": {"type": "numeric", "lower": 0, "upper": 200_000, "bins": 64, "out_of_domain": "drop",
                "nulls": "category"},
@@ -42,10 +43,11 @@ needs_spark = pytest.mark.skipif(not has("pyspark") or shutil.which("java") is N
                                  reason="the spark extra or Java is not installed")
 
 
-@pytest.fixture(scope="module")
-def data(tmp_path_factory):
-    """1M rows: NaN and null incomes, incomes below and above the domain, ages as integers with nulls, text
-    with nulls, unknown labels and a non-ASCII label, dates with nulls and outside the year."""
+def _make_data(root, rows: int, row_group: int):
+    """``rows`` rows: NaN and null incomes, incomes below and above the domain, ages as integers with nulls, text
+    with nulls, unknown labels and a non-ASCII label, dates with nulls and outside the year; as Parquet (row
+    groups of ``row_group``) and CSV in ``root``."""
+    ROWS = rows  # noqa: N806  (the generator below reads as it did for the one size)
     rng = np.random.default_rng(10)
     income = rng.lognormal(10.5, 1.2, ROWS)
     income[rng.random(ROWS) < 0.02] = -5.0
@@ -61,13 +63,30 @@ def data(tmp_path_factory):
         "state": pa.array(state, mask=state_null),
         "day": pa.array(days, mask=rng.random(ROWS) < 0.02).cast(pa.date32()),
     })
-    root = tmp_path_factory.mktemp("engines")
-    pq.write_table(table, root / "people.parquet", row_group_size=150_000)
+    pq.write_table(table, root / "people.parquet", row_group_size=row_group)
     pacsv.write_csv(table, root / "people.csv")
     schema = parse_schema(SCHEMA)
     shapes = [TableShape("_".join(t), tuple(schema[c] for c in t)) for t in TABLES]
     columns = {c: schema[c] for c in schema.columns}
     return root, shapes, columns
+
+
+@pytest.fixture(scope="module")
+def data(tmp_path_factory):
+    """The full tier's table: 1M rows."""
+    return _make_data(tmp_path_factory.mktemp("engines"), ROWS, 150_000)
+
+
+@pytest.fixture(scope="module")
+def small(tmp_path_factory):
+    """make test's table: 40,000 rows."""
+    return _make_data(tmp_path_factory.mktemp("engines-small"), SMALL_ROWS, 6_000)
+
+
+@pytest.fixture(params=["small", pytest.param("data", marks=pytest.mark.slow)])
+def table(request):
+    """Each engine check on make test's table, and in the full tier on the 1M-row one too."""
+    return request.getfixturevalue(request.param)
 
 
 def local_counts(path, shapes, columns):
@@ -82,22 +101,22 @@ def assert_same(got, expected):
         assert np.array_equal(g, e)
 
 
-def test_the_local_counts_are_right(data):
+def test_the_local_counts_are_right(table):
     """The reference itself, against numpy on the whole columns (so engines are compared with right answers)."""
-    root, shapes, columns = data
+    root, shapes, columns = table
     (income, *_), table = local_counts(root / "people.parquet", shapes, columns), pq.read_table(root / "people.parquet")
     v = table.column("income").to_numpy(zero_copy_only=False)
     missing = np.isnan(v)
     inside = ~missing & (v >= 0) & (v < 200_000)
     expected = np.bincount((v[inside] // (200_000 / 64)).astype(int), minlength=64).tolist() + [int(missing.sum())]
     assert income.tolist() == expected
-    assert sum(income) < ROWS  # some rows were out of the domain
+    assert sum(income) < table.num_rows  # some rows were out of the domain
 
 
 @needs_dask
 @pytest.mark.parametrize("fmt", ["parquet", "csv"])
-def test_dask_counts_equal_local(data, fmt):
-    root, shapes, columns = data
+def test_dask_counts_equal_local(table, fmt):
+    root, shapes, columns = table
     path = root / f"people.{fmt}"
     expected = local_counts(path, shapes, columns)
     assert_same(count("dask", None, open_source(path), columns, shapes), expected)
@@ -113,19 +132,19 @@ def test_dask_local_cluster_counts_equal_local(data):
 
 
 @needs_spark
-@pytest.mark.slow
-@pytest.mark.parametrize("fmt", ["parquet", "csv"])
-def test_spark_counts_equal_local(data, fmt):
-    root, shapes, columns = data
+@pytest.mark.time_limit(120)  # the first Spark session starts a JVM (20 s and more); the other variants are slow
+@pytest.mark.parametrize("fmt", ["parquet", pytest.param("csv", marks=pytest.mark.slow)])
+def test_spark_counts_equal_local(table, fmt):
+    root, shapes, columns = table
     path = root / f"people.{fmt}"
     got = count("spark", "local[2]", open_source(path), columns, shapes)
     assert_same(got, local_counts(path, shapes, columns))
 
 
 @needs_dask
-def test_release_on_dask_is_the_local_release(data, tmp_path):
+def test_release_on_dask_is_the_local_release(small, tmp_path):
     """End to end through the CLI: same seed, same files."""
-    root, _, _ = data
+    root, _, _ = small
     schema = tmp_path / "schema.yaml"
     schema.write_text(__import__("yaml").safe_dump(SCHEMA, allow_unicode=True))
     outs = {}
@@ -139,8 +158,8 @@ def test_release_on_dask_is_the_local_release(data, tmp_path):
     assert outs["local"] == outs["dask"]
 
 
-def test_engine_needs_its_extra_or_fails_cleanly(data, tmp_path, monkeypatch):
-    root, _, _ = data
+def test_engine_needs_its_extra_or_fails_cleanly(small, tmp_path, monkeypatch):
+    root, _, _ = small
     import dphist.engines as engines
 
     monkeypatch.setattr(engines.importlib.util, "find_spec", lambda name: None)
@@ -167,8 +186,8 @@ def test_progress_bar_draws_rows_rate_and_percent():
     assert "counting" in text and "100%" in text and "rows/s" in text
 
 
-def test_progress_counts_csv_bytes_and_parquet_rows(data):
-    root, shapes, columns = data
+def test_progress_counts_csv_bytes_and_parquet_rows(table):
+    root, shapes, columns = table
     for name, unit in (("people.csv", "bytes"), ("people.parquet", "rows")):
         src = open_source(root / name)
         total, got_unit = src.progress_total()
@@ -177,8 +196,8 @@ def test_progress_counts_csv_bytes_and_parquet_rows(data):
         assert got_unit == unit and bar.done == total  # every byte or row was seen, none twice
 
 
-def test_no_progress_bar_off_a_terminal(data, tmp_path):
-    root, _, _ = data
+def test_no_progress_bar_off_a_terminal(small, tmp_path):
+    root, _, _ = small
     res = invoke(["release", str(root / "people.parquet"), "--columns", "state", "-e", "1",
                   "--seed", "1", "--delta", "1e-6", "--out", str(tmp_path / "o")])
     assert res.exit_code == 0, res.output
