@@ -142,6 +142,7 @@ def _check_small(results):
         assert r.rho == RHO and r.delta == pytest.approx(delta_for(RHO, r.epsilon), rel=1e-12)
 
 
+@pytest.mark.time_limit(30)  # the units case runs a run at a time, as the audit's data-adaptive cases do
 def test_gauss_audit_small_cases():
     """The zCDP audit end to end: identity and h pass, the tree mutant (ρ√h spent) is caught, and a data-adaptive
     case (contribution bounding, pooled zCDP budgets, a run at a time) passes.  At 60,000 test runs per table
