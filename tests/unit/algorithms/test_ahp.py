@@ -12,6 +12,7 @@ import pytest
 from dphist.algorithms.ahp import AHP, greedy_clusters
 from dphist.algorithms.identity import Identity
 from dphist.audit.ahp_cases import TrueCountAHP
+from dphist.audit.replication import NoisePool, PooledBudget
 from dphist.errors import UsageError
 from dphist.privacy import PrivacyBudget, SeededBits, ZCDPBudget, discrete_laplace_variance
 
@@ -126,11 +127,21 @@ def test_each_stated_sensitivity_holds_on_unit_changes():
             assert np.abs(totals_y - totals).sum() == 1  # Δ = 1 for disjoint cluster totals
 
 
+class OneCluster(AHP):
+    """AHP with every cell in one cluster: the cell noise is drawn before the clusters are chosen, so its runs
+    draw the very cell noise AHP draws on the same seed, without AHP's clustering of thousands of cells."""
+
+    def clusters(self, noisy, cutoff, c):
+        return np.arange(noisy.size), np.array([0, noisy.size])
+
+
 def test_cell_noise_has_the_discrete_laplace_variance():
     x = np.zeros(4096, dtype=np.int64)
     x[::7] = 5
     epsilon = Fraction(1, 2)
-    noise = np.concatenate([traced_run(AHP(), x, epsilon, seed)[2][0] - x for seed in range(6)])
+    small = x[:64]
+    assert np.array_equal(traced_run(AHP(), small, epsilon, 0)[2][0], traced_run(OneCluster(), small, epsilon, 0)[2][0])
+    noise = np.concatenate([traced_run(OneCluster(), x, epsilon, seed)[2][0] - x for seed in range(6)])
     sigma2 = discrete_laplace_variance(1 / (epsilon * Fraction(17, 20)))
     # Var of the sample variance ≈ (μ₄ − σ⁴)/N with μ₄ ≈ 6σ⁴ (Laplace).
     assert abs(noise.var() - sigma2) < Z * sigma2 * math.sqrt(5 / noise.size)
@@ -139,13 +150,16 @@ def test_cell_noise_has_the_discrete_laplace_variance():
 
 def test_cluster_totals_are_of_the_noisy_clusters_with_the_stated_noise():
     """The second measurement's queries are the totals of the clusters the noisy cells give (recomputed here from
-    the traced cells), and their noise has the discrete Laplace variance of ε₂."""
+    the traced cells), and their noise has the discrete Laplace variance of ε₂.  The 1,500 runs draw from one pool
+    of exact discrete Laplace noise (the audit's: a plain budget's distribution, drawn in bulk)."""
     x = np.array([0, 0, 1, 9, 10, 0, 30, 31, 0, 2, 0, 12, 29, 0, 0, 11], dtype=np.int64)
     epsilon, algo = Fraction(1), AHP()
     scale1, scale2 = 1 / (epsilon * Fraction(17, 20)), 1 / (epsilon * Fraction(3, 20))
-    noise = []
-    for seed in range(1500):
-        _, _, (cells, totals) = traced_run(algo, x, epsilon, seed)
+    pool, noise = NoisePool(SeededBits(0)), []
+    for _ in range(1500):
+        trace: list = []
+        algo.run(x, PooledBudget(epsilon, pool=pool, trace=trace))
+        cells, totals = (d.values for d in trace)
         order, edges = algo.clusters(cells, algo.threshold(16, scale1), 2 * float(scale2) ** 2)
         noise.append(totals - np.add.reduceat(x[order], edges[:-1]))
     noise = np.concatenate(noise)
@@ -197,8 +211,11 @@ def test_release_spreads_each_noisy_total_evenly_over_its_cluster():
 # -- accuracy, zCDP, bad input --------------------------------------------------------------------------------------
 
 @pytest.mark.skipif(not DPBENCH.exists(), reason="DPBench data sets not present")
+@pytest.mark.parametrize("seed", [0, 1])
 @pytest.mark.parametrize("name", ["ADULTFRANK.n4096.npy", "PATENT.n4096.npy"])
-def test_beats_identity_at_low_signal(name):
+def test_beats_identity_at_low_signal(name, seed):
+    """AHP's mean prefix error below 0.6 of identity's on the same seed, one seed per test (AHP's clustering of
+    4,096 cells takes about a second a run), so each seed must pass on its own."""
     p = np.load(DPBENCH / name).astype(np.float64)
     x = np.random.default_rng(0).multinomial(1000, p / p.sum()).astype(np.int64)
     eps = Fraction(1, 10)
@@ -207,9 +224,8 @@ def test_beats_identity_at_low_signal(name):
         values = algo.run(x, PrivacyBudget(eps, bits=SeededBits(seed))).values
         return np.abs(np.cumsum(values) - np.cumsum(x)).mean()
 
-    ours = np.mean([prefix_error(AHP(), s) for s in range(2)])
-    identity = np.mean([prefix_error(Identity(), s) for s in range(2)])
-    assert ours < 0.6 * identity  # measured: about a third (ADULT) and a fifth (PATENT)
+    ours, identity = prefix_error(AHP(), seed), prefix_error(Identity(), seed)
+    assert ours < 0.6 * identity  # measured: 0.16 and 0.10 (ADULT), 0.12 and 0.30 (PATENT)
 
 
 def test_runs_on_a_zcdp_budget():

@@ -69,8 +69,17 @@ def test_split_parts_add_up_exactly(total, shares):
     assert all(p.epsilon * Fraction(shares[0]) == parts[0].epsilon * Fraction(s) for p, s in zip(parts, shares))
 
 
-@given(st.fractions(min_value=Fraction(1, 10**6), max_value=1000),
-       st.lists(st.fractions(min_value=Fraction(1, 1000), max_value=100), min_size=1, max_size=30),
+def fractions_in(lo, hi):
+    """Rationals in [lo, hi]: lo + (hi − lo)·k/d for a denominator d up to 10⁶ and 0 ≤ k ≤ d (both ends
+    included).  Hypothesis's own ``fractions`` builds a new strategy for every value it draws, most of this test's
+    time with lists of up to 30 of them; this draws two integers."""
+    lo, hi = Fraction(lo), Fraction(hi)
+    return st.tuples(st.integers(1, 10**6), st.integers(0, 10**6)).map(
+        lambda t: lo + (hi - lo) * Fraction(min(t[1], t[0]), t[0]))
+
+
+@given(fractions_in(Fraction(1, 10**6), 1000),
+       st.lists(fractions_in(Fraction(1, 1000), 100), min_size=1, max_size=30),
        st.sampled_from([Fraction(0), Fraction(1, 2), Fraction(1, 3), Fraction(1, 7)]))
 @settings(max_examples=200, deadline=None)
 def test_split_of_what_is_left_adds_up_exactly_and_keeps_ratios(total, shares, spent_share):
