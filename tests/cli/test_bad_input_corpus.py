@@ -15,9 +15,11 @@ For each case, built in a fresh directory that is the working directory of the r
 - after exit 0, no hidden leftovers outside the release directory.
 
 Most cases run in-process through CliRunner (cli_harness.invoke, with a watchdog).  Cases that could hang (a FIFO
-as input, exponents such as 1e-999999999) or take seconds run as real processes with a timeout
-(cli_harness.run_process), all started when the first test runs and checked last.  Directories are compared by
-kind and content (cli_harness.snapshot without modification times).
+as input, exponents such as 1e-999999999) or take seconds run as real processes with a timeout (cli_harness.start:
+forked from a server that has already imported dphist), all started when the first test runs and checked last;
+the module's tests therefore run on one xdist worker (their xdist_group), so that only one worker starts them.
+The cases in ``corpus_cases.SLOW`` (larger variants of cases that run on every change) are marked slow.
+Directories are compared by kind and content (cli_harness.snapshot without modification times).
 
 ``KNOWN_BROKEN`` is for sorting cases while fixes are in progress; it stays empty in the repository.
 """
@@ -26,15 +28,21 @@ from __future__ import annotations
 
 import json
 import os
-from concurrent.futures import ThreadPoolExecutor
 from fractions import Fraction
 from pathlib import Path
 
 import pytest
 
-from cli_harness import Outcome, invoke, run_process, snapshot
+import cli_harness
+from cli_harness import Outcome, invoke, snapshot, start
 import corpus_cases as cc
 from dphist.ledger import Ledger
+
+# The process cases are started by a module fixture when the module's first test runs: every test of the module
+# on one worker, or each worker would start them all.
+pytestmark = pytest.mark.xdist_group("bad_input_corpus")
+
+cli_harness.start_fork_server()  # it imports while the tests before these run
 
 KNOWN_BROKEN: dict[str, str] = {}
 
@@ -65,25 +73,29 @@ def spent(path: Path) -> list[dict]:
 
 
 @pytest.fixture(scope="module")
-def process_runs(tmp_path_factory):
-    """Build every case that needs a real process and start them all at once (they may sit out a timeout)."""
+def process_runs(request, tmp_path_factory):
+    """Build every selected case that needs a real process and start them all at once (they may sit out a
+    timeout: each is killed if it has not ended ``case.timeout`` seconds after its test starts waiting for it)."""
+    selected = {item.callspec.params["name"] for item in request.session.items
+                if getattr(item, "module", None) is request.module and hasattr(item, "callspec")}
     runs: dict[str, tuple] = {}
-    with ThreadPoolExecutor(max_workers=8) as pool:
-        for name in sorted(cc.PROCESS):
-            builder = cc.CASES[name]
-            d = tmp_path_factory.mktemp(name)
-            try:
-                case = builder(d)
-            except pytest.skip.Exception as exc:
-                runs[name] = ("skip", str(exc))
-                continue
-            assert case.timeout is not None, name
-            ledger = tmp_path_factory.mktemp(f"{name}-ledger") / "ledger.sqlite"
-            before = corpus_snapshot(d)
-            env = {"DPHIST_LEDGER": str(d / case.ledger if case.ledger else ledger)}
-            runs[name] = (d, case, before, ledger, pool.submit(run_process, case.args, cwd=d, env=env,
-                                                               timeout=case.timeout))
-        yield runs
+    for name in sorted(cc.PROCESS & selected):
+        builder = cc.CASES[name]
+        d = tmp_path_factory.mktemp(name)
+        try:
+            case = builder(d)
+        except pytest.skip.Exception as exc:
+            runs[name] = ("skip", str(exc))
+            continue
+        assert case.timeout is not None, name
+        ledger = tmp_path_factory.mktemp(f"{name}-ledger") / "ledger.sqlite"
+        before = corpus_snapshot(d)
+        env = {"DPHIST_LEDGER": str(d / case.ledger if case.ledger else ledger)}
+        runs[name] = (d, case, before, ledger, start(["-m", "dphist", *case.args], cwd=d, env=env))
+    yield runs
+    for run in runs.values():  # a test that did not run (stopped by -x) leaves its process
+        if run[0] != "skip":
+            run[-1].wait(run[1].timeout)
 
 
 # ---- the contract ---------------------------------------------------------------------------------------------
@@ -206,6 +218,8 @@ def _params():
     # Process cases last: they run in the background from the first test on, so waiting for them comes at the end.
     for name in sorted(cc.CASES, key=lambda n: n in cc.PROCESS):
         marks = [pytest.mark.xfail(strict=True, reason=KNOWN_BROKEN[name])] if name in KNOWN_BROKEN else []
+        if name in cc.SLOW:
+            marks.append(pytest.mark.slow)
         yield pytest.param(name, id=name, marks=marks)
 
 
@@ -215,8 +229,8 @@ def test_bad_input(name, tmp_path, monkeypatch, private_ledger, process_runs, re
     if run is not None and run[0] == "skip":
         pytest.skip(run[1])
     if run is not None:
-        d, case, before, ledger, future = run
-        outcome = future.result()
+        d, case, before, ledger, process = run
+        outcome = process.wait(case.timeout)
         ledger = d / case.ledger if case.ledger else ledger
     else:
         d = tmp_path / "case"

@@ -1,7 +1,9 @@
 """The ledger from the command line: ``budget set`` (in ε with δ, or in ρ) with ``show``, ``history`` and ``verify``;
 releases recorded and refused at the cap (exit 3, one line, no output) in each budget definition, a run key that
 spends once, hand edits caught, test mode kept out, a held lock (exit 4), a job spec's dated output and run key.
-The ``release`` runs here are real processes (cli_harness.run_process) with the test's private ledger."""
+The ``release`` runs here are real processes with the test's private ledger, forked from a server that has already
+imported dphist (cli_harness.run_forked; a release that reserves, reads and fails in a new interpreter, imports and
+all, is test_cli_errors.py's non_numeric_value)."""
 
 from __future__ import annotations
 
@@ -14,16 +16,19 @@ import yaml
 from dphist.ledger import REFERENCE_DELTA, Ledger
 from dphist.privacy.conversions import epsilon_for
 
-from cli_harness import Outcome, invoke, run_process
+import cli_harness
+from cli_harness import Outcome, invoke, run_forked
 from conftest import ROOT
+
+cli_harness.start_fork_server()  # it imports while the tests before these run
 
 CENSUS = [str(ROOT / "sample_data" / "census.csv"), "-s", str(ROOT / "sample_data" / "census.schema.yaml"),
           "-c", "sex"]
 
 
 def dphist(*args: str) -> Outcome:
-    """``python -m dphist ARGS`` as a real process in the repository, with the test's private ledger."""
-    return run_process(args, cwd=ROOT)
+    """``python -m dphist ARGS`` as a real (forked) process in the repository, with the test's private ledger."""
+    return run_forked(args, cwd=ROOT)
 
 
 D = "d"
@@ -108,7 +113,7 @@ def test_releases_in_each_definition_against_caps_end_to_end(tmp_path, private_l
               "-c", "sex", "--dataset-id", "census", "-q"]
 
     def run(*args, out):
-        return run_process(["release", *census, *args, "-o", str(tmp_path / out)], cwd=ROOT)
+        return run_forked(["release", *census, *args, "-o", str(tmp_path / out)], cwd=ROOT)
 
     book = Ledger(private_ledger)
     book.set_cap("census", ROW, rho="0.05")
@@ -121,8 +126,8 @@ def test_releases_in_each_definition_against_caps_end_to_end(tmp_path, private_l
     assert report["ledger"]["rho_cap"] == "0.05" and report["ledger"]["rho_spent_before"] == "0"
     assert row(book, "census")["rho_spent"] == "0.04"
     book.set_cap("other", ROW, "1", "1e-5")
-    refusal = run_process(["release", *census[:-3], "--dataset-id", "other", "--rho", "0.01", "-o", str(tmp_path / "d")],
-                          cwd=ROOT)
+    refusal = run_forked(["release", *census[:-3], "--dataset-id", "other", "--rho", "0.01", "-o", str(tmp_path / "d")],
+                         cwd=ROOT)
     assert refusal.exit_code == 3 and "--noise gaussian" in refusal.stderr and not (tmp_path / "d").exists()
     assert row(book, "other")["releases"] == 0 and kinds(book, "other") == ["CAP"]
     assert book.verify() == []

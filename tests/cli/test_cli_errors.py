@@ -8,19 +8,20 @@ the file system exactly as it was: no --out directory, no staging directory, a p
 Each case is a *builder*: a function that writes its files into a fresh directory and returns the command line
 (relative paths; both runners use that directory as the working directory) and what to expect.  The main cases
 (CASES) run both ways; further variants (EXTRA_CASES) and regressions for bugs found while writing these tests
-(REGRESSION_CASES) run through CliRunner only.  Both runners are cli_harness's (``invoke`` in-process,
-``run_process`` as a real process).  The subprocess runs (about half a second each, mostly importing pandas and
-pyarrow) are started together in a thread pool as soon as the module's first test runs, so the whole file stays
-fast.
+(REGRESSION_CASES) run through CliRunner only.  Both runners are cli_harness's: ``invoke`` in-process, and as a
+real process of its own, forked from a server that has already imported dphist (``start``), except the cases in
+FRESH_INTERPRETER, which start a new interpreter (``run_process``, a second of imports each) so that anything
+printed while importing would break their one-line contract as it would for a user.  The subprocess runs are all
+started when the module's first test runs and checked by the last tests in the file, so the whole file stays fast;
+the module's tests run on one xdist worker (their xdist_group), so that only one worker starts them.
 """
 
 from __future__ import annotations
 
 import csv
 import json
-import os
 from collections.abc import Callable
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -33,8 +34,15 @@ import dphist.io.sources
 import dphist.engines
 from dphist.io.destination import MARKER
 
-from cli_harness import Outcome, invoke, run_process, snapshot
+import cli_harness
+from cli_harness import Outcome, invoke, run_process, snapshot, start
 from conftest import write
+
+# The subprocess runs are started by a module fixture when the module's first test runs: every test of the module
+# on one worker, or each worker would start them all.
+pytestmark = pytest.mark.xdist_group("cli_errors")
+
+cli_harness.start_fork_server()  # it imports while the tests before these run
 
 SECRET = "zzzsecret"  # planted in data; must never appear in any output
 BANNER = "TEST MODE"  # the --seed banner line on stderr
@@ -626,23 +634,40 @@ EXTRA_CASES = [pytest.param(b, id=b.__name__) for b in [
 
 # ---- the subprocess runs ------------------------------------------------------------------------------------------
 
+# Run as a new `python -m dphist` process, imports and all: one case per path through the imports (a data error
+# after reading CSV, a Parquet error, a schema error, and a test-mode release whose banner must be the first line).
+FRESH_INTERPRETER = {"non_numeric_value", "corrupt_parquet", "schema_numeric_without_bounds", "header_only_csv_seeded"}
 
-@pytest.fixture(scope="module")
+
+def run_subprocess(name: str, args: list[str], d: Path, pool: ThreadPoolExecutor | None = None):
+    """Start case ``name`` as a real process in ``d``; returns a function that waits for its Outcome."""
+    if name in FRESH_INTERPRETER:
+        if pool is None:
+            return lambda: run_process(args, cwd=d, timeout=120)
+        return pool.submit(run_process, args, cwd=d, timeout=120).result
+    started = start(["-m", "dphist", *args], cwd=d)
+    return lambda: started.wait(120)
+
+
+@pytest.fixture(scope="module", autouse=True)
 def subprocess_runs(request, tmp_path_factory):
-    """Build every case selected for the subprocess runner and start them all at once in a thread pool."""
+    """Build every case selected for the subprocess runner and start them all at once (the fresh interpreters in a
+    thread pool), when the module's first test runs (autouse)."""
     wanted = {}
     for item in request.session.items:
         spec = getattr(item, "callspec", None)
         if getattr(item, "module", None) is request.module and spec and spec.params.get("runner") == "subprocess":
             builder = spec.params["builder"]
             wanted[builder.__name__] = builder
-    runs: dict[str, tuple[Path, Case, dict, Future]] = {}
-    with ThreadPoolExecutor(max_workers=max(2, os.cpu_count() or 2)) as pool:
-        for name, builder in wanted.items():
+    runs: dict[str, tuple[Path, Case, dict, Callable[[], Outcome]]] = {}
+    with ThreadPoolExecutor(max_workers=len(FRESH_INTERPRETER)) as pool:
+        for name, builder in sorted(wanted.items(), key=lambda w: w[0] not in FRESH_INTERPRETER):  # slowest first
             d = tmp_path_factory.mktemp(name)
             case = builder(d)
-            runs[name] = (d, case, snapshot(d), pool.submit(run_process, case.args, cwd=d, timeout=120))
+            runs[name] = (d, case, snapshot(d), run_subprocess(name, case.args, d, pool))
         yield runs
+        for *_, outcome in runs.values():  # a test that did not run (stopped by -x) leaves its process
+            outcome()
 
 
 # ---- the contract ---------------------------------------------------------------------------------------------
@@ -678,21 +703,6 @@ def verify(case: Case, outcome: Outcome, d: Path, before: dict) -> None:
     after = snapshot(d)
     changed = sorted(k for k in before.keys() | after.keys() if before.get(k) != after.get(k))
     assert not changed, f"the failed run changed the file system: {changed}\n{seen}"
-
-
-@pytest.mark.parametrize("runner", ["clirunner", "subprocess"])
-@pytest.mark.parametrize("builder", CASES)
-def test_cli_case(builder, runner, tmp_path, monkeypatch, subprocess_runs):
-    if runner == "subprocess" and builder.__name__ in subprocess_runs:
-        d, case, before, future = subprocess_runs[builder.__name__]
-        outcome = future.result()
-    else:
-        d = tmp_path
-        case = builder(d)
-        before = snapshot(d)
-        outcome = (invoke(case.args, cwd=d) if runner == "clirunner"
-                   else run_process(case.args, cwd=d, timeout=120))
-    verify(case, outcome, d, before)
 
 
 @pytest.mark.parametrize("builder", EXTRA_CASES + REGRESSION_CASES)
@@ -741,3 +751,23 @@ def test_every_case_builder_is_registered():
                if callable(obj) and getattr(obj, "__code__", None) is not None and not name.startswith("_")
                and obj.__code__.co_argcount == 1 and obj.__code__.co_varnames[0] == "d"}
     assert defined <= builders, sorted(defined - builders)
+
+
+# ---- both ways -----------------------------------------------------------------------------------------------
+# Last in the file, and the cases run in a fresh interpreter last of all: the subprocess runs, started when the
+# module's first test runs, have had the tests before theirs to finish in.
+
+
+@pytest.mark.parametrize("runner", ["clirunner", "subprocess"])
+@pytest.mark.parametrize("builder", sorted(CASES, key=lambda p: p.id in FRESH_INTERPRETER))
+def test_cli_case(builder, runner, tmp_path, monkeypatch, subprocess_runs):
+    if runner == "subprocess" and builder.__name__ in subprocess_runs:
+        d, case, before, outcome_of = subprocess_runs[builder.__name__]
+        outcome = outcome_of()
+    else:
+        d = tmp_path
+        case = builder(d)
+        before = snapshot(d)
+        outcome = (invoke(case.args, cwd=d) if runner == "clirunner"
+                   else run_subprocess(builder.__name__, case.args, d)())
+    verify(case, outcome, d, before)

@@ -7,7 +7,8 @@ charged.  (The readers, counting and parsers on the same inputs: the unit tests 
 
 Cases run in-process (cli_harness.invoke) with their own ledger (``--ledger``) and assert the exit code, a single
 stderr line, no traceback and, for planning errors, an empty ledger.  Cases that could block forever (FIFOs) keep
-the pipes unblocked, or run the CLI as a real process with a timeout (cli_harness.run_process).
+the pipes unblocked, or run the CLI as a real process with a timeout (cli_harness.run_forked: forked from a server
+that has already imported dphist).
 """
 
 from __future__ import annotations
@@ -29,8 +30,11 @@ from dphist.errors import UsageError
 from dphist.ledger import Ledger
 from dphist.schema import parse_schema
 
-from cli_harness import Outcome, invoke, run_process
+import cli_harness
+from cli_harness import Outcome, invoke, run_forked
 from input_files import ABSURD, A_SCHEMA, DAY_SCHEMA, WRAP_SCHEMA, ZONED, _long_field_csv, unblocked, write_csv
+
+cli_harness.start_fork_server()  # it imports while the tests before these run
 
 
 # ---- helpers --------------------------------------------------------------------------------------------------------
@@ -126,7 +130,7 @@ def test_discovered_number_column_with_some_text_is_released(tmp_path):
 def test_wide_csv_without_schema_ends_cleanly(tmp_path):
     """Many undeclared columns, each with a sliver of ε: their types are drawn nearly at random (dates from
     digits, numbers from text), and whatever is drawn, the run ends with a release or one data error."""
-    n = 400
+    n = 200  # discovery takes ~5 ms a column; the corpus's discover_500_columns_no_schema is wider
     rows = [",".join(str((i * r) % 7) if i % 3 else f"x{r}" for i in range(n)) for r in range(50)]
     data = write_csv(tmp_path / "wide.csv", ",".join(f"c{i}" for i in range(n)), rows)
     result = release(tmp_path, str(data), "-e", "1", "--delta", "1e-6")
@@ -222,7 +226,7 @@ def test_fifo_and_device_refused_by_the_real_command(tmp_path):
     write_csv(tmp_path / "d.csv", "a", ["1"])
     for args, code, word in ((["release", "pipe.csv", "-e", "1"], 1, "named pipe"),
                              (["release", "d.csv", "-e", "1", "-s", "/dev/zero"], 2, "device")):
-        proc = run_process([*args, "--ledger", "l.sqlite"], cwd=tmp_path, timeout=60)
+        proc = run_forked([*args, "--ledger", "l.sqlite"], cwd=tmp_path, timeout=60)
         lines = proc.stderr.strip().splitlines()
         assert proc.exit_code == code and len(lines) == 1 and word in lines[0], proc.stderr
     assert charged(tmp_path) == 0

@@ -1,9 +1,11 @@
 """The release transaction under faults, with real processes: kills at every state, signals, concurrent runs
 with one run key, a lock timeout of 0, --overwrite aimed at the wrong folder, and damaged ledgers.
 
-Each run is a real ``python -m dphist`` process.  Runs are stopped at a named checkpoint through
-``DPHIST_FAULT_AT`` (dphist/faults.py); after each, the ledger, the disk and a retry are checked against the table
-in dphist/publish.py's docstring.
+Each run is a real ``python -m dphist`` process of its own, forked from a server that has already imported dphist
+(cli_harness.start: its own pid, signals, exit status and ledger connection, without a second of imports each;
+the larger variant of the concurrent runs, in the slow tier, starts each afresh).  Runs are stopped at a named
+checkpoint through ``DPHIST_FAULT_AT`` (dphist/faults.py); after each, the ledger, the disk and a retry are
+checked against the table in dphist/publish.py's docstring.
 """
 
 from __future__ import annotations
@@ -23,8 +25,11 @@ import pytest
 from dphist.io.destination import MARKER, read_marker
 from dphist.ledger import Ledger
 
-from cli_harness import Outcome, invoke
+import cli_harness
+from cli_harness import Outcome, invoke, start
 from conftest import ROOT, SAMPLE
+
+cli_harness.start_fork_server()  # it imports while the tests before these run
 
 CENSUS = SAMPLE / "census.csv"
 SCHEMA = SAMPLE / "census.schema.yaml"
@@ -35,21 +40,17 @@ def release_args(out: Path, *extra: str, epsilon: str = "0.5") -> list[str]:
             "-o", str(out), *extra]
 
 
-def run(args: list[str], ledger: Path, fault: str | None = None, timeout: float = 300) -> subprocess.CompletedProcess:
-    """``python -m dphist ARGS`` as a process of its own (not cli_harness.run_process: the child must start with SIGINT
-    at its default action, and may take up to ``timeout`` seconds to be stopped at its checkpoint)."""
-    env = {**os.environ, "DPHIST_LEDGER": str(ledger)}
-    env.pop("DPHIST_FAULT_AT", None)
-    if fault:
-        env["DPHIST_FAULT_AT"] = fault
-    # The child starts with SIGINT at its default action even where this suite was started with it ignored (a
-    # background or nohup launch, which the child would inherit): the signal tests deliver SIGINT to it.
-    return subprocess.run([sys.executable, "-m", "dphist", *args], capture_output=True, text=True, env=env,
-                          cwd=ROOT, timeout=timeout, preexec_fn=_default_sigint)
+def run(args: list[str], ledger: Path, fault: str | None = None, timeout: float = 120) -> Outcome:
+    """``python -m dphist ARGS`` as a process of its own with ``ledger``, stopped at the checkpoint ``fault`` if
+    given; waited for (a run still going after ``timeout`` seconds is killed and has exit code -1)."""
+    return launch(args, ledger, fault).wait(timeout)
 
 
-def _default_sigint() -> None:
-    signal.signal(signal.SIGINT, signal.SIG_DFL)
+def launch(args: list[str], ledger: Path, fault: str | None = None) -> cli_harness.Started:
+    """:func:`run` without the wait.  The process starts with SIGINT at Python's default (KeyboardInterrupt) even
+    where this suite was started with it ignored (a background or nohup launch): the signal tests deliver SIGINT
+    to it."""
+    return start(["-m", "dphist", *args], cwd=ROOT, env={"DPHIST_LEDGER": str(ledger), "DPHIST_FAULT_AT": fault})
 
 
 def kinds(ledger: Path) -> list[str]:
@@ -91,7 +92,7 @@ KILLS = {
 def test_sigkill_at_each_state_then_the_same_run_key(tmp_path, point):
     ledger, out = tmp_path / "l.sqlite", tmp_path / "out"
     killed = run(release_args(out, "--run-key", "nightly-1"), ledger, fault=point)
-    assert killed.returncode == -9
+    assert killed.exit_code == -9
     after_kill, retry_outcome = KILLS[point]
     assert kinds(ledger) == after_kill
     assert out.exists() == (point in ("moved", "published"))
@@ -104,15 +105,15 @@ def test_sigkill_at_each_state_then_the_same_run_key(tmp_path, point):
     assert spent(ledger) == Fraction(1, 2)  # one release's epsilon, whatever happened
     assert leftovers(tmp_path) == []  # staging of the killed run cleaned, by recovery or by the sweep
     if retry_outcome == "fresh":
-        assert retry.returncode == 0 and record["status"] == "ok"
+        assert retry.exit_code == 0 and record["status"] == "ok"
         assert kinds(ledger) == ["RESERVE", "ABORT", "RESERVE", "READ", "COMMIT", "PUBLISH"]
         assert read_marker(out)["run_id"] != first
     elif retry_outcome == "spent":
-        assert retry.returncode == 3 and record["exit_code"] == 3 and "no new noise" in record["message"]
+        assert retry.exit_code == 3 and record["exit_code"] == 3 and "no new noise" in record["message"]
         assert kinds(ledger) == ["RESERVE", "READ", "FAIL"]
         assert not out.exists()
     else:  # the killed run's own release, finished by recovery: no new noise drawn
-        assert retry.returncode == 0 and record["status"] == "exists", record
+        assert retry.exit_code == 0 and record["status"] == "exists", record
         assert kinds(ledger)[:3] == ["RESERVE", "READ", "COMMIT"] and kinds(ledger)[-1] == "PUBLISH"
         assert kinds(ledger).count("RESERVE") == 1
         marker = read_marker(out)
@@ -123,10 +124,10 @@ def test_sigkill_at_each_state_then_the_same_run_key(tmp_path, point):
 
 def test_budget_recover_finishes_a_killed_run_without_a_key(tmp_path):
     ledger, out = tmp_path / "l.sqlite", tmp_path / "out"
-    assert run(release_args(out), ledger, fault="committed").returncode == -9
+    assert run(release_args(out), ledger, fault="committed").exit_code == -9
     assert not out.exists() and len(leftovers(tmp_path)) == 1
     done = run(["budget", "recover"], ledger)
-    assert done.returncode == 0 and "1 interrupted run(s) recovered" in done.stdout, done.stdout + done.stderr
+    assert done.exit_code == 0 and "1 interrupted run(s) recovered" in done.stdout, done.stdout + done.stderr
     assert read_marker(out)["run_id"] == first_run_id(ledger) and leftovers(tmp_path) == []
     assert kinds(ledger)[-1] == "PUBLISH" and spent(ledger) == Fraction(1, 2)
     assert "0 interrupted" in run(["budget", "recover"], ledger).stdout  # nothing left to do
@@ -136,12 +137,12 @@ def test_a_kill_in_the_middle_of_replacing_a_release_puts_the_old_one_back_or_fi
     """--overwrite of an earlier release, killed after the commit: the retry finishes the new one; the old one
     is never lost half-way (there is always a complete release at --out once recovery ran)."""
     ledger, out = tmp_path / "l.sqlite", tmp_path / "out"
-    assert run(release_args(out, "--run-key", "a"), ledger).returncode == 0
+    assert run(release_args(out, "--run-key", "a"), ledger).exit_code == 0
     old = read_marker(out)["run_id"]
-    assert run(release_args(out, "--run-key", "b", "--overwrite"), ledger, fault="committed").returncode == -9
+    assert run(release_args(out, "--run-key", "b", "--overwrite"), ledger, fault="committed").exit_code == -9
     assert read_marker(out)["run_id"] == old  # not yet replaced
     retry = run(release_args(out, "--run-key", "b", "--overwrite"), ledger)
-    assert retry.returncode == 0 and "already committed" in retry.stderr
+    assert retry.exit_code == 0 and "already committed" in retry.stderr
     assert read_marker(out)["run_id"] != old and leftovers(tmp_path) == []
     assert spent(ledger) == 1
 
@@ -155,7 +156,7 @@ def test_a_kill_in_the_middle_of_replacing_a_release_puts_the_old_one_back_or_fi
 def test_signals_exit_130_or_143_leaving_nothing_partial(tmp_path, signame, code, point, given_back):
     ledger, out = tmp_path / "l.sqlite", tmp_path / "out"
     stopped = run(release_args(out, "--run-key", "k"), ledger, fault=f"{point}:{signame}")
-    assert stopped.returncode == code, stopped.stderr
+    assert stopped.exit_code == code, stopped.stderr
     assert stopped.stderr.count("\n") == 1 and stopped.stderr.startswith("Error: ") and "Traceback" not in stopped.stderr
     assert not out.exists() and leftovers(tmp_path) == []
     assert kinds(ledger)[-1] == ("ABORT" if given_back else "FAIL")
@@ -173,9 +174,9 @@ def private_schema_args(out: Path) -> list[str]:
                                                        ("read", ["RESERVE", "READ"], False)])
 def test_private_schema_killed_writes_nothing_and_recovery_settles_the_ledger(tmp_path, point, after, given_back):
     ledger, out = tmp_path / "l.sqlite", tmp_path / "s.yaml"
-    assert run(private_schema_args(out), ledger, fault=point).returncode == -9
+    assert run(private_schema_args(out), ledger, fault=point).exit_code == -9
     assert kinds(ledger) == after and not out.exists()
-    assert run(["budget", "recover"], ledger).returncode == 0
+    assert run(["budget", "recover"], ledger).exit_code == 0
     assert kinds(ledger)[-1] == ("ABORT" if given_back else "FAIL")
     assert spent(ledger) == (0 if given_back else Fraction(1, 2)) and not out.exists()
 
@@ -184,7 +185,7 @@ def test_private_schema_killed_writes_nothing_and_recovery_settles_the_ledger(tm
 def test_private_schema_signalled_after_reading_exits_with_one_line_and_stays_charged(tmp_path, signame, code):
     ledger, out = tmp_path / "l.sqlite", tmp_path / "s.yaml"
     stopped = run(private_schema_args(out), ledger, fault=f"read:{signame}")
-    assert stopped.returncode == code, stopped.stderr
+    assert stopped.exit_code == code, stopped.stderr
     assert stopped.stderr.count("\n") == 1 and stopped.stderr.startswith("Error: ") and "Traceback" not in stopped.stderr
     assert not out.exists() and kinds(ledger)[-1] == "FAIL" and spent(ledger) == Fraction(1, 2)
 
@@ -193,26 +194,25 @@ def test_python_api_killed_after_reading_stays_charged_and_recovers(tmp_path):
     ledger, out = tmp_path / "l.sqlite", tmp_path / "out"
     code = (f"import dphist; r = dphist.release({str(CENSUS)!r}, '0.5', {str(SCHEMA)!r}, columns='sex', "
             f"ledger={str(ledger)!r}, dataset_id='census'); r.write({str(out)!r})")
-    env = {**os.environ, "DPHIST_FAULT_AT": "read"}
-    assert subprocess.run([sys.executable, "-c", code], env=env, cwd=ROOT, timeout=300).returncode == -9
+    assert start(["-c", code], cwd=ROOT, env={"DPHIST_FAULT_AT": "read"}).wait(120).exit_code == -9
     assert kinds(ledger) == ["RESERVE", "READ"] and not out.exists()
-    assert run(["budget", "recover"], ledger).returncode == 0
+    assert run(["budget", "recover"], ledger).exit_code == 0
     assert kinds(ledger)[-1] == "FAIL" and spent(ledger) == Fraction(1, 2)
 
 
 def test_a_signal_during_the_commit_is_held_until_the_release_is_in_place(tmp_path):
     ledger, out = tmp_path / "l.sqlite", tmp_path / "out"
     stopped = run(release_args(out), ledger, fault="committed:SIGTERM")
-    assert stopped.returncode == 143
+    assert stopped.exit_code == 143
     assert kinds(ledger) == ["RESERVE", "READ", "COMMIT", "PUBLISH"]  # commit and move were not split
     assert read_marker(out) is not None and leftovers(tmp_path) == []
 
 
 def test_sigkill_in_test_mode_leaves_staging_that_the_next_run_removes(tmp_path):
     ledger, out = tmp_path / "l.sqlite", tmp_path / "out"
-    assert run(release_args(out, "--seed", "1"), ledger, fault="staged").returncode == -9
+    assert run(release_args(out, "--seed", "1"), ledger, fault="staged").exit_code == -9
     assert len(leftovers(tmp_path)) == 1 and not out.exists()
-    assert run(release_args(out, "--seed", "1"), ledger).returncode == 0
+    assert run(release_args(out, "--seed", "1"), ledger).exit_code == 0
     assert leftovers(tmp_path) == [] and (out / "NOT_PRIVATE.txt").exists()
 
 
@@ -220,28 +220,54 @@ def test_sigkill_in_test_mode_leaves_staging_that_the_next_run_removes(tmp_path)
 # Concurrency
 
 
-def _start_together(commands: list[tuple[list[str], Path]]) -> list[subprocess.CompletedProcess]:
-    with ThreadPoolExecutor(len(commands)) as pool:
-        return list(pool.map(lambda c: run(*c), commands))
+def _start_together(commands: list[tuple[list[str], Path]]) -> list[Outcome]:
+    """Start every run (the server forks them a few milliseconds apart), then wait for them all."""
+    started = [launch(*c) for c in commands]
+    return [p.wait(120) for p in started]
 
 
 def test_concurrent_runs_with_one_run_key_publish_one_release(tmp_path):
-    """Eight processes started together with the same run key, each with its own --out, five rounds: exactly one
-    commits and publishes; the others report it (exit 0) or exit 4 having read and written nothing."""
+    """Eight processes started together with the same run key, each with its own --out, three rounds: exactly one
+    commits and publishes; the others report it (exit 0) or exit 4 having read and written nothing.  (The slow
+    test below runs five rounds of processes started afresh.)"""
+    _one_run_key(tmp_path, rounds=3, together=_start_together)
+
+
+@pytest.mark.slow
+def test_concurrent_fresh_processes_with_one_run_key_publish_one_release(tmp_path):
+    """The test above with each ``python -m dphist`` started afresh (its imports spread the starts over about a
+    second), five rounds."""
+    def afresh(commands: list[tuple[list[str], Path]]) -> list[Outcome]:
+        with ThreadPoolExecutor(len(commands)) as pool:
+            return list(pool.map(lambda c: _run_afresh(*c), commands))
+
+    _one_run_key(tmp_path, rounds=5, together=afresh)
+
+
+def _run_afresh(args: list[str], ledger: Path) -> Outcome:
+    """``python -m dphist ARGS`` started afresh, with SIGINT at its default action (see :func:`launch`)."""
+    env = {**os.environ, "DPHIST_LEDGER": str(ledger)}
+    env.pop("DPHIST_FAULT_AT", None)
+    done = subprocess.run([sys.executable, "-m", "dphist", *args], capture_output=True, text=True, env=env, cwd=ROOT,
+                          timeout=300, preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    return Outcome(done.returncode, done.stdout, done.stderr)
+
+
+def _one_run_key(tmp_path: Path, rounds: int, together) -> None:
     ledger = tmp_path / "l.sqlite"
-    for round_ in range(5):
+    for round_ in range(rounds):
         key = f"nightly-{round_}"
         outs = [tmp_path / f"r{round_}-{i}" for i in range(8)]
-        results = _start_together([(release_args(o, "--run-key", key, "-q"), ledger) for o in outs])
-        codes = [r.returncode for r in results]
+        results = together([(release_args(o, "--run-key", key, "-q"), ledger) for o in outs])
+        codes = [r.exit_code for r in results]
         assert set(codes) <= {0, 4}, [r.stderr for r in results]
         assert sum(o.exists() for o in outs) == 1  # one published release
         history = [e for e in Ledger(ledger).history("census") if e["run_key"] == key]
         assert [e["kind"] for e in history] == ["RESERVE", "COMMIT"]  # one reservation, one commit
         for r in results:
-            if r.returncode == 4:
+            if r.exit_code == 4:
                 assert "held by another run" in r.stderr and r.stderr.count("\n") == 1
-    assert spent(ledger) == Fraction(5, 2) and Ledger(ledger).verify() == []
+    assert spent(ledger) == Fraction(rounds, 2) and Ledger(ledger).verify() == []
     assert leftovers(tmp_path) == []
 
 
@@ -249,13 +275,13 @@ def test_lock_timeout_zero_never_charges_a_run_that_exits_4(tmp_path):
     """Sixteen runs at once with --lock-timeout 0 against a cap of 2.5, 0.5 each: exit 4 means nothing read,
     spent or written; the ledger's spend is exactly 0.5 per published release, never past the cap."""
     ledger = tmp_path / "l.sqlite"
-    assert run(["budget", "set", "census", "--epsilon", "2.5"], ledger).returncode == 0
+    assert run(["budget", "set", "census", "--epsilon", "2.5"], ledger).exit_code == 0
     outs = [tmp_path / f"o{i}" for i in range(16)]
     results = _start_together([(release_args(o, "--lock-timeout", "0", "-q"), ledger) for o in outs])
-    codes = [r.returncode for r in results]
+    codes = [r.exit_code for r in results]
     assert set(codes) <= {0, 3, 4}, [r.stderr for r in results]
     for r, o in zip(results, outs):
-        assert o.exists() == (r.returncode == 0)
+        assert o.exists() == (r.exit_code == 0)
     released = codes.count(0)
     assert 1 <= released <= 5
     assert spent(ledger) == Fraction(released, 2)
@@ -390,10 +416,9 @@ def test_processes_creating_one_new_ledger_together_all_succeed(tmp_path):
     code = "import sys; from dphist.ledger import Ledger; Ledger(sys.argv[1]).set_cap('x', 'row', 1)"
     for round_ in range(6):
         path = tmp_path / f"new-{round_}.sqlite"
-        with ThreadPoolExecutor(8) as pool:
-            results = list(pool.map(lambda _: subprocess.run([sys.executable, "-c", code, str(path)], cwd=ROOT,
-                                                             capture_output=True, text=True, timeout=300), range(8)))
-        assert [r.returncode for r in results] == [0] * 8, [r.stderr[-300:] for r in results if r.returncode]
+        started = [start(["-c", code, path], cwd=ROOT) for _ in range(8)]
+        results = [p.wait(120) for p in started]
+        assert [r.exit_code for r in results] == [0] * 8, [r.stderr[-300:] for r in results if r.exit_code]
         assert [e["kind"] for e in Ledger(path).history("x")] == ["CAP"] * 8
 
 
@@ -416,15 +441,15 @@ def test_a_killed_zcdp_release_is_charged_its_rho_once_and_the_retry_follows_the
     ledger, out = tmp_path / "l.sqlite", tmp_path / "out"
     Ledger(ledger).set_cap("census", "row", rho=Fraction(1, 2))
     killed = run(zcdp_args(out, "--run-key", "k1"), ledger, fault=point)
-    assert killed.returncode == -9
+    assert killed.exit_code == -9
     retry = run(zcdp_args(out, "--run-key", "k1", "--log-format", "json"), ledger)
     record = json.loads(retry.stderr.strip().splitlines()[-1])
     after_kill, outcome = KILLS[point]
     assert rho_spent(ledger) == Fraction(1, 4)  # one release's rho, whatever happened
     if outcome == "spent":
-        assert retry.returncode == 3 and "no new noise" in record["message"]
+        assert retry.exit_code == 3 and "no new noise" in record["message"]
     else:
-        assert retry.returncode == 0, retry.stderr
+        assert retry.exit_code == 0, retry.stderr
         report = json.loads((out / "report.json").read_text())
         assert report["definition"] == "zcdp" and report["rho_spent"] == "0.25"
     assert leftovers(tmp_path) == [] and Ledger(ledger).verify() == []
@@ -433,13 +458,12 @@ def test_a_killed_zcdp_release_is_charged_its_rho_once_and_the_retry_follows_the
 def test_concurrent_zcdp_releases_never_pass_a_rho_cap(tmp_path):
     ledger = tmp_path / "l.sqlite"
     Ledger(ledger).set_cap("census", "row", rho=Fraction(1, 2))
-    with ThreadPoolExecutor(4) as pool:
-        results = list(pool.map(lambda i: run(zcdp_args(tmp_path / f"out{i}", "--quiet"), ledger), range(4)))
-    codes = sorted(r.returncode for r in results)
+    results = _start_together([(zcdp_args(tmp_path / f"out{i}", "--quiet"), ledger) for i in range(4)])
+    codes = sorted(r.exit_code for r in results)
     assert codes == [0, 0, 3, 3], [r.stderr for r in results]
     assert rho_spent(ledger) == Fraction(1, 2) and Ledger(ledger).verify() == []
     for r in results:
-        if r.returncode == 3:
+        if r.exit_code == 3:
             assert len(r.stderr.strip().splitlines()) == 1 and "rho" in r.stderr
 
 

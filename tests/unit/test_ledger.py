@@ -71,6 +71,23 @@ APPROX_RHO = rho_for(APPROX_EPS, APPROX_DELTA)
 # The ledger itself
 
 
+def test_fifty_small_releases_add_up_exactly(tmp_path):
+    """50 × 0.02 is exactly the cap of 1: the fiftieth fits (in floats the sum would pass 1 there,
+    1.0000000000000004), and then nothing is left.  (Each reservation sums every earlier one, and each step is a
+    synced transaction: the thousand below are in the slow tier.)"""
+    ledger = Ledger(tmp_path / "l.sqlite")
+    ledger.set_cap("d", "row", 1)
+    for _ in range(50):
+        r = ledger.reserve("d", "row", "0.02")
+        ledger.mark_read(r)
+        ledger.commit(r, {})
+    assert spent(tmp_path / "l.sqlite", "d") == 1
+    with pytest.raises(BudgetExhausted, match="only epsilon 0 of the cap 1 is left"):
+        ledger.reserve("d", "row", Fraction(1, 10**9))
+    assert sum([0.02] * 50) != 1 and spent(tmp_path / "l.sqlite", "d") == Fraction(1)
+
+
+@pytest.mark.slow
 def test_a_thousand_small_releases_add_up_exactly(tmp_path):
     ledger = Ledger(tmp_path / "l.sqlite")
     ledger.set_cap("d", "row", 1)
@@ -200,9 +217,10 @@ def test_rho_cap_refuses_past_the_cap_with_nothing_charged(tmp_path):
 def test_many_small_rho_releases_add_up_exactly(tmp_path):
     book = ledger(tmp_path)
     book.set_cap(D, ROW, rho=1)
-    for _ in range(300):
-        book.reserve(D, ROW, None, rho=Fraction(1, 300))
-    assert row(book)["rho_spent"] == "1"  # 300 × 1/300 is exactly 1
+    # 1/60 has no finite decimal, and 60 of it in floats pass 1 at the last one (1.0000000000000013).
+    for _ in range(60):
+        book.reserve(D, ROW, None, rho=Fraction(1, 60))
+    assert row(book)["rho_spent"] == "1"  # 60 × 1/60 is exactly 1
     refused(book, "only rho 0 of the cap 1", None, rho=Fraction(1, 10**12))
 
 
