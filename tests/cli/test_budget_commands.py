@@ -19,6 +19,7 @@ from dphist.privacy.conversions import epsilon_for
 import cli_harness
 from cli_harness import Outcome, invoke, run_forked
 from conftest import ROOT
+from ledger_steps import D, ROW, kinds, release, row
 
 cli_harness.start_fork_server()  # it imports while the tests before these run
 
@@ -31,26 +32,6 @@ def dphist(*args: str) -> Outcome:
     return run_forked(args, cwd=ROOT)
 
 
-D = "d"
-ROW = "row"
-
-
-def release(book: Ledger, epsilon=None, delta=0, rho=None, dataset=D):
-    """A whole release (RESERVE, READ, COMMIT, PUBLISH) charged in the definition the amounts name."""
-    r = book.reserve(dataset, ROW, epsilon, delta, rho=rho)
-    book.mark_read(r)
-    book.commit(r, {})
-    book.published(r, {"published": True})
-    return r
-
-
-def row(book: Ledger, dataset=D) -> dict:
-    (r,) = book.status(dataset)
-    return r
-
-
-def kinds(book: Ledger, dataset=D) -> list[str]:
-    return [e["kind"] for e in book.history(dataset)]
 
 
 def _rounded_up_ok(text: str, rho, delta) -> None:

@@ -25,6 +25,7 @@ from dphist.privacy.conversions import delta_for, epsilon_for, rho_for
 
 from cli_harness import Outcome, invoke
 from conftest import ROOT, SAMPLE
+from workload_data import WORKLOAD_SCHEMA, workload_frame as _frame
 
 DATA, PARQUET, SCHEMA = (str(SAMPLE / "census.csv"), str(SAMPLE / "census.parquet"),
                          str(SAMPLE / "census.schema.yaml"))
@@ -338,15 +339,8 @@ def test_rho_release_is_charged_in_rho_and_a_rho_cap_holds(tmp_path):
 # ---- workloads ------------------------------------------------------------------------------------------------------
 
 
-WORKLOAD_SCHEMA = {"columns": {"x": {"type": "numeric", "lower": 0, "upper": 256, "bins": 256},
-                               "g": {"type": "categorical", "values": ["a", "b", "c"]},
-                               "h": {"type": "categorical", "values": ["u", "v"]}}}
 
 
-def _frame(rows: int = 5000, seed: int = 0) -> pd.DataFrame:
-    rng = np.random.default_rng(seed)
-    return pd.DataFrame({"x": rng.integers(0, 256, rows), "g": rng.choice(["a", "b", "c"], rows),
-                         "h": rng.choice(["u", "v"], rows)})
 
 
 def test_cli_workload_flag_and_job_spec(tmp_path):

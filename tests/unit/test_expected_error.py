@@ -7,7 +7,6 @@ from __future__ import annotations
 from fractions import Fraction
 
 import numpy as np
-import pandas as pd
 import pytest
 
 from dphist import release
@@ -17,15 +16,9 @@ from dphist.expected_error import expected_errors, noise_errors, range_workload,
 from dphist.privacy import PrivacyBudget, SeededBits, discrete_laplace_variance
 from dphist.privacy.samplers import discrete_gaussian_variance
 
-SCHEMA = {"columns": {"x": {"type": "numeric", "lower": 0, "upper": 256, "bins": 256},
-                      "g": {"type": "categorical", "values": ["a", "b", "c"]},
-                      "h": {"type": "categorical", "values": ["u", "v"]}}}
+from workload_data import WORKLOAD_SCHEMA as SCHEMA, workload_frame as _frame
 
 
-def _frame(rows: int = 5000, seed: int = 0) -> pd.DataFrame:
-    rng = np.random.default_rng(seed)
-    return pd.DataFrame({"x": rng.integers(0, 256, rows), "g": rng.choice(["a", "b", "c"], rows),
-                         "h": rng.choice(["u", "v"], rows)})
 
 
 def test_identity_noise_errors_match_the_exact_variance():

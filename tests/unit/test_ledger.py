@@ -21,36 +21,18 @@ from dphist.errors import UsageError
 from dphist.ledger import REFERENCE_DELTA, BudgetExhausted, Existing, Ledger, LedgerLocked
 from dphist.privacy.conversions import epsilon_for, rho_for
 
+from ledger_steps import D, ROW, kinds, release, row
+
 
 def spent(ledger_path, dataset) -> Fraction:
     rows = Ledger(ledger_path).status(dataset)
     return Fraction(rows[0]["epsilon_spent"]) if rows else Fraction(0)
 
 
-D = "d"
-ROW = "row"
 
 
 def ledger(tmp_path) -> Ledger:
     return Ledger(tmp_path / "l.sqlite")
-
-
-def release(book: Ledger, epsilon=None, delta=0, rho=None, dataset=D):
-    """A whole release (RESERVE, READ, COMMIT, PUBLISH) charged in the definition the amounts name."""
-    r = book.reserve(dataset, ROW, epsilon, delta, rho=rho)
-    book.mark_read(r)
-    book.commit(r, {})
-    book.published(r, {"published": True})
-    return r
-
-
-def row(book: Ledger, dataset=D) -> dict:
-    (r,) = book.status(dataset)
-    return r
-
-
-def kinds(book: Ledger, dataset=D) -> list[str]:
-    return [e["kind"] for e in book.history(dataset)]
 
 
 def refused(book: Ledger, match: str, *args, **kw) -> BudgetExhausted:

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 from fractions import Fraction
 
-import numpy as np
 import pandas as pd
 import pytest
 
@@ -17,6 +16,7 @@ from dphist.execution import execute
 from dphist.job import TableRequest
 from dphist.planning import ReleaseOptions, make_plan
 from dphist.privacy.amounts import MIN_EPSILON
+from workload_data import WORKLOAD_SCHEMA, workload_frame as _frame
 
 SCHEMA = {"columns": {"a": {"type": "numeric", "lower": 0, "upper": 4, "bins": 2},
                       "b": {"type": "categorical", "values": ["x", "y"]}}}
@@ -86,15 +86,8 @@ def test_test_mode_never_opens_the_ledger(tmp_path):
 # ---- workloads ------------------------------------------------------------------------------------------------------
 
 
-WORKLOAD_SCHEMA = {"columns": {"x": {"type": "numeric", "lower": 0, "upper": 256, "bins": 256},
-                               "g": {"type": "categorical", "values": ["a", "b", "c"]},
-                               "h": {"type": "categorical", "values": ["u", "v"]}}}
 
 
-def _frame(rows: int = 5000, seed: int = 0) -> pd.DataFrame:
-    rng = np.random.default_rng(seed)
-    return pd.DataFrame({"x": rng.integers(0, 256, rows), "g": rng.choice(["a", "b", "c"], rows),
-                         "h": rng.choice(["u", "v"], rows)})
 
 
 def test_the_plan_resolves_each_tables_workload():
