@@ -887,15 +887,23 @@ def budget_verify(ledger_path):
 def budget_recover(ledger_path):
     """Finish or clean up the runs of this host that were killed: a release that was complete is moved into
     place, partial output is removed, and reservations of runs that never read data are given back. Every
-    release also does this before it starts; this command does it now. It never reads data or draws noise."""
+    release also does this before it starts; this command does it now. It never reads data or draws noise.
+
+    A release whose folder no longer holds exactly the files it committed (a file put in, changed or removed) is
+    left as it is, with a line saying what to do, and the command exits 1; run it again once that is done."""
     from .ledger import Ledger
     from .publish import recover
 
     ledger = Ledger(ledger_path)
-    lines = recover(ledger)
-    for line in lines:
-        click.echo(line)
-    click.echo(f"ledger {ledger.path}: {len(lines)} interrupted run(s) recovered")
+    done = recover(ledger)
+    for run in done:
+        click.echo(run.line)
+    left = sum(run.left for run in done)
+    click.echo(f"ledger {ledger.path}: {len(done) - left} interrupted run(s) recovered"
+               + (f", {left} left as they are" if left else ""))
+    if left:
+        raise DataError(f"ledger {ledger.path}: {left} interrupted run(s) could not be finished and were left as "
+                        "they are (the lines above say why and what to do); their budget stays spent")
 
 
 def _reading_ledger(ledger_path) -> Ledger | None:

@@ -19,6 +19,15 @@ A run that fails (an error, SIGINT, SIGTERM) removes its staging folder and reco
 after it; from COMMIT to PUBLISH, SIGINT and SIGTERM are held back so a release is never half published.
 Recovery only touches runs whose process is known to have ended (same host, pid gone or reused).
 
+Recovery trusts the disk only as far as the hashes go.  It commits and publishes a staging folder only if it
+holds exactly the files its marker and (once committed) its COMMIT entry name, with those hashes, and the marker of
+that run; it records a release moved into place before the kill as published only if the files there still have
+them.  A folder that differs (a file put in, changed or taken out) is left as it is, nothing is recorded, and the
+run stays open, so the next recovery tries again once the steward has put it right: closing it would throw away
+a release whose budget is spent for good, often over one stray file, and an open run costs nothing more (its
+budget is counted already; its run key stays claimed, as it must).  Deleting the folder gives the release up:
+the next recovery then records it as gone.
+
 The fault suite stops runs at the checkpoints ``reserved``, ``read``, ``computed``, ``staging``, ``writing`` (after
 each chunk of a table streamed into staging, :mod:`dphist.io.writers`), ``staged``, ``committed``, ``moved`` and
 ``published`` (:mod:`dphist.faults`).
@@ -38,10 +47,11 @@ from pathlib import Path
 from .privacy import format_fraction
 from .errors import DataError, DphistError, Terminated, UsageError
 from .faults import checkpoint
-from .io.destination import Destination, is_complete, read_marker, remove_tree, sweep_orphans, write_marker
+from .io.destination import (Destination, Mismatch, clipped, read_marker, release_mismatch, remove_tree,
+                             sweep_orphans, write_marker)
 from .ledger import ROW_UNIT, Existing, Ledger, LedgerError, LedgerLocked, OpenRun, Reservation
 
-__all__ = ["Charged", "FileRelease", "charged_run", "default_dataset_id", "recover"]
+__all__ = ["Charged", "FileRelease", "Recovered", "charged_run", "default_dataset_id", "recover"]
 
 
 @dataclass
@@ -234,48 +244,118 @@ def _signals_held() -> Iterator[None]:
 # Recovery
 
 
-def recover(ledger: Ledger) -> list[str]:
-    """Finish or clean up every run of this host whose process has ended, inside the caller's ledger
-    transaction (it joins it; alone it takes its own).  Returns one line per run it touched.
+@dataclass(frozen=True)
+class Recovered:
+    """A run that recovery touched: ``line`` says what it did.  ``left``: it could not finish the run, which
+    stays open (its budget spent, its run key claimed) and is tried again by the next recovery."""
 
-    Before READ: ABORT (the ledger does that by itself).  After READ without COMMIT: a complete staging folder is
-    committed and published; anything else is removed and the run FAILs.  After COMMIT: the staging folder is
-    moved into place (PUBLISH).  Never draws noise and never reads data."""
-    lines = []
+    run_id: str
+    line: str
+    left: bool = False
+
+
+def recover(ledger: Ledger) -> list[Recovered]:
+    """Finish or clean up every run of this host whose process has ended, inside the caller's ledger
+    transaction (it joins it; alone it takes its own).  Returns what it did, one entry per run it touched.
+
+    Before READ: ABORT (the ledger does that by itself).  After READ without COMMIT: a staging folder without a
+    marker is partial (the marker is written last) and is removed, and the run FAILs; one that holds exactly what
+    its marker names is committed and published.  After COMMIT: the staging folder is moved into place (PUBLISH)
+    if it holds exactly the committed files.  A folder that differs is left as it is and the run stays open (the
+    module docstring says why).  Never draws noise and never reads data."""
+    done = []
     with ledger.transaction():
         ledger.release_dead()
         for run in ledger.open_runs():
             if run.alive:
                 continue
             try:
-                lines.append(_recover_run(ledger, run))
+                done.append(_recover_run(ledger, run))
             except (OSError, DataError) as exc:  # e.g. its folder is on a disk that is gone: try again next time
-                lines.append(f"run {run.run_id[:8]}: not recovered yet ({getattr(exc, 'strerror', None) or exc})")
-    return lines
+                reason = getattr(exc, "strerror", None) or str(exc)
+                done.append(Recovered(run.run_id, f"run {run.run_id[:8]}: not recovered yet ({reason})", left=True))
+    return done
 
 
-def _recover_run(ledger: Ledger, run: OpenRun) -> str:
+@dataclass(frozen=True)
+class _Found:
+    """Where a dead run's release is: ``place`` is "staging" (its staging folder is there), "in place" (--out
+    holds the marker of the run: it was moved before the kill) or "gone"; ``mismatch`` says how ``folder``
+    differs from the committed release (None: it holds exactly that)."""
+
+    place: str
+    folder: Path | None = None
+    mismatch: Mismatch | None = None
+
+    def describe(self) -> str:
+        """The folder and what is wrong with it, as a clause ("its staging folder X holds 'y', ...")."""
+        where = "its staging folder" if self.place == "staging" else "its release at"
+        return f"{where} {clipped(str(self.folder))} {self.mismatch}"
+
+
+def _folders(run: OpenRun) -> tuple[Path | None, Path | None]:
+    """The run's staging folder and destination, as its RESERVE entry named them (None for a run without files)."""
+    staging, out = run.detail.get("staging"), run.detail.get("out")
+    return (Path(staging) if staging else None), (Path(out) if out else None)
+
+
+def _committed_files(run: OpenRun) -> dict[str, str] | None:
+    """The hashes the run's release must have: its COMMIT entry's; before COMMIT, its staging marker's (None when
+    there is no marker: the staging folder is partial, or the run wrote no files)."""
+    if run.commit is not None:
+        return run.commit.get("files")
+    staging, _ = _folders(run)
+    marker = read_marker(staging) if staging is not None else None
+    return None if marker is None else marker["files"]
+
+
+def _find_release(run: OpenRun) -> _Found:
+    """Where the release of a dead run is, checked against the hashes it must have.  Reads, writes nothing."""
+    staging, out = _folders(run)
+    files = _committed_files(run)
+    if files is None or out is None:
+        return _Found("gone")
+    if staging is not None and (staging.exists() or staging.is_symlink()):
+        return _Found("staging", staging, release_mismatch(staging, run.run_id, files, alone=True))
+    held = read_marker(out)
+    if held is not None and held.get("run_id") == run.run_id:
+        return _Found("in place", out, release_mismatch(out, run.run_id, files, alone=False))
+    return _Found("gone")
+
+
+def _what_to_do(mismatch: Mismatch) -> str:
+    if mismatch.only_extra:
+        return "move what is not part of the release out of that folder"
+    return "put the release's files back as they were committed (or delete that folder to give the release up)"
+
+
+def _recover_run(ledger: Ledger, run: OpenRun) -> Recovered:
     r = run.as_reservation()
-    staging = Path(run.detail["staging"]) if run.detail.get("staging") else None
-    out = Path(run.detail["out"]) if run.detail.get("out") else None
+    staging, out = _folders(run)
     name = f"run {run.run_id[:8]} ({run.dataset}{', key ' + run.run_key if run.run_key else ''})"
     if out is not None:
         sweep_orphans(out)  # an interrupted swap is put back first
-    if run.stage == "READ":
-        if staging is None or not is_complete(staging, run.run_id):
-            remove_tree(staging)
-            ledger.fail(r, "the process ended after reading data, before its release was complete; the partial "
-                           "output was removed")
-            return f"{name}: ended after reading data with no complete release: stays charged, nothing published"
-        marker = read_marker(staging)
-        ledger.commit(r, {"out": str(out), "staging": str(staging), "files": marker["files"], "recovered": True},
-                      run.run_key)
-    elif run.stage == "RESERVE":  # pragma: no cover - release_dead aborted it
-        return f"{name}: given back"
-    elif staging is None or out is None:
+    if run.stage == "RESERVE":  # pragma: no cover - release_dead aborted it
+        return Recovered(run.run_id, f"{name}: given back")
+    if run.stage == "READ" and _committed_files(run) is None:
+        # Killed before its marker, which is written last: partial, and nothing in it is anyone else's.
+        remove_tree(staging)
+        ledger.fail(r, "the process ended after reading data, before its release was complete; the partial "
+                       "output was removed")
+        return Recovered(run.run_id, f"{name}: ended after reading data with no complete release: stays charged, "
+                                     "nothing published")
+    if staging is None or out is None:
         ledger.published(r, {"published": False, "reason": "the process ended after its commit"})
-        return f"{name}: committed; nothing to move"
-    if staging is not None and staging.exists():
+        return Recovered(run.run_id, f"{name}: committed; nothing to move")
+    found = _find_release(run)
+    if found.mismatch is not None:  # nothing recorded, nothing removed: the steward decides (module docstring)
+        return Recovered(run.run_id, f"{name}: not published, and left as it is: {found.describe()}; its budget "
+                                     f"stays spent ({_what_to_do(found.mismatch)}, then run 'dphist budget recover' "
+                                     "again)", left=True)
+    if run.stage == "READ":
+        ledger.commit(r, {"out": str(out), "staging": str(staging), "files": _committed_files(run),
+                          "recovered": True}, run.run_key)
+    if found.place == "staging":
         destination = Destination(out, bool(run.detail.get("overwrite")))
         try:
             destination.publish(staging, run.run_id)
@@ -283,12 +363,12 @@ def _recover_run(ledger: Ledger, run: OpenRun) -> str:
             remove_tree(staging)
             reason = getattr(exc, "strerror", None) or str(exc)
             ledger.published(r, {"published": False, "reason": f"could not be moved into place: {reason}"})
-            return f"{name}: committed, but could not be moved to {out} ({reason}); its budget stays spent"
+            return Recovered(run.run_id, f"{name}: committed, but could not be moved to {out} ({reason}); its "
+                                         "budget stays spent")
         ledger.published(r, {"published": True, "recovered": True})
-        return f"{name}: finished: the release it paid for is now at {out}"
-    held = read_marker(out) if out.exists() else None
-    if held is not None and held.get("run_id") == run.run_id:
+        return Recovered(run.run_id, f"{name}: finished: the release it paid for is now at {out}")
+    if found.place == "in place":
         ledger.published(r, {"published": True, "recovered": True})
-        return f"{name}: was already in place at {out}"
+        return Recovered(run.run_id, f"{name}: was already in place at {out}")
     ledger.published(r, {"published": False, "reason": "its staging folder is gone"})
-    return f"{name}: committed, but its files are gone; its budget stays spent"
+    return Recovered(run.run_id, f"{name}: committed, but its files are gone; its budget stays spent")

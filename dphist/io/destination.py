@@ -2,10 +2,11 @@
 
 A release is written into a *staging* folder beside its destination, named for the run and the process that owns
 it (``.<out>.dphist-staging.<run>.<pid>.<start>.<host>``), so a later run can tell whether its owner is gone.  The
-release's *marker* ``.dphist-release.json`` (run id, run key, every file's SHA-256) is written last: a staging
-folder with a marker whose hashes match is complete, anything else is partial.  Publishing renames the staging
-folder onto the destination (an earlier release is first renamed aside to ``.<out>.dphist-old.<...>`` and removed
-after), so readers see the old release or the new one, never a mixture.
+release's *marker* ``.dphist-release.json`` (run id, run key, every file's SHA-256) is written last, so a staging
+folder without one is partial.  :func:`release_mismatch` says how a folder differs from the release a run
+committed: recovery publishes only a staging folder that holds exactly that.  Publishing renames the staging folder
+onto the destination (an earlier release is first renamed aside to ``.<out>.dphist-old.<...>`` and removed after),
+so readers see the old release or the new one, never a mixture.
 
 ``--overwrite`` replaces only a directory that holds an earlier dphist release (the marker, or the files of a
 release made before markers existed), and never one that contains the input, the schema or the ledger.
@@ -23,7 +24,7 @@ from pathlib import Path
 
 from ..errors import DataError, UsageError
 
-__all__ = ["MARKER", "Destination", "is_complete", "read_marker", "sweep_orphans"]
+__all__ = ["MARKER", "Destination", "Mismatch", "clipped", "read_marker", "release_mismatch", "sweep_orphans"]
 
 MARKER = ".dphist-release.json"
 _STAGING = "dphist-staging"
@@ -88,16 +89,86 @@ def read_marker(folder: Path) -> dict | None:
     return marker
 
 
-def is_complete(folder: Path, run_id: str | None = None) -> bool:
-    """Whether ``folder`` holds a complete release (of ``run_id``, if given): its marker, and every file it
-    names with the hash it states."""
-    marker = read_marker(folder)
-    if marker is None or (run_id is not None and marker["run_id"] != run_id):
-        return False
+def clipped(text: str, limit: int = 200) -> str:
+    """``text`` as a message may quote it: whole up to ``limit`` characters, else its end (a path's last parts
+    say the most) after an ellipsis."""
+    return text if len(text) <= limit else "…" + text[-(limit - 1):]
+
+
+@dataclass(frozen=True)
+class Mismatch:
+    """How a folder differs from the release it should hold; ``str()`` says so in one phrase whose subject is the
+    folder ("… does not exist", "… holds 'x', which is not part of the release").  File names are quoted clipped."""
+
+    absent: bool = False  # the folder is not there (or not a folder)
+    marker: str | None = None  # what is wrong with its marker, if anything
+    missing: tuple[str, ...] = ()  # committed files that are not there
+    changed: tuple[str, ...] = ()  # committed files whose content (or kind) is not what was committed
+    unreadable: tuple[str, ...] = ()  # entries that could not be read, with the reason
+    extra: tuple[str, ...] = ()  # entries that are not part of the release
+
+    @property
+    def only_extra(self) -> bool:
+        """Whether the release itself is intact, with things put beside it."""
+        return bool(self.extra) and not (self.absent or self.marker or self.missing or self.changed or
+                                         self.unreadable)
+
+    def __str__(self) -> str:
+        if self.absent:
+            return "does not exist"
+        parts = [self.marker] if self.marker else []
+        if self.missing:
+            parts.append(f"is missing {_names(self.missing)}")
+        if self.changed:
+            parts.append(f"has {_names(self.changed)} changed since the release was committed")
+        if self.unreadable:
+            parts.append(f"cannot be read ({_names(self.unreadable, quote=False)})")
+        if self.extra:
+            verb = "is" if len(self.extra) == 1 else "are"
+            parts.append(f"holds {_names(self.extra)}, which {verb} not part of the release")
+        return " and ".join(parts)
+
+
+def _names(names: tuple[str, ...], quote: bool = True, shown: int = 3) -> str:
+    """At most ``shown`` names, each clipped (a name on disk is anyone's input), as "'a', 'b' and 2 more"."""
+    texts = [repr(clipped(n, 60)) if quote else clipped(n, 100) for n in names[:shown]]
+    if len(names) > shown:
+        return ", ".join(texts) + f" and {len(names) - shown} more"
+    return texts[0] if len(texts) == 1 else ", ".join(texts[:-1]) + " and " + texts[-1]
+
+
+def release_mismatch(folder: Path, run_id: str, files: dict[str, str], *, alone: bool) -> Mismatch | None:
+    """How ``folder`` differs from the release of run ``run_id`` whose files have the SHA-256 hashes ``files``
+    (name -> hash, as its COMMIT entry states them); None when it holds that release.
+
+    It holds it when its marker names ``run_id`` and exactly ``files``, and each of those files is there, a regular
+    file with its hash.  ``alone``: nothing else may be in the folder either.  A staging folder is checked alone,
+    because publishing moves it whole: anything in it would be published beside the release, covered by no hash.
+    A published release is not (files put beside it since are the steward's).  Reads the folder, writes nothing."""
+    if not folder.is_dir():
+        return Mismatch(absent=True)
     try:
-        return all(sha256_file(folder / name) == digest for name, digest in marker["files"].items())
-    except OSError:
-        return False
+        present = {p.name: p for p in folder.iterdir()}
+    except OSError as exc:
+        return Mismatch(unreadable=(exc.strerror or str(exc),))
+    marker = read_marker(folder)
+    problem = ("holds no release marker" if marker is None else
+               "holds the marker of another run" if marker["run_id"] != run_id else
+               "has a release marker that does not list the committed files" if marker["files"] != files else None)
+    missing, changed, unreadable = [], [], []
+    for name, digest in sorted(files.items()):
+        path = present.get(name)
+        if path is None:
+            missing.append(name)
+            continue
+        try:
+            if path.is_symlink() or not path.is_file() or sha256_file(path) != digest:
+                changed.append(name)
+        except OSError as exc:
+            unreadable.append(f"{clipped(name, 60)!r}: {exc.strerror or exc}")
+    extra = sorted(set(present) - set(files) - {MARKER}) if alone else []
+    found = Mismatch(False, problem, tuple(missing), tuple(changed), tuple(unreadable), tuple(extra))
+    return None if found == Mismatch() else found
 
 
 def _is_legacy_release(folder: Path) -> bool:
@@ -230,8 +301,10 @@ def write_marker(staging: Path, run_id: str, run_key: str | None, test_mode: boo
 
 def sweep_orphans(out: Path) -> list[Path]:
     """Remove the staging and aside folders of ``out`` left by processes of this host that have ended, except
-    complete releases that a ledger run committed (its recovery publishes them).  An aside folder whose
-    destination is missing is an interrupted swap: it is put back.  Returns what was removed or restored."""
+    staging folders with a marker outside test mode: a release a ledger run may have paid for, complete or not,
+    which its recovery publishes or leaves to the steward (:func:`dphist.publish.recover`), and which may hold
+    files that are not dphist's.  An aside folder whose destination is missing is an interrupted swap: it is put
+    back.  Returns what was removed or restored."""
     done = []
     try:
         entries = list(out.parent.iterdir())
@@ -249,7 +322,7 @@ def sweep_orphans(out: Path) -> list[Path]:
             continue
         if kind == _OLD and not out.exists():
             os.rename(entry, out)
-        elif kind == _STAGING and is_complete(entry) and not read_marker(entry).get("test_mode"):
+        elif kind == _STAGING and (marker := read_marker(entry)) is not None and not marker.get("test_mode"):
             continue  # a ledger run's paid-for release: its recovery decides (dphist.publish.recover)
         else:
             shutil.rmtree(entry, ignore_errors=True)
