@@ -28,6 +28,10 @@ a release whose budget is spent for good, often over one stray file, and an open
 budget is counted already; its run key stays claimed, as it must).  Deleting the folder gives the release up:
 the next recovery then records it as gone.
 
+A retry with a run key that was committed reports the release only if its destination still holds it with the
+commit's hashes; otherwise it exits 3 (:class:`RunKeyUnpublished`: nothing read or spent, no new noise under the
+key), or 4 while the committing process may still be moving it there.
+
 The fault suite stops runs at the checkpoints ``reserved``, ``read``, ``computed``, ``staging``, ``writing`` (after
 each chunk of a table streamed into staging, :mod:`dphist.io.writers`), ``staged``, ``committed``, ``moved`` and
 ``published`` (:mod:`dphist.faults`).
@@ -49,9 +53,16 @@ from .errors import DataError, DphistError, Terminated, UsageError
 from .faults import checkpoint
 from .io.destination import (Destination, Mismatch, clipped, read_marker, release_mismatch, remove_tree,
                              sweep_orphans, write_marker)
-from .ledger import ROW_UNIT, Existing, Ledger, LedgerError, LedgerLocked, OpenRun, Reservation
+from .ledger import (ROW_UNIT, Existing, Ledger, LedgerError, LedgerLocked, OpenRun, Reservation, RunKeyBusy,
+                     RunKeySpent)
 
-__all__ = ["Charged", "FileRelease", "Recovered", "charged_run", "default_dataset_id", "recover"]
+__all__ = ["Charged", "FileRelease", "Recovered", "RunKeyUnpublished", "charged_run", "default_dataset_id", "recover"]
+
+
+class RunKeyUnpublished(RunKeySpent):
+    """The run key's release was paid for but is not at its destination as committed: it is gone or was changed
+    there, or recovery left it in its staging folder for the steward.  Exit 3: this run read and spent nothing,
+    and no new noise is drawn under the key."""
 
 
 @dataclass
@@ -95,8 +106,10 @@ def charged_run(plan, work: Callable[[dict], object], ledger: Ledger, dataset_id
 
     With ``files``, the value is written into a staging folder, committed with its files' hashes and moved into
     place (the table in the module docstring).  ``ledger_info`` is the block for the published report.  A run
-    key already committed returns ``existing`` and spends nothing; one held by a live run raises RunKeyBusy
-    (exit 4) and one used up by a run that read data raises RunKeySpent (exit 3), both before reading."""
+    key already committed, whose release is at its destination with the committed hashes, returns ``existing``
+    and spends nothing; one held by a live run raises RunKeyBusy (exit 4), and one used up by a run that read
+    data, or whose release is not (or no longer) at its destination as committed, raises RunKeySpent or
+    RunKeyUnpublished (exit 3), all before reading."""
     dataset = dataset_id or default_dataset_id(plan.source)
     unit = getattr(plan, "ledger_unit", ROW_UNIT)  # budgets per row and per person are separate accounts
     run_id = uuid.uuid4().hex
@@ -109,7 +122,7 @@ def charged_run(plan, work: Callable[[dict], object], ledger: Ledger, dataset_id
             existing = _claimed(ledger, dataset, unit, run_key) if run_key is not None else None
             if existing is None:
                 raise
-            return Charged(dataset, existing=existing)
+            return Charged(dataset, existing=_in_place(ledger, dataset, run_key, existing))
         out = files.destination.out
         info.update(out=str(out), staging=str(files.destination.staging_path(run_id)),
                     overwrite=files.destination.overwrite)
@@ -118,10 +131,13 @@ def charged_run(plan, work: Callable[[dict], object], ledger: Ledger, dataset_id
     definition = getattr(plan, "definition", "pure")
     epsilon = None if definition == "zcdp" else plan.epsilon
     rho = getattr(plan, "rho", None) if definition != "pure" else None
-    reserved = ledger.reserve(dataset, unit, epsilon, getattr(plan, "delta", 0) or 0, run_key, detail=info,
-                              recover=recover, run_id=run_id, rho=rho)
+    try:
+        reserved = ledger.reserve(dataset, unit, epsilon, getattr(plan, "delta", 0) or 0, run_key, detail=info,
+                                  recover=recover, run_id=run_id, rho=rho)
+    except RunKeyBusy as busy:
+        raise _unfinished(ledger, dataset, unit, run_key, busy) from None
     if isinstance(reserved, Existing):
-        return Charged(dataset, existing=reserved)
+        return Charged(dataset, existing=_in_place(ledger, dataset, run_key, reserved))
     report_info = {"dataset": dataset_id or plan.source.public_name, "privacy_unit": unit,
                    "reservation_entry": reserved.entry_hash,
                    "epsilon_spent_before": _text(reserved.spent_before),
@@ -184,7 +200,61 @@ def _claimed(ledger: Ledger, dataset: str, unit: str, run_key: str) -> Existing 
     """The run key's committed release, after recovering dead runs; None if the key is free; raises RunKeyBusy
     or RunKeySpent if a run holds or used it up."""
     recover(ledger)  # its own transaction, so what it records stays even if the key is refused
-    return ledger.claimed(dataset, unit, run_key)
+    try:
+        return ledger.claimed(dataset, unit, run_key)
+    except RunKeyBusy as busy:
+        raise _unfinished(ledger, dataset, unit, run_key, busy) from None
+
+
+def _in_place(ledger: Ledger, dataset: str, run_key: str, existing: Existing) -> Existing:
+    """``existing`` (the run key's COMMIT) if its destination holds its release: the marker of its run and the
+    committed files with their hashes.  Otherwise raises RunKeyBusy while the committing process may still be
+    moving it there, else RunKeyUnpublished.  Draws nothing either way: one release per run key."""
+    out, files = existing.detail.get("out"), existing.detail.get("files")
+    if out is None or files is None:
+        return existing  # committed without files (nothing on disk to check)
+    # The run is looked up before the disk, so one that finishes in between is found at its destination.
+    run = _open_run(ledger, existing.run_id)
+    mismatch = release_mismatch(Path(out), existing.run_id, files, alone=False)
+    if mismatch is None:
+        return existing
+    if run is not None:
+        if run.alive:
+            raise RunKeyBusy(f"run key '{run_key}' of data set '{dataset}' is held by another run (process "
+                             f"{run.detail.get('pid')} on {run.detail.get('host')}) that committed its release and "
+                             f"has not finished moving it to {clipped(out)}; nothing was read or spent (retry in a "
+                             "moment; if that run was killed on another host, run 'dphist budget recover' there)")
+        raise _left_error(run, dataset, run_key)
+    raise RunKeyUnpublished(
+        f"run key '{run_key}' of data set '{dataset}': its release was committed to {clipped(out)}, but that folder "
+        f"{mismatch}; that run's budget stays spent, no new noise is drawn under this key, and this run read and "
+        "spent nothing (restore the release there as it was committed, from a backup; or release again under a "
+        "new --run-key, which spends the budget again)")
+
+
+def _unfinished(ledger: Ledger, dataset: str, unit: str, run_key: str, busy: RunKeyBusy) -> DphistError:
+    """What to raise for a run key held by a run without an end: ``busy`` while its process may still run, else
+    (recovery, which runs first, could not finish it) RunKeyUnpublished saying why its release was left."""
+    run = next((r for r in ledger.open_runs() if (r.dataset, r.unit, r.run_key) == (dataset, unit, run_key)), None)
+    return busy if run is None or run.alive else _left_error(run, dataset, run_key)
+
+
+def _left_error(run: OpenRun, dataset: str, run_key: str) -> RunKeyUnpublished:
+    """Why the release of ``run`` (ended, without an end in the ledger) was not published, for a retry."""
+    found = _find_release(run)
+    if found.mismatch is None:  # recovery failed on something else (a disk error)
+        why, what = "recovery could not finish it", "put right what 'dphist budget recover' names"
+    else:
+        why, what = f"recovery left it as it is: {found.describe()}", _what_to_do(found.mismatch)
+    return RunKeyUnpublished(
+        f"run key '{run_key}' of data set '{dataset}': its run ended before its release was recorded as published, "
+        f"and {why}; that run's budget stays spent, no new noise is drawn under this key, and this run read and "
+        f"spent nothing ({what}, then run 'dphist budget recover'; or release again under a new --run-key, which "
+        "spends the budget again)")
+
+
+def _open_run(ledger: Ledger, run_id: str) -> OpenRun | None:
+    return next((r for r in ledger.open_runs() if r.run_id == run_id), None)
 
 
 @contextmanager
