@@ -1897,3 +1897,100 @@ def json_overflowing_numbers(d):
     good(d, data="age,sex\n1e308,F\n-1e308,M\n1e308,F\n")
     return Case(release("data.csv", "--log-format", "json"), (0, 1), ("data.csv",), may_charge=True,
                 check=wrote_release("age.csv", "sex.csv"))
+
+
+# --- recovery ---------------------------------------------------------------------------------------------------------
+# A run key whose committed release is not at its destination as committed, retried: exit 3 naming what is wrong,
+# nothing drawn under the key, nothing read, spent, written or deleted.  The earlier run is a real release
+# transaction (dphist.publish.charged_run, in a process of its own, killed at a checkpoint where the case says so)
+# at epsilon 0 with a two-file release, so that the ledger's spend stays 0 for the contract's no-charge check; the
+# retry is a release of the case's data under the same data set id and key.
+
+_RK_RUN = """\
+import sys
+from pathlib import Path
+from types import SimpleNamespace
+from dphist.io.destination import Destination
+from dphist.ledger import Ledger
+from dphist.publish import FileRelease, charged_run
+
+ledger, out, key = sys.argv[1:4]
+
+def write(value, staging):
+    (staging / "sex.csv").write_text("sex,noisy_count\\nF,2\\nM,1\\n")
+    (staging / "report.json").write_text("{}\\n")
+    return ["sex.csv", "report.json"]
+
+plan = SimpleNamespace(epsilon=0, delta=0, source=SimpleNamespace(public_name="census"))
+charged_run(plan, lambda info: None, Ledger(ledger), "census", key, files=FileRelease(Destination(Path(out)), write))
+"""
+
+
+def _rk_earlier_run(d: Path, fault: str | None = None) -> None:
+    """The earlier run with key 'nightly' to d/out, killed at ``fault`` if given (then its process has ended)."""
+    from cli_harness import start
+    done = start(["-c", _RK_RUN, d / "ledger.sqlite", d / "out", "nightly"], cwd=d,
+                 env={"DPHIST_FAULT_AT": fault}).wait(60)
+    assert done.exit_code == (-9 if fault else 0), done.stderr
+
+
+def _rk_staging(d: Path) -> Path:
+    (staging,) = [p for p in d.iterdir() if ".dphist-staging." in p.name]
+    return staging
+
+
+def _rk_retry(*keywords: str, frozen: tuple[str, ...] = ()) -> Case:
+    return Case(release("data.csv", "--ledger", "ledger.sqlite", "--dataset-id", "census", "--run-key", "nightly"),
+                3, ("run key 'nightly'", "spent nothing", *keywords), ledger="ledger.sqlite", frozen=frozen)
+
+
+@case
+def run_key_release_gone_after_recovery(d):
+    """Killed after its commit, its staging folder deleted, recovered: the retry must not say 'already committed
+    to out' (out does not exist)."""
+    good(d)
+    _rk_earlier_run(d, "committed")
+    shutil.rmtree(_rk_staging(d))
+    from dphist.ledger import Ledger
+    from dphist.publish import recover
+    ledger = Ledger(d / "ledger.sqlite")
+    assert [r.line for r in recover(ledger)] and not ledger.open_runs()
+    ledger.close()
+    return _rk_retry("does not exist")
+
+
+@case
+def run_key_release_file_changed(d):
+    """Published, then a file of the release changed: --out is occupied, and the run key's release is not there."""
+    good(d)
+    _rk_earlier_run(d)
+    (d / "out" / "sex.csv").write_text("sex,noisy_count\nF,9\n")
+    return _rk_retry("'sex.csv' changed", frozen=("out",))
+
+
+@case
+def run_key_staging_stray_file_after_commit(d):
+    """Killed after its commit, a file put into its staging folder: recovery publishes nothing, deletes nothing."""
+    good(d)
+    _rk_earlier_run(d, "committed")
+    (_rk_staging(d) / "stray.txt").write_text("not part of the release")
+    return _rk_retry("'stray.txt'", "move what is not part of the release", frozen=(_rk_staging(d).name,))
+
+
+@case
+def run_key_staging_stray_file_before_commit(d):
+    """Killed with its release complete in staging, not yet committed, a file put in: the key is held by a run
+    that ended, not by 'another run that has not finished' (exit 4)."""
+    good(d)
+    _rk_earlier_run(d, "staged")
+    (_rk_staging(d) / "stray.txt").write_text("not part of the release")
+    return _rk_retry("'stray.txt'", frozen=(_rk_staging(d).name,))
+
+
+@case
+def run_key_moved_release_changed(d):
+    """Killed once its release was moved into place, then a file of it changed: not recorded as published."""
+    good(d)
+    _rk_earlier_run(d, "moved")
+    (d / "out" / "report.json").write_text("{\"edited\": true}\n")
+    return _rk_retry("'report.json' changed", frozen=("out",))
