@@ -13,6 +13,8 @@ next run (or ``dphist budget recover``) does when a run was killed there:
     staged     + READ                       a complete staging folder         COMMIT, then as below
                                             (marker with the files' hashes)
     committed  + COMMIT (files' hashes)     the complete staging folder       move it into place, PUBLISH
+                                                                              (these two only if the hashes
+                                                                              match: see below)
     published  + PUBLISH                    the release at --out              nothing to do
 
 A run that fails (an error, SIGINT, SIGTERM) removes its staging folder and records ABORT before READ or FAIL
