@@ -403,16 +403,26 @@ def _finite(param, value: float) -> float:
 
 
 def _algorithm_options(branching, budget_split, pairs=()) -> dict:
+    """The algorithm options of --option KEY=VALUE (repeatable), --branching and --budget-split.  Each option is
+    given once: a key repeated, or given both by --option and by its own flag, is a UsageError (which one was
+    meant cannot be told).  ('workload', the release's own setting, is refused by ReleaseOptions.)"""
     options = {}
     for pair in pairs:
         key, sep, value = pair.partition("=")
         if not sep or not key.strip():
-            raise click.UsageError(f"--option needs KEY=VALUE, got '{pair}'")
+            raise click.UsageError(f"--option needs KEY=VALUE, got '{pair[:80]}'")
+        key = key.strip().replace("-", "_")
+        if key in options:
+            raise click.UsageError(f"--option {key[:40]} is given twice; give each option once")
         value = value.strip()
         # Whole numbers in ASCII digits become ints; anything else stays text for the algorithm to validate
         # ('²'.isdigit() is true, but int('²') fails).
         whole = re.fullmatch(r"-?[0-9]+", value) is not None and len(value) <= 30
-        options[key.strip().replace("-", "_")] = int(value) if whole else value
+        options[key] = int(value) if whole else value
+    for flag, key, value in (("--branching", "branching", branching), ("--budget-split", "budget_split",
+                                                                      budget_split)):
+        if value is not None and key in options:
+            raise click.UsageError(f"{flag} and --option {key}=... both set {key}; give it once")
     if branching is not None:
         options["branching"] = branching if branching == "auto" else _int_option("--branching", branching)
     if budget_split is not None:
@@ -924,8 +934,7 @@ def algorithms_command():
         for key, (default, _) in cls.options.items():
             # Tree methods leave branching and budget_split to the method's own default.
             shown = {"branching": getattr(cls, "default_branching", None),
-                     "budget_split": getattr(cls, "default_split", None),
-                     "workload": "from the columns"}.get(key) if default is None else default
+                     "budget_split": getattr(cls, "default_split", None)}.get(key) if default is None else default
             note = f": {cls.option_help[key]}" if key in cls.option_help else ""
             click.echo(f"{'':<15}option {key} ({'required' if shown is None else f'default {shown}'}){note}")
 

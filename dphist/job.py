@@ -42,7 +42,7 @@ from .errors import UsageError
 from .marginals import parse_marginals
 from .yamlfile import load_document
 
-__all__ = ["TableRequest", "Job", "load_job", "parse_tables", "table_name_for"]
+__all__ = ["TableRequest", "Job", "load_job", "parse_tables", "table_name_for", "check_option_names"]
 
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$")
 
@@ -115,6 +115,7 @@ def _parse_tables(entries: list, source: str) -> list[TableRequest]:
         options = entry.get("options", {})
         if not isinstance(options, dict):
             raise UsageError(f"{where}: 'options' must be a mapping such as {{branching: 16}}")
+        check_option_names(options, f"{where}: 'options'")
         workload = entry.get("workload")
         if workload is not None and workload not in WORKLOADS:
             raise UsageError(f"{where}: 'workload' must be one of {', '.join(WORKLOADS)}, not {str(workload)[:40]!r}")
@@ -122,6 +123,18 @@ def _parse_tables(entries: list, source: str) -> list[TableRequest]:
                                    {str(k): v for k, v in options.items()}, workload))
     check_table_names(tables)
     return tables
+
+
+def check_option_names(options: dict, where: str) -> None:
+    """UsageError (prefixed by ``where``) if algorithm ``options`` name a setting of the release itself.
+
+    ``workload`` (the questions a table will answer) is one setting per table: the table's ``workload``, else
+    the run's (--workload), else what its columns suggest.  auto chooses for it and the report states it, so
+    it is never also an algorithm option that could say something else."""
+    if "workload" in options:
+        raise UsageError(f"{where}: 'workload' is the release's own setting, not an algorithm option: give it as "
+                         "--workload or as 'workload:' in the job spec or a table (mwem's candidate ranges are its "
+                         "option 'queries')")
 
 
 def check_table_names(tables: list[TableRequest]) -> None:
