@@ -327,11 +327,7 @@ def release_command(input, epsilon, rho, noise, schema_path, columns, spec, marg
             raise click.UsageError("give --columns or --spec, not both")
         job = load_job(spec)
         input = input or job.input
-        if epsilon is None and rho is None:  # a budget on the command line replaces the job's as a whole
-            epsilon, rho = job.epsilon, job.rho
-        noise = noise or job.noise
-        if settings.get("delta") is None and job.delta is not None:
-            settings["delta"] = job.delta
+        epsilon, rho, noise, settings["delta"] = _job_budget(job, epsilon, rho, noise, settings["delta"])
         schema_path = schema_path or job.schema
         out = out or job.out
         fmt = fmt or job.format
@@ -375,6 +371,17 @@ def release_command(input, epsilon, rho, noise, schema_path, columns, spec, marg
     ledger_info = None if plan.seed is not None else {"dataset": done.dataset, "ledger_entry": done.commit_entry,
                                                       "run_key": run_key}
     _finish(done.value, done.paths, out, quiet, ledger_info)
+
+
+def _job_budget(job, epsilon, rho, noise, delta) -> tuple:
+    """(epsilon, rho, noise, delta) of a release of ``job`` with these command-line values (None: not given).
+
+    A budget on the command line (--epsilon or --rho) replaces the job's as a whole: the job's epsilon, rho,
+    delta and noise are all left out, so --epsilon E alone is pure epsilon with Laplace noise and --rho R never
+    meets the job's delta.  Without one, the job's budget is used, with --noise and --delta in place of its own."""
+    if epsilon is not None or rho is not None:
+        return epsilon, rho, noise, delta
+    return job.epsilon, job.rho, noise or job.noise, job.delta if delta is None else delta
 
 
 def _finish(result, paths, out, quiet, ledger_info=None) -> None:

@@ -14,8 +14,9 @@ both; ``epsilon`` with ``delta`` and ``noise: gaussian`` is an (ε, δ)-DP relea
 
     rho: "0.05"                  # or: epsilon: "1", delta: "1e-6", noise: gaussian
 
-The command line's --epsilon or --rho replaces the job's budget as a whole; its --noise and --delta replace the
-job's ``noise`` and ``delta``.
+A budget on the command line (--epsilon or --rho) replaces the job's budget as a whole: the job's ``epsilon``,
+``rho``, ``delta`` and ``noise`` are all left out, so ``--epsilon E`` alone is pure ε with Laplace noise.  Without
+one, the command line's --noise and --delta replace the job's ``noise`` and ``delta``.
 
 Instead of ``tables``, a job may list ``marginals`` (tables that must agree exactly, as with ``--marginals``):
 
