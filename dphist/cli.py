@@ -260,8 +260,8 @@ def _algorithm_option_flags(command):
               show_default=True, help="Bins of a discovered numeric column: equal widths, or cut at DP quantiles "
               "(half of the column's discovery budget).")
 @_unit_options()
-@click.option("--group-size", type=click.IntRange(min=1), default=1, show_default=True, metavar="C",
-              help="Protect any C units (or records) together; noise grows C-fold.")
+@click.option("--group-size", type=click.IntRange(min=1), metavar="C",
+              help="Protect any C units (or records) together; noise grows C-fold [1].")
 @click.option("--algorithm", "-a", metavar="NAME", help=f"Algorithm for tables that name none [{DEFAULT_ALGORITHM}]. "
               "See 'dphist algorithms'.")
 @_algorithm_option_flags
@@ -319,7 +319,7 @@ def release_command(input, epsilon, rho, noise, schema_path, columns, spec, marg
 
     # ``settings`` holds the options named as in dphist.release (delta, privacy_unit, seed, engine, ...).
     _LOG["json"] = log_format == "json"
-    tables = None
+    tables, job = None, None
     if marginals is not None and (columns or spec):
         raise click.UsageError("give --marginals, --columns or --spec, not more than one")
     if spec:
@@ -328,6 +328,10 @@ def release_command(input, epsilon, rho, noise, schema_path, columns, spec, marg
         job = load_job(spec)
         input = input or job.input
         epsilon, rho, noise, settings["delta"] = _job_budget(job, epsilon, rho, noise, settings["delta"])
+        settings["privacy_unit"], settings["max_rows_per_unit"] = _job_unit(
+            job, settings["privacy_unit"], settings["max_rows_per_unit"])
+        settings["group_size"] = settings["group_size"] or job.group_size
+        ledger_path = job.ledger if ledger_path is None else ledger_path
         schema_path = schema_path or job.schema
         out = out or job.out
         fmt = fmt or job.format
@@ -358,6 +362,8 @@ def release_command(input, epsilon, rho, noise, schema_path, columns, spec, marg
     # What --overwrite must never replace, whatever the folder holds.
     protect = (*plan.source.files, *[Path(p) for p in (schema_path, spec) if p])
     done = execute(plan, ledger=ledger_path, dataset_id=dataset_id, run_key=run_key, lock_timeout=lock_timeout,
+                   # MERGE with --require-cap (execute() gains require_cap), as this one line:
+                   # require_cap=require_cap or (job is not None and job.require_cap),
                    detail={"tables": [r.name for r in plan.requests]}, files=ReleaseFiles(out, fmt, overwrite, protect),
                    # A progress bar only for a person at a terminal: never in logs, cron mail or JSON logs.
                    progress=not quiet and log_format == "text" and sys.stderr.isatty(),
@@ -382,6 +388,15 @@ def _job_budget(job, epsilon, rho, noise, delta) -> tuple:
     if epsilon is not None or rho is not None:
         return epsilon, rho, noise, delta
     return job.epsilon, job.rho, noise or job.noise, job.delta if delta is None else delta
+
+
+def _job_unit(job, privacy_unit, max_rows_per_unit) -> tuple:
+    """(privacy unit, max rows per unit) of a release of ``job`` with these command-line values (None: not
+    given).  --privacy-unit replaces the job's unit and its bound together (a bound is chosen for one unit);
+    --max-rows-per-unit alone replaces the bound of the job's unit."""
+    if privacy_unit is not None:
+        return privacy_unit, max_rows_per_unit
+    return job.privacy_unit, job.max_rows_per_unit if max_rows_per_unit is None else max_rows_per_unit
 
 
 def _finish(result, paths, out, quiet, ledger_info=None) -> None:
