@@ -1899,8 +1899,9 @@ def json_overflowing_numbers(d):
                 check=wrote_release("age.csv", "sex.csv"))
 
 
-# --- declare: YAML that cannot crash or explode, specs that carry what is protected, options that cannot conflict ---
-# Every schema and job spec is read by dphist/yamlfile.py: keys are text, each once; aliases, nesting and endless
+# --- declare ---
+# YAML that cannot crash or explode, specs that carry what is protected, options that cannot conflict.  Every
+# schema and job spec is read by dphist/yamlfile.py: keys are text, each once; aliases, nesting and endless
 # values are bounded before a value is built.  A budget on the command line replaces the spec's as a whole.  An
 # option is given once and is never the release's workload.  A spec may name its ledger and what it protects.
 
@@ -2022,6 +2023,14 @@ def job_ledger_is_a_directory(d):
     case = _spec_case(_EPS + "ledger: books\n" + _ONE_TABLE, "books")(d)
     (d / "books").mkdir()
     return case
+
+
+@case
+def job_ledger_damaged(d):
+    """The spec's ledger is not SQLite: exit 2 naming it, before reading, the file left byte-identical."""
+    case = _spec_case(_EPS + "ledger: books/ledger.sqlite\n" + _ONE_TABLE, "ledger", ledger="books/ledger.sqlite")(d)
+    write(d, "books/ledger.sqlite", b"not a ledger " * 100)
+    return dataclasses.replace(case, damaged_ledger=True)
 
 
 @case
