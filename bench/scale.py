@@ -53,12 +53,12 @@ elif mode == "scan-csv":
     reader = pacsv.open_csv(path, convert_options=pacsv.ConvertOptions(include_columns=cols))
     rows = sum(b.num_rows for b in reader)
 else:
-    import io, yaml
+    import io
     from dphist.counting import TableShape, count_tables
     from dphist.io.sources import open_source
     from dphist.progress import Progress
-    from dphist.schema import parse_schema
-    schema = parse_schema(yaml.safe_load(open(sys.argv[4])))
+    from dphist.schema import load_schema
+    schema = load_schema(sys.argv[4])
     src = open_source(path)
     class Terminal(io.TextIOBase):
         def isatty(self): return True

@@ -260,8 +260,8 @@ def _algorithm_option_flags(command):
               show_default=True, help="Bins of a discovered numeric column: equal widths, or cut at DP quantiles "
               "(half of the column's discovery budget).")
 @_unit_options()
-@click.option("--group-size", type=click.IntRange(min=1), default=1, show_default=True, metavar="C",
-              help="Protect any C units (or records) together; noise grows C-fold.")
+@click.option("--group-size", type=click.IntRange(min=1), metavar="C",
+              help="Protect any C units (or records) together; noise grows C-fold [1].")
 @click.option("--algorithm", "-a", metavar="NAME", help=f"Algorithm for tables that name none [{DEFAULT_ALGORITHM}]. "
               "See 'dphist algorithms'.")
 @_algorithm_option_flags
@@ -319,7 +319,7 @@ def release_command(input, epsilon, rho, noise, schema_path, columns, spec, marg
 
     # ``settings`` holds the options named as in dphist.release (delta, privacy_unit, seed, engine, ...).
     _LOG["json"] = log_format == "json"
-    tables = None
+    tables, job = None, None
     if marginals is not None and (columns or spec):
         raise click.UsageError("give --marginals, --columns or --spec, not more than one")
     if spec:
@@ -327,11 +327,11 @@ def release_command(input, epsilon, rho, noise, schema_path, columns, spec, marg
             raise click.UsageError("give --columns or --spec, not both")
         job = load_job(spec)
         input = input or job.input
-        if epsilon is None and rho is None:  # a budget on the command line replaces the job's as a whole
-            epsilon, rho = job.epsilon, job.rho
-        noise = noise or job.noise
-        if settings.get("delta") is None and job.delta is not None:
-            settings["delta"] = job.delta
+        epsilon, rho, noise, settings["delta"] = _job_budget(job, epsilon, rho, noise, settings["delta"])
+        settings["privacy_unit"], settings["max_rows_per_unit"] = _job_unit(
+            job, settings["privacy_unit"], settings["max_rows_per_unit"])
+        settings["group_size"] = settings["group_size"] or job.group_size
+        ledger_path = job.ledger if ledger_path is None else ledger_path
         schema_path = schema_path or job.schema
         out = out or job.out
         fmt = fmt or job.format
@@ -362,6 +362,8 @@ def release_command(input, epsilon, rho, noise, schema_path, columns, spec, marg
     # What --overwrite must never replace, whatever the folder holds.
     protect = (*plan.source.files, *[Path(p) for p in (schema_path, spec) if p])
     done = execute(plan, ledger=ledger_path, dataset_id=dataset_id, run_key=run_key, lock_timeout=lock_timeout,
+                   # MERGE with --require-cap (execute() gains require_cap), as this one line:
+                   # require_cap=require_cap or (job is not None and job.require_cap),
                    detail={"tables": [r.name for r in plan.requests]}, files=ReleaseFiles(out, fmt, overwrite, protect),
                    # A progress bar only for a person at a terminal: never in logs, cron mail or JSON logs.
                    progress=not quiet and log_format == "text" and sys.stderr.isatty(),
@@ -375,6 +377,26 @@ def release_command(input, epsilon, rho, noise, schema_path, columns, spec, marg
     ledger_info = None if plan.seed is not None else {"dataset": done.dataset, "ledger_entry": done.commit_entry,
                                                       "run_key": run_key}
     _finish(done.value, done.paths, out, quiet, ledger_info)
+
+
+def _job_budget(job, epsilon, rho, noise, delta) -> tuple:
+    """(epsilon, rho, noise, delta) of a release of ``job`` with these command-line values (None: not given).
+
+    A budget on the command line (--epsilon or --rho) replaces the job's as a whole: the job's epsilon, rho,
+    delta and noise are all left out, so --epsilon E alone is pure epsilon with Laplace noise and --rho R never
+    meets the job's delta.  Without one, the job's budget is used, with --noise and --delta in place of its own."""
+    if epsilon is not None or rho is not None:
+        return epsilon, rho, noise, delta
+    return job.epsilon, job.rho, noise or job.noise, job.delta if delta is None else delta
+
+
+def _job_unit(job, privacy_unit, max_rows_per_unit) -> tuple:
+    """(privacy unit, max rows per unit) of a release of ``job`` with these command-line values (None: not
+    given).  --privacy-unit replaces the job's unit and its bound together (a bound is chosen for one unit);
+    --max-rows-per-unit alone replaces the bound of the job's unit."""
+    if privacy_unit is not None:
+        return privacy_unit, max_rows_per_unit
+    return job.privacy_unit, job.max_rows_per_unit if max_rows_per_unit is None else max_rows_per_unit
 
 
 def _finish(result, paths, out, quiet, ledger_info=None) -> None:
@@ -403,16 +425,26 @@ def _finite(param, value: float) -> float:
 
 
 def _algorithm_options(branching, budget_split, pairs=()) -> dict:
+    """The algorithm options of --option KEY=VALUE (repeatable), --branching and --budget-split.  Each option is
+    given once: a key repeated, or given both by --option and by its own flag, is a UsageError (which one was
+    meant cannot be told).  ('workload', the release's own setting, is refused by ReleaseOptions.)"""
     options = {}
     for pair in pairs:
         key, sep, value = pair.partition("=")
         if not sep or not key.strip():
-            raise click.UsageError(f"--option needs KEY=VALUE, got '{pair}'")
+            raise click.UsageError(f"--option needs KEY=VALUE, got '{pair[:80]}'")
+        key = key.strip().replace("-", "_")
+        if key in options:
+            raise click.UsageError(f"--option {key[:40]} is given twice; give each option once")
         value = value.strip()
         # Whole numbers in ASCII digits become ints; anything else stays text for the algorithm to validate
         # ('²'.isdigit() is true, but int('²') fails).
         whole = re.fullmatch(r"-?[0-9]+", value) is not None and len(value) <= 30
-        options[key.strip().replace("-", "_")] = int(value) if whole else value
+        options[key] = int(value) if whole else value
+    for flag, key, value in (("--branching", "branching", branching), ("--budget-split", "budget_split",
+                                                                      budget_split)):
+        if value is not None and key in options:
+            raise click.UsageError(f"{flag} and --option {key}=... both set {key}; give it once")
     if branching is not None:
         options["branching"] = branching if branching == "auto" else _int_option("--branching", branching)
     if budget_split is not None:
@@ -932,8 +964,7 @@ def algorithms_command():
         for key, (default, _) in cls.options.items():
             # Tree methods leave branching and budget_split to the method's own default.
             shown = {"branching": getattr(cls, "default_branching", None),
-                     "budget_split": getattr(cls, "default_split", None),
-                     "workload": "from the columns"}.get(key) if default is None else default
+                     "budget_split": getattr(cls, "default_split", None)}.get(key) if default is None else default
             note = f": {cls.option_help[key]}" if key in cls.option_help else ""
             click.echo(f"{'':<15}option {key} ({'required' if shown is None else f'default {shown}'}){note}")
 

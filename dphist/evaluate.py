@@ -16,7 +16,7 @@ import pandas as pd
 from . import workloads
 from .algorithms import REGISTRY, applicable_options
 from .api import plan_release
-from .choices import EVALUATE_WORKLOADS as WORKLOADS
+from .choices import EVALUATE_WORKLOADS as WORKLOADS, RELEASE_WORKLOADS
 from .counting import count_tables
 from .errors import UsageError
 from .inference import nonnegative_integer_table
@@ -93,8 +93,10 @@ def evaluate(source: Any, epsilon: Any, schema: Any, columns: list[str] | str, a
         raise UsageError("name at least one algorithm")
     schema = _declared_schema(schema, columns)
     # What does not depend on the algorithm (input, epsilon, schema, columns) is checked once, up front.
-    budget_options = {"rho": rho, "noise": noise, "delta": delta}
-    plan_release(source, epsilon, schema, columns=columns, algorithm="identity", **budget_options)
+    # A release's workload among them is the one auto chooses for, as a release with --workload would.
+    release_options = {"rho": rho, "noise": noise, "delta": delta,
+                      "workload": workload if workload in RELEASE_WORKLOADS else None}
+    plan_release(source, epsilon, schema, columns=columns, algorithm="identity", **release_options)
     for key in algorithm_options or {}:
         if not any(key in applicable_options(a, {key: algorithm_options[key]}) for a in algorithms
                    if a.strip().lower() in REGISTRY):
@@ -103,7 +105,7 @@ def evaluate(source: Any, epsilon: Any, schema: Any, columns: list[str] | str, a
     for a in algorithms:
         try:
             plans.append(plan_release(source, epsilon, schema, columns=columns, algorithm=a,
-                                      algorithm_options=applicable_options(a, algorithm_options), **budget_options))
+                                      algorithm_options=applicable_options(a, algorithm_options), **release_options))
             names.append(a)
         except UsageError as exc:
             if not skip_refused or a.strip().lower() not in REGISTRY:

@@ -14,8 +14,9 @@ both; ``epsilon`` with ``delta`` and ``noise: gaussian`` is an (ε, δ)-DP relea
 
     rho: "0.05"                  # or: epsilon: "1", delta: "1e-6", noise: gaussian
 
-The command line's --epsilon or --rho replaces the job's budget as a whole; its --noise and --delta replace the
-job's ``noise`` and ``delta``.
+A budget on the command line (--epsilon or --rho) replaces the job's budget as a whole: the job's ``epsilon``,
+``rho``, ``delta`` and ``noise`` are all left out, so ``--epsilon E`` alone is pure ε with Laplace noise.  Without
+one, the command line's --noise and --delta replace the job's ``noise`` and ``delta``.
 
 Instead of ``tables``, a job may list ``marginals`` (tables that must agree exactly, as with ``--marginals``):
 
@@ -25,7 +26,20 @@ Instead of ``tables``, a job may list ``marginals`` (tables that must agree exac
 ``workload`` (for the whole job, or per table) names the questions the tables will answer: ``ranges``,
 ``cells`` or ``marginals`` (as ``--workload``); auto chooses for it and the report states it.
 
-Relative paths are taken relative to the spec file.  ``{date}`` in ``out`` becomes today's date (YYYY-MM-DD).
+What is protected, and where it is charged, may be in the spec too, so that it does not live on the crontab
+line (each validated as its command-line option):
+
+    ledger: ledger.sqlite        # --ledger
+    privacy_unit: person_id      # --privacy-unit, with
+    max_rows_per_unit: 5         # --max-rows-per-unit
+    group_size: 1                # --group-size
+    require_cap: true            # --require-cap
+
+The command line takes precedence field by field, except that its --privacy-unit replaces the spec's unit and
+its contribution bound together (a bound is chosen for one unit).
+
+Relative paths (``input``, ``schema``, ``out``, ``ledger``) are taken relative to the spec file.  ``{date}`` in
+``out`` becomes today's date (YYYY-MM-DD).
 """
 
 from __future__ import annotations
@@ -42,7 +56,7 @@ from .errors import UsageError
 from .marginals import parse_marginals
 from .yamlfile import load_document
 
-__all__ = ["TableRequest", "Job", "load_job", "parse_tables", "table_name_for"]
+__all__ = ["TableRequest", "Job", "load_job", "parse_tables", "table_name_for", "check_option_names"]
 
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$")
 
@@ -77,6 +91,11 @@ class Job:
     marginals: list[list[str]] | None = None
     marginal_strategy: str | None = None
     workload: str | None = None
+    ledger: str | None = None
+    privacy_unit: str | None = None
+    max_rows_per_unit: int | None = None
+    group_size: int | None = None
+    require_cap: bool = False
 
 
 def table_name_for(columns: list[str] | tuple[str, ...]) -> str:
@@ -103,7 +122,7 @@ def _parse_tables(entries: list, source: str) -> list[TableRequest]:
             raise UsageError(f"{where}: must be a mapping with 'columns'")
         unknown = set(entry) - {"name", "columns", "algorithm", "share", "options", "workload"}
         if unknown:
-            raise UsageError(f"{where}: unknown field '{sorted(map(str, unknown))[0]}'")
+            raise UsageError(f"{where}: unknown field '{sorted(map(str, unknown))[0][:40]}'")
         columns = entry.get("columns")
         if isinstance(columns, str):
             columns = [c.strip() for c in columns.split(",")]
@@ -115,6 +134,7 @@ def _parse_tables(entries: list, source: str) -> list[TableRequest]:
         options = entry.get("options", {})
         if not isinstance(options, dict):
             raise UsageError(f"{where}: 'options' must be a mapping such as {{branching: 16}}")
+        check_option_names(options, f"{where}: 'options'")
         workload = entry.get("workload")
         if workload is not None and workload not in WORKLOADS:
             raise UsageError(f"{where}: 'workload' must be one of {', '.join(WORKLOADS)}, not {str(workload)[:40]!r}")
@@ -122,6 +142,18 @@ def _parse_tables(entries: list, source: str) -> list[TableRequest]:
                                    {str(k): v for k, v in options.items()}, workload))
     check_table_names(tables)
     return tables
+
+
+def check_option_names(options: dict, where: str) -> None:
+    """UsageError (prefixed by ``where``) if algorithm ``options`` name a setting of the release itself.
+
+    ``workload`` (the questions a table will answer) is one setting per table: the table's ``workload``, else
+    the run's (--workload), else what its columns suggest.  auto chooses for it and the report states it, so
+    it is never also an algorithm option that could say something else."""
+    if "workload" in options:
+        raise UsageError(f"{where}: 'workload' is the release's own setting, not an algorithm option: give it as "
+                         "--workload or as 'workload:' in the job spec or a table (mwem's candidate ranges are its "
+                         "option 'queries')")
 
 
 def check_table_names(tables: list[TableRequest]) -> None:
@@ -143,17 +175,18 @@ def load_job(path: str | Path, today: _dt.date | None = None) -> Job:
     if not isinstance(document, dict):
         raise UsageError(f"{path}: a job spec must be a mapping with a 'tables' list")
     known = {"input", "schema", "epsilon", "rho", "noise", "delta", "out", "format", "algorithm", "tables",
-             "dataset_id", "run_key", "marginals", "marginal_strategy", "workload"}
+             "dataset_id", "run_key", "marginals", "marginal_strategy", "workload", "ledger", "privacy_unit",
+             "max_rows_per_unit", "group_size", "require_cap"}
     unknown = set(document) - known
     if unknown:
-        raise UsageError(f"{path}: unknown field '{sorted(map(str, unknown))[0]}'")
+        raise UsageError(f"{path}: unknown field '{sorted(map(str, unknown))[0][:40]}'")
     base = path.absolute().parent
 
     def relative(key: str) -> str | None:
         value = document.get(key)
         if value is None:
             return None
-        if not isinstance(value, str):
+        if not isinstance(value, str) or not value:  # '' would name the spec's own folder
             raise UsageError(f"{path}: '{key}' must be a path")
         if key == "out":
             value = value.replace("{date}", (today or _dt.date.today()).isoformat())
@@ -167,6 +200,21 @@ def load_job(path: str | Path, today: _dt.date | None = None) -> Job:
             raise UsageError(f"{path}: '{key}' must be a non-empty text")
         return value.replace("{date}", (today or _dt.date.today()).isoformat())
 
+    def whole(key: str) -> int | None:  # as --max-rows-per-unit and --group-size: a whole number, at least 1
+        value = document.get(key)
+        if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
+            raise UsageError(f"{path}: '{key}' must be a whole number, at least 1")
+        return value
+
+    def column(key: str) -> str | None:  # as --privacy-unit: a column name, taken as written
+        value = document.get(key)
+        if value is not None and (not isinstance(value, str) or not value.strip()):
+            raise UsageError(f"{path}: '{key}' must be a column name")
+        return value
+
+    require_cap = document.get("require_cap", False)
+    if not isinstance(require_cap, bool):
+        raise UsageError(f"{path}: 'require_cap' must be true or false")
     if document.get("epsilon") is not None and document.get("rho") is not None:
         raise UsageError(f"{path}: give 'epsilon' or 'rho', not both")
     noise = document.get("noise")
@@ -198,4 +246,9 @@ def load_job(path: str | Path, today: _dt.date | None = None) -> Job:
         format=document.get("format"),
         algorithm=document.get("algorithm"),
         tables=[] if marginals is not None else parse_tables(document.get("tables"), str(path)),
+        ledger=relative("ledger"),
+        privacy_unit=column("privacy_unit"),
+        max_rows_per_unit=whole("max_rows_per_unit"),
+        group_size=whole("group_size"),
+        require_cap=require_cap,
     )

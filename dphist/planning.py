@@ -29,7 +29,7 @@ from .discovery import (AUTO, BINNINGS, DEFAULT_BINS, DEFAULT_MAX_CATEGORIES, DE
 from .engines import ENGINES, check_engine
 from .errors import DataError, UsageError
 from .io.sources import Source, open_source, remote_source
-from .job import TableRequest, check_table_names, parse_tables, table_name_for
+from .job import TableRequest, check_option_names, check_table_names, parse_tables, table_name_for
 from .ledger import ROW_UNIT
 from .marginals import STRATEGIES, MarginalPlan, parse_marginals, plan_marginals, union_of
 from .privacy import (MAX_RHO, MIN_EPSILON, MIN_RHO, exact_fraction, format_fraction, parse_delta, parse_epsilon,
@@ -156,6 +156,7 @@ class ReleaseOptions:
             set_("seed", _whole(self.seed, 0, None, "seed must be a non-negative integer"))
         if self.algorithm_options is not None and not isinstance(self.algorithm_options, dict):
             raise UsageError("algorithm options must be a mapping such as {'branching': 16}")
+        check_option_names(self.algorithm_options or {}, "algorithm options")
         set_("algorithm_options", dict(self.algorithm_options or {}))
         set_("raw", bool(self.raw))
 
@@ -274,20 +275,17 @@ def make_plan(source: Any, options: ReleaseOptions) -> ReleasePlan:
 
     requests = _table_requests(wanted, columns, tables)
     names = [t.algorithm or algorithm or DEFAULT_ALGORITHM for t in requests]
+    shapes = [_table_shape(schema, t, o.max_cells) for t in requests]
+    # The questions each table will answer, one setting: the table's workload, else the run's, else what its
+    # columns suggest.  auto chooses for it; every report states it with the expected errors.
+    requests = [replace(t, workload=t.workload or o.workload or default_workload(shape.columns))
+                for t, shape in zip(requests, shapes)]
     # Options given for the whole run apply to the tables whose algorithm has them; a table's own win.
-    algorithms = [get_algorithm(n, **{**applicable_options(n, o.algorithm_options), **t.options})
+    algorithms = [_algorithm(n, {**applicable_options(n, o.algorithm_options), **t.options}, t.workload)
                   for n, t in zip(names, requests)]
     for key in o.algorithm_options:
         if not any(key in applicable_options(n, {key: None}) for n in names):
             raise UsageError(f"option '{key}' does not apply to {', '.join(sorted(set(names)))}")
-    shapes = [_table_shape(schema, t, o.max_cells) for t in requests]
-    # The questions each table will answer: auto's own option, the table's workload, the run's, else what its
-    # columns suggest.  auto chooses for it; every report states it with the expected errors.
-    requests = [replace(t, workload=a.params.get("workload") or t.workload or o.workload
-                        or default_workload(shape.columns)) for a, t, shape in zip(algorithms, requests, shapes)]
-    for a, t in zip(algorithms, requests):
-        if "workload" in a.options:
-            a.params["workload"] = t.workload
     for algo, shape in zip(algorithms, shapes):
         algo.check_shape(shape.shape)
     budgets = split_shares(table_amount, [Fraction(t.share) for t in requests])
@@ -430,6 +428,8 @@ def _column_names(columns: Any) -> tuple[str, ...]:
 def _table_list(tables: Any) -> list[TableRequest]:
     if tables and all(isinstance(t, TableRequest) for t in tables):
         check_table_names(list(tables))
+        for t in tables:
+            check_option_names(t.options, f"table '{t.name}': options")
         return list(tables)
     return parse_tables(list(tables), "tables")
 
@@ -445,6 +445,13 @@ def _requested_columns(columns: tuple[str, ...] | None, tables: tuple[TableReque
     if schema is not None:
         return list(schema.columns)
     return [c for c in src.column_names() if unit is None or c != unit.column]
+
+
+def _algorithm(name: str, options: dict, workload: str) -> Algorithm:
+    """The named algorithm with ``options``; auto is told the table's ``workload``, the one it chooses for."""
+    if str(name).strip().lower() == "auto":
+        return get_algorithm(name, workload=workload, **options)
+    return get_algorithm(name, **options)
 
 
 def check_workload(workload: str | None, where: str = "") -> None:

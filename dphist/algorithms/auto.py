@@ -209,16 +209,23 @@ def choose_gaussian(shape: tuple[int, ...], columns=None, workload: str = "range
 class Auto(Algorithm):
     name = "auto"
     summary = "chooses an algorithm per table from its shape, ε, workload and a noisy total (rules learned on DPBench)"
-    options = {"total_share": (Fraction(1, 20), option.fraction_between_0_and_1),
-               "workload": (None, option.choice(*WORKLOADS))}
-    option_help = {"total_share": "share of the table's ε spent on the noisy total that the choice reads",
-                   "workload": "the questions the table will answer: ranges, cells or marginals (one-way); by "
-                               "default ranges when a column is ordered, cells when every column is a category"}
+    options = {"total_share": (Fraction(1, 20), option.fraction_between_0_and_1)}
+    option_help = {"total_share": "share of the table's ε spent on the noisy total that the choice reads"}
     data_adaptive = True
 
+    def __init__(self, workload: str | None = None, **options):
+        """``workload``: the questions the table will answer (:data:`WORKLOADS`), the one the choice serves; None:
+        :func:`default_workload` of the table's columns.  Not an option of the user's: a release passes its
+        table's workload (--workload, or the table's), which is also the one its report states."""
+        super().__init__(**options)
+        try:
+            self.served = None if workload is None else option.choice(*WORKLOADS)(workload)
+        except ValueError as exc:
+            raise UsageError(f"algorithm 'auto': workload: {exc}") from None
+
     def workload(self, columns=None) -> str:
-        """The workload the choice serves: the ``workload`` option, else :func:`default_workload` of ``columns``."""
-        return self.params["workload"] or default_workload(columns)
+        """The workload the choice serves: the one it was made for, else :func:`default_workload` of ``columns``."""
+        return self.served or default_workload(columns)
 
     def choose(self, shape: tuple[int, ...], epsilon: Fraction, noisy_total: float, columns=None) -> dict:
         """The choice for a table of ``shape`` to be released at ``epsilon`` per record (after the total's share),

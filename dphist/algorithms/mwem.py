@@ -1,9 +1,11 @@
 """MWEM: the multiplicative weights exponential mechanism (Hardt, Ligett, McSherry; NIPS 2012), for range queries
 over one column (algorithms.md §7, §7.1).
 
-The candidate workload W is public and built from the number of cells n only: the n prefix ranges [0, i)
-(``workload=prefix``, the DPBench 1-D workload the reference runs MWEM on) or the 2n − 1 dyadic ranges
-(``workload=dyadic``).  The plan, with ε the budget (ρ under zCDP: every step below then pays its share of ρ):
+The candidate queries W are public and built from the number of cells n only: the n prefix ranges [0, i)
+(``queries=prefix``, the DPBench 1-D workload the reference runs MWEM on) or the 2n − 1 dyadic ranges
+(``queries=dyadic``).  (Not called ``workload``: that is the release's setting, the questions the table will
+answer, which the report states.)  The plan, with ε the budget (ρ under zCDP: every step below then pays its
+share of ρ):
 
     measure:  N̂ = N + DLap(1/ε₀), ε₀ = total_share·ε                 (Δ = 1: one record moves N by 1)
     init:     x̂ = (N̂/n, …, N̂/n)  with N̂ clamped to at least 1        (the reference reads the true N here)
@@ -69,12 +71,12 @@ ROUNDS_TABLE = (2, 2, 8, 12, 60, 80, 140)
 MAX_STEP = 20.0  # largest |exponent| of one multiplicative-weights step
 
 
-def candidate_ranges(n: int, workload: str) -> tuple[np.ndarray, np.ndarray]:
-    """The public candidate workload over ``n`` cells as half-open ranges [lo, hi) (two int64 arrays):
+def candidate_ranges(n: int, queries: str) -> tuple[np.ndarray, np.ndarray]:
+    """The public candidate queries over ``n`` cells as half-open ranges [lo, hi) (two int64 arrays):
     ``prefix``: [0, i) for i = 1 … n (n ranges); ``dyadic``: the nodes of a binary tree over the cells, from the
     single cells up to the whole domain (cells first, left to right; 2n − 1 ranges when n is a power of two).
     Depends on n and the name only."""
-    if workload == "prefix":
+    if queries == "prefix":
         hi = np.arange(1, n + 1, dtype=np.int64)
         return np.zeros(n, dtype=np.int64), hi
     lo_parts, hi_parts, width = [], [], 1
@@ -97,14 +99,14 @@ class MWEM(Algorithm):
     name = "mwem"
     summary = ("multiplicative weights over range queries chosen by the exponential mechanism (Hardt, Ligett, "
                "McSherry 2012); one column, low signal")
-    options = {"rounds": ("auto", _rounds), "workload": ("prefix", option.choice("prefix", "dyadic")),
+    options = {"rounds": ("auto", _rounds), "queries": ("prefix", option.choice("prefix", "dyadic")),
                "replay": (100, option.positive_int),
                "total_share": (Fraction(1, 4), option.fraction_between_0_and_1),
                "selection_share": (Fraction(1, 2), option.fraction_between_0_and_1),
                "scale_fit": ("lsq", option.choice("lsq", "none"))}
     option_help = {"rounds": "number of rounds T, or auto: from the noisy total times epsilon (2 at low signal, "
                              "up to 140)",
-                   "workload": "candidate range queries: prefix (the n prefixes) or dyadic (a binary tree's nodes)",
+                   "queries": "candidate range queries: prefix (the n prefixes) or dyadic (a binary tree's nodes)",
                    "replay": "passes over all past measurements after each round (multiplicative weights)",
                    "total_share": "share of the budget for the noisy total (the rest: selection and measurement)",
                    "selection_share": "share of the rest (after the total) for the rounds' selections; the "
@@ -115,15 +117,15 @@ class MWEM(Algorithm):
     def check_shape(self, shape: tuple[int, ...]) -> None:
         if len(shape) != 1:
             raise UsageError("algorithm 'mwem' works on one-column tables")
-        candidates = candidate_ranges(shape[0], self.params["workload"])[0].size
+        candidates = candidate_ranges(shape[0], self.params["queries"])[0].size
         rounds = self.params["rounds"]
         if rounds != "auto" and rounds > candidates:
             raise UsageError(f"algorithm 'mwem': option 'rounds' must be at most the number of candidate queries "
-                             f"({candidates} for {shape[0]} cells with workload={self.params['workload']})")
+                             f"({candidates} for {shape[0]} cells with queries={self.params['queries']})")
 
     def plan(self, n: int) -> tuple[np.ndarray, np.ndarray]:
         """The public candidate ranges (lo, hi), from n and the options only."""
-        return candidate_ranges(n, self.params["workload"])
+        return candidate_ranges(n, self.params["queries"])
 
     def rounds_for(self, candidates: int, noisy_total: float, epsilon: Fraction) -> int:
         """T: the ``rounds`` option, or by the table on the signal r = max(N̂, 0)·ε (ε per record); at most the
@@ -176,7 +178,7 @@ class MWEM(Algorithm):
             estimate = self.refit_scale(estimate, history, variances, float(noisy_total),
                                         total_record.noise_variance)
         return Estimate(values=estimate,
-                        structure={"workload": self.params["workload"], "candidates": int(lo.size),
+                        structure={"queries": self.params["queries"], "candidates": int(lo.size),
                                    "replay": self.params["replay"]},
                         choices={"rounds": T, "ranges": [[a, b] for a, b, _ in history]})
 

@@ -1,6 +1,6 @@
 """Audit cases for MWEM (dphist/algorithms/mwem.py): the honest algorithm and a mutant that takes the argmax.
 
-Both run the dyadic workload on 8 cells, one round, one replay pass (cheap Python runs: MWEM is data-adaptive,
+Both run the dyadic candidate queries on 8 cells, one round, one replay pass (cheap Python runs: MWEM is data-adaptive,
 so the audit runs it once per sample).  The pair puts m and m + 1 records in the first and last cells and adds
 one record to the first: the two single-cell candidates then lead every other score whatever the noisy total,
 and the true argmax moves from the last cell to the first (np.argmax takes the first of a tie).  A selection
@@ -17,7 +17,7 @@ from fractions import Fraction
 
 import numpy as np
 
-TINY = {"workload": "dyadic", "rounds": 1, "replay": 1}
+TINY = {"queries": "dyadic", "rounds": 1, "replay": 1}
 
 
 def flip_pair(m: int = 12) -> tuple[np.ndarray, np.ndarray]:

@@ -1994,3 +1994,157 @@ def run_key_moved_release_changed(d):
     _rk_earlier_run(d, "moved")
     (d / "out" / "report.json").write_text("{\"edited\": true}\n")
     return _rk_retry("'report.json' changed", frozen=("out",))
+
+# --- declare ---
+# YAML that cannot crash or explode, specs that carry what is protected, options that cannot conflict.  Every
+# schema and job spec is read by dphist/yamlfile.py: keys are text, each once; aliases, nesting and endless
+# values are bounded before a value is built.  A budget on the command line replaces the spec's as a whole.  An
+# option is given once and is never the release's workload.  A spec may name its ledger and what it protects.
+
+
+def _spec_case(body: str, *keywords: str, code=2, args: tuple[str, ...] = (), ledger: str | None = None,
+               check: Callable[[Path], None] | None = None, timeout: float | None = None):
+    """A job spec over the good data and schema (``body`` after input and schema: a budget, tables, ...)."""
+    def build(d: Path) -> Case:
+        good(d)
+        write(d, "job.yaml", "input: data.csv\nschema: schema.yaml\n" + body)
+        return Case(["release", "--spec", "job.yaml", *args, "--out", "out"], code, keywords, ledger=ledger,
+                    check=check, timeout=timeout)
+    return build
+
+
+def _report_says(**expected) -> Callable[[Path], None]:
+    """After exit 0: out/report.json has these top-level values (None: the field is absent)."""
+    def check(d: Path) -> None:
+        report = json.loads((d / "out" / "report.json").read_text())
+        assert {k: report.get(k) for k in expected} == expected, {k: report.get(k) for k in expected}
+    return check
+
+
+def _alias_bomb(indent: str) -> str:
+    """9 levels of 9 aliases: 9**9 (387 million) leaves once expanded."""
+    items = [f"{indent}- &a0 [x, x, x, x, x, x, x, x, x]"]
+    items += [f"{indent}- &a{k} [{', '.join([f'*a{k - 1}'] * 9)}]" for k in range(1, 9)]
+    return "\n".join(items) + "\n"
+
+
+_ONE_TABLE = "tables:\n  - {columns: [age]}\n"
+_EPS = "epsilon: '1'\n"
+
+# Keys that are not text: a list or mapping as a key, a merge key.
+add("job_key_list_in_table", _spec_case(_EPS + "tables:\n  - {columns: [age], ? [a, b]: 1}\n",
+                                        "job.yaml", "line 5", "key"))
+add("job_key_mapping_at_top", _spec_case(_EPS + "? {a: 1}\n: 2\n" + _ONE_TABLE, "job.yaml", "line 4", "key"))
+add("job_merge_key", _spec_case("base: &b {columns: [age]}\n" + _EPS + "tables:\n  - <<: *b\n",
+                                "job.yaml", "merge key"))
+add("schema_key_list_in_column", _schema("columns:\n  age: {type: numeric, lower: 0, upper: 100, bins: 4, "
+                                         "? [x]: 1}\n", "line 2", "key"))
+add("schema_key_list_in_hierarchy", _schema(_CAT % "values: [F, M], hierarchy: {? [W]: [F, M]}", "line 2", "key"))
+add("schema_key_number_and_text_twice", _schema("columns:\n  1: {type: categorical, values: [a]}\n"
+                                                "  '1': {type: categorical, values: [b]}\n", "line 3", "twice"))
+
+# Alias bombs in each place a spec holds a value, and in a table's options: refused while counting.
+_BOMBS = {
+    "job_alias_bomb_rho": "rho:\n" + _alias_bomb("  ") + _ONE_TABLE,
+    "job_alias_bomb_workload": _EPS + "workload:\n" + _alias_bomb("  ") + _ONE_TABLE,
+    "job_alias_bomb_noise": _EPS + "noise:\n" + _alias_bomb("  ") + _ONE_TABLE,
+    "job_alias_bomb_share": _EPS + "tables:\n  - columns: [age]\n    share:\n" + _alias_bomb("      "),
+    "job_alias_bomb_marginals": _EPS + "marginals:\n" + _alias_bomb("  "),
+    "job_alias_bomb_options": (_EPS + "tables:\n  - columns: [age]\n    options:\n      cap:\n"
+                               + _alias_bomb("        ")),
+}
+for _name, _body in _BOMBS.items():
+    add(_name, _spec_case(_body, "job.yaml", "aliases are expanded", timeout=30))
+add("schema_alias_bomb_hierarchy", _changed(_schema(
+    "columns:\n  sex:\n    type: categorical\n    values: [F, M]\n    hierarchy:\n      W:\n" + _alias_bomb("        "),
+    "aliases are expanded"), timeout=30))
+add("job_alias_endless", _spec_case("rho: &a [1, *a]\n" + _ONE_TABLE, "job.yaml", "contains it"))
+add("job_nested_too_deep", _spec_case("rho: " + "[" * 150 + "]" * 150 + "\n" + _ONE_TABLE, "job.yaml", "deep"))
+add("schema_yaml_huge_integer", _schema(_NUM % ("lower: 0, upper: " + "9" * 5000 + ", bins: 4"), "line 2", "number"))
+add("schema_json_huge_integer", _schema('{"columns": {"age": {"type": "numeric", "lower": 0, "upper": '
+                                        + "9" * 5000 + ', "bins": 4}}}', "number", name="schema.json"))
+add("schema_json_nested_too_deep", _schema('{"columns": ' + "[" * 5000 + "]" * 5000 + "}", "deep",
+                                           name="schema.json"))
+add("schema_json_key_twice", _schema('{"columns": {"age": {"type": "numeric", "lower": 0, "upper": 100, "bins": 4}, '
+                                     '"age": {"type": "categorical", "values": ["a"]}}}', "twice", name="schema.json"))
+PROCESS.update({*_BOMBS, "schema_alias_bomb_hierarchy"})
+
+# A budget on the command line replaces the spec's as a whole (epsilon, rho, delta, noise).
+_APPROX = "epsilon: '1'\ndelta: '1e-6'\nnoise: gaussian\n"
+add("job_approx_with_cli_rho", _spec_case(_APPROX + _ONE_TABLE, args=("--rho", "0.01", "--quiet"), code=0,
+                                          check=_report_says(definition="zcdp", rho_spent="0.01",
+                                                             delta_spent=None)))
+add("job_approx_with_cli_epsilon", _spec_case(_APPROX + _ONE_TABLE, args=("--epsilon", "2", "--quiet"), code=0,
+                                              check=_report_says(definition="pure", epsilon_spent="2",
+                                                                 delta_spent="0")))
+add("job_approx_with_cli_epsilon_gaussian_no_delta", _spec_case(
+    _APPROX + _ONE_TABLE, "--delta", args=("--epsilon", "2", "--noise", "gaussian")))
+
+# One setting each: a repeated --option, --option beside its own flag, an option named workload.
+add("option_key_twice", _opt("-a", "dawa", "--option", "ratio=0.3", "--option", "ratio=0.4",
+                             keywords=("ratio", "twice")))
+add("option_key_twice_spelled_apart", _opt("-a", "dpcube", "--option", "max-side=3", "--option", "max_side=4",
+                                           keywords=("max_side", "twice")))
+add("option_beside_its_flag", _opt("-a", "h", "--branching", "4", "--option", "branching=8",
+                                   keywords=("--branching", "--option branching")))
+add("option_workload_beside_workload_flag", _opt("--workload", "ranges", "--option", "workload=cells",
+                                                 keywords=("'workload'", "--workload")))
+add("job_option_workload_for_mwem", _spec_case(_EPS + "tables:\n  - {columns: [age], algorithm: mwem, options: "
+                                               "{workload: dyadic}}\n", "job.yaml", "'workload'", "queries"))
+
+# What is protected and where it is charged, in the spec: invalid values refused as their options are.
+for _name, _line, _kw in [
+    ("job_ledger_number", "ledger: 5", "'ledger' must be"),
+    ("job_ledger_empty", "ledger: ''", "'ledger' must be"),
+    ("job_privacy_unit_list", "privacy_unit: [person]", "'privacy_unit' must be"),
+    ("job_privacy_unit_blank", "privacy_unit: ' '", "'privacy_unit' must be"),
+    ("job_max_rows_per_unit_zero", "privacy_unit: sex\nmax_rows_per_unit: 0", "'max_rows_per_unit' must be"),
+    ("job_max_rows_per_unit_fraction", "privacy_unit: sex\nmax_rows_per_unit: 2.5", "'max_rows_per_unit' must be"),
+    ("job_max_rows_per_unit_bool", "privacy_unit: sex\nmax_rows_per_unit: true", "'max_rows_per_unit' must be"),
+    ("job_max_rows_per_unit_text", "privacy_unit: sex\nmax_rows_per_unit: five", "'max_rows_per_unit' must be"),
+    ("job_group_size_zero", "group_size: 0", "'group_size' must be"),
+    ("job_group_size_negative", "group_size: -2", "'group_size' must be"),
+    ("job_require_cap_text", "require_cap: 'yes'", "'require_cap' must be"),
+    ("job_require_cap_number", "require_cap: 1", "'require_cap' must be"),
+]:
+    add(_name, _spec_case(_EPS + _line + "\n" + _ONE_TABLE, "job.yaml", _kw))
+add("job_privacy_unit_without_bound", _spec_case(_EPS + "privacy_unit: sex\n" + _ONE_TABLE, "--max-rows-per-unit"))
+add("job_privacy_unit_not_in_input", _spec_case(_EPS + "privacy_unit: person\nmax_rows_per_unit: 2\n" + _ONE_TABLE,
+                                                "person", code=1))
+
+
+@case
+def job_ledger_is_a_directory(d):
+    """The spec's ledger names a folder: refused as --ledger would be, before reading, the folder untouched."""
+    case = _spec_case(_EPS + "ledger: books\n" + _ONE_TABLE, "books")(d)
+    (d / "books").mkdir()
+    return case
+
+
+@case
+def job_ledger_damaged(d):
+    """The spec's ledger is not SQLite: exit 2 naming it, before reading, the file left byte-identical."""
+    case = _spec_case(_EPS + "ledger: books/ledger.sqlite\n" + _ONE_TABLE, "ledger", ledger="books/ledger.sqlite")(d)
+    write(d, "books/ledger.sqlite", b"not a ledger " * 100)
+    return dataclasses.replace(case, damaged_ledger=True)
+
+
+@case
+def job_names_its_ledger_and_unit(d):
+    """The spec's ledger (relative to the spec, in its folder) is charged, in the unit the spec protects."""
+    good(d)
+    write(d, "specs/job.yaml", "input: ../data.csv\nschema: ../schema.yaml\nepsilon: '1'\n"
+                               "ledger: books/ledger.sqlite\nprivacy_unit: sex\nmax_rows_per_unit: 2\ngroup_size: 2\n"
+          + _ONE_TABLE)
+
+    def check(d: Path) -> None:
+        from dphist.ledger import Ledger
+
+        ledger = Ledger(d / "specs" / "books" / "ledger.sqlite", readonly=True)
+        rows = [(r["unit"], r["epsilon_spent"]) for r in ledger.status()]
+        ledger.close()
+        assert rows == [("unit:sex", "1")], rows
+        report = json.loads((d / "out" / "report.json").read_text())
+        assert report["tables"][0]["epsilon_per_row"] == "0.25", report["tables"][0]
+    return Case(["release", "--spec", "specs/job.yaml", "--out", "out", "--quiet"], 0,
+                ledger="specs/books/ledger.sqlite", check=check)

@@ -96,15 +96,30 @@ def test_the_plan_resolves_each_tables_workload():
                         tables=[{"columns": ["x"]}, {"columns": ["g", "h"]},
                              {"columns": ["x", "g"], "workload": "marginals"}])
     assert [t.workload for t in plan.requests] == ["ranges", "cells", "marginals"]
-    assert [a.params["workload"] for a in plan.algorithms] == ["ranges", "cells", "marginals"]
+    assert [a.workload() for a in plan.algorithms] == ["ranges", "cells", "marginals"]
     plan = plan_release(frame, "1", WORKLOAD_SCHEMA, columns=["x"], workload="cells", algorithm="hb")
     assert plan.requests[0].workload == "cells" and plan.algorithms[0].name == "hb"
-    # auto's own option wins over the run's workload, and the table states the one auto served.
-    plan = plan_release(frame, "1", WORKLOAD_SCHEMA, tables=[{"columns": ["x"], "options": {"workload": "cells"}}],
+    # A table's workload wins over the run's, and auto serves the one the table states.
+    plan = plan_release(frame, "1", WORKLOAD_SCHEMA, tables=[{"columns": ["x"], "workload": "cells"}],
                         workload="ranges")
-    assert plan.requests[0].workload == "cells" and plan.algorithms[0].params["workload"] == "cells"
+    assert plan.requests[0].workload == "cells" and plan.algorithms[0].workload() == "cells"
     with pytest.raises(UsageError, match="unknown workload 'rows'"):
         plan_release(frame, "1", WORKLOAD_SCHEMA, columns=["x"], workload="rows")
+
+
+def test_the_workload_is_one_setting_never_an_algorithm_option():
+    """An algorithm option named 'workload' (the run's, a table's, one from the API's TableRequest) is refused
+    before reading: it could only contradict the release's workload, the one auto serves and the report states."""
+    frame = _frame()
+    for options in ({"algorithm_options": {"workload": "cells"}},
+                    {"tables": [{"columns": ["x"], "options": {"workload": "cells"}}]},
+                    {"tables": [TableRequest("x", ("x",), "mwem", options={"workload": "dyadic"})]}):
+        with pytest.raises(UsageError, match="'workload' is the release's own setting"):
+            plan_release(frame, "1", WORKLOAD_SCHEMA, workload="ranges", **options)
+    # mwem's candidate ranges are its option 'queries'; the report's workload stays the release's.
+    plan = plan_release(frame, "1", WORKLOAD_SCHEMA, tables=[{"columns": ["x"], "algorithm": "mwem",
+                                                              "options": {"queries": "dyadic"}}])
+    assert plan.requests[0].workload == "ranges" and plan.algorithms[0].params["queries"] == "dyadic"
 
 
 # ---- budget shares --------------------------------------------------------------------------------------------------

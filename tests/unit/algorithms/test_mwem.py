@@ -129,7 +129,7 @@ def test_selection_prefers_the_worst_query_at_large_epsilon():
     """At ε = 200 the first draw takes the top-scoring query (permute-and-flip: others lose exp(−ε/(2·T·4)...))."""
     x = np.zeros(16, dtype=np.int64)
     x[12] = 500
-    est, _, _ = traced(MWEM(rounds=1, workload="dyadic"), x, Fraction(200), 3)
+    est, _, _ = traced(MWEM(rounds=1, queries="dyadic"), x, Fraction(200), 3)
     a, b = est.choices["ranges"][0]
     assert a <= 12 < b and b - a < 16
 
@@ -138,7 +138,7 @@ def test_plan_and_structure_do_not_depend_on_the_counts():
     algo = MWEM()
     one, _, _ = traced(algo, COUNTS, Fraction(1), 5)
     two, _, _ = traced(algo, COUNTS[::-1] * 3, Fraction(1), 5)
-    assert one.structure == two.structure == {"workload": "prefix", "candidates": 16, "replay": 100}
+    assert one.structure == two.structure == {"queries": "prefix", "candidates": 16, "replay": 100}
     for n in (5, 64):
         assert [a.tolist() for a in MWEM().plan(n)] == [a.tolist() for a in candidate_ranges(n, "prefix")]
 
@@ -226,10 +226,10 @@ def test_runs_on_a_zcdp_budget_and_spends_exactly():
     assert [m.mechanism for m in budget.measurements] == [GAUSSIAN, SELECTION] + [GAUSSIAN] * 3
 
 
-@pytest.mark.parametrize("options, message", [({"rounds": 0}, "positive"), ({"workload": "all"}, "one of"),
+@pytest.mark.parametrize("options, message", [({"rounds": 0}, "positive"), ({"queries": "all"}, "one of"),
                                               ({"selection_share": 0}, "between"), ({"scale_fit": "ls"}, "one of"),
                                               ({"replay": "x"}, "integer"), ({"total_share": 1}, "between"),
-                                              ({"nrounds": 3}, "no option")])
+                                              ({"nrounds": 3}, "no option"), ({"workload": "dyadic"}, "no option")])
 def test_bad_options_are_refused(options, message):
     with pytest.raises(UsageError, match=message):
         MWEM(**options)
@@ -265,7 +265,7 @@ def test_audit_pair_moves_the_true_argmax_whatever_the_noisy_total():
     cell on D′, so a selection that ignores its draw is visible; far outside, the whole range wins on both."""
     from dphist.audit.mwem_cases import TINY, flip_pair
     data, neighbour = flip_pair()
-    lo, hi = candidate_ranges(8, TINY["workload"])
+    lo, hi = candidate_ranges(8, TINY["queries"])
     for total in np.arange(15.0, 34.5, 0.5):
         picks = []
         for table in (data, neighbour):
