@@ -37,6 +37,7 @@ from pathlib import Path
 
 from .privacy import format_fraction
 from .errors import DataError, DphistError, Terminated, UsageError
+from . import identifiers
 from .faults import checkpoint
 from .io.destination import Destination, is_complete, read_marker, remove_tree, sweep_orphans, write_marker
 from .ledger import ROW_UNIT, Existing, Ledger, LedgerError, LedgerLocked, OpenRun, Reservation
@@ -68,16 +69,17 @@ class FileRelease:
 
 
 def default_dataset_id(source) -> str:
-    """The ledger's name for a data set: the absolute path it was read from (globs kept as patterns); every
-    in-memory DataFrame shares one id, which is conservative (their budgets add up)."""
+    """The ledger's name for a data set given no id: the real path of its file, or of the directory holding the
+    files of a directory or glob (:func:`dphist.identifiers.default_dataset_id`); every in-memory DataFrame
+    shares one id, which is conservative (their budgets add up)."""
     if getattr(source, "format", None) == "dataframe":
         return "python:DataFrame"
-    return str(Path(os.path.expanduser(str(source.name))).absolute())
+    return identifiers.default_dataset_id(str(source.name))
 
 
 def charged_run(plan, work: Callable[[dict], object], ledger: Ledger, dataset_id: str | None = None,
                 run_key: str | None = None, detail: dict | None = None,
-                files: FileRelease | None = None) -> Charged:
+                files: FileRelease | None = None, require_cap: bool = False) -> Charged:
     """Run ``work(ledger_info)`` (which reads the data) with the plan's budget reserved, then commit it.
 
     The reservation is in the plan's ``definition`` (default "pure"): pure reserves ``plan.epsilon`` and
@@ -86,8 +88,9 @@ def charged_run(plan, work: Callable[[dict], object], ledger: Ledger, dataset_id
     With ``files``, the value is written into a staging folder, committed with its files' hashes and moved into
     place (the table in the module docstring).  ``ledger_info`` is the block for the published report.  A run
     key already committed returns ``existing`` and spends nothing; one held by a live run raises RunKeyBusy
-    (exit 4) and one used up by a run that read data raises RunKeySpent (exit 3), both before reading."""
-    dataset = dataset_id or default_dataset_id(plan.source)
+    (exit 4) and one used up by a run that read data raises RunKeySpent (exit 3), both before reading.
+    ``require_cap``: refuse (CapRequired, exit 3, before reading) a data set that has no cap."""
+    dataset = default_dataset_id(plan.source) if dataset_id is None else dataset_id
     unit = getattr(plan, "ledger_unit", ROW_UNIT)  # budgets per row and per person are separate accounts
     run_id = uuid.uuid4().hex
     info = {**(detail or {}), "command": (detail or {}).get("command", "release")}
@@ -109,7 +112,7 @@ def charged_run(plan, work: Callable[[dict], object], ledger: Ledger, dataset_id
     epsilon = None if definition == "zcdp" else plan.epsilon
     rho = getattr(plan, "rho", None) if definition != "pure" else None
     reserved = ledger.reserve(dataset, unit, epsilon, getattr(plan, "delta", 0) or 0, run_key, detail=info,
-                              recover=recover, run_id=run_id, rho=rho)
+                              recover=recover, run_id=run_id, rho=rho, require_cap=require_cap)
     if isinstance(reserved, Existing):
         return Charged(dataset, existing=reserved)
     report_info = {"dataset": dataset_id or plan.source.public_name, "privacy_unit": unit,
