@@ -21,7 +21,7 @@ __all__ = ["Release", "ReleasePlan", "ReleaseOptions", "release", "plan_release"
 
 def release(source: Any, epsilon: Any = None, schema: Any = None, *, rho: Any = None, noise: str | None = None,
             ledger: Ledger | str | os.PathLike | None = None, dataset_id: str | None = None,
-            **options: Any) -> Release:
+            require_cap: bool = False, **options: Any) -> Release:
     """Release differentially private tables of ``source``, charged to the budget ledger.
 
     Parameters
@@ -77,14 +77,18 @@ def release(source: Any, epsilon: Any = None, schema: Any = None, *, rho: Any = 
     group_size : protect any group of this many units (or records) together at epsilon.
     ledger : a :class:`~dphist.ledger.Ledger` or a path to one (default: ``$DPHIST_LEDGER``, else
         ``~/.local/share/dphist/ledger.sqlite``).  The release is recorded there against ``dataset_id`` (default:
-        the input's absolute path; every DataFrame shares one id), and refused (BudgetExhausted) past its cap.
+        the real path of the input file, or of the directory holding a directory's or glob's files; every
+        DataFrame shares one id), and refused (BudgetExhausted) past its cap.  An id that is empty, has whitespace
+        at an end, holds an unprintable character or is longer than 200 characters is a UsageError.
+    require_cap : refuse (CapRequired, a BudgetExhausted) a data set that has no cap in the ledger, before
+        reading anything.
     engine, master : where the counting pass runs: ``"local"`` (default; this process, all cores), ``"dask"``
         (``master``: "threads", "processes", "local-cluster" or a scheduler address) or ``"spark"`` (``master``:
         any Spark master, default ``local[*]``; ``source`` may then be a URL Spark reads, such as s3a:// or
         hdfs://).  Counts are the same on every engine; noise and output stay in this process.
     max_cells : refuse (UsageError, before reading) any table of more cells than this (default 2**24).
 
-    Every keyword but ``ledger`` and ``dataset_id`` is an option of the release, checked once by
+    Every keyword but ``ledger``, ``dataset_id`` and ``require_cap`` is an option of the release, checked once by
     :class:`~dphist.planning.ReleaseOptions` (an unknown one is a UsageError naming it).
 
     The total epsilon spent is exactly ``epsilon`` (sequential composition over tables), or the total ρ exactly
@@ -93,7 +97,8 @@ def release(source: Any, epsilon: Any = None, schema: Any = None, *, rho: Any = 
     or charging anything) and DataError for unreadable data.
     """
     plan = plan_release(source, epsilon, schema, rho=rho, noise=noise, **options)
-    return execute(plan, ledger=ledger, dataset_id=dataset_id, detail={"command": "Python API"}).value
+    return execute(plan, ledger=ledger, dataset_id=dataset_id, detail={"command": "Python API"},
+                   require_cap=require_cap).value
 
 
 def plan_release(source: Any, epsilon: Any = None, schema: Any = None, **options: Any) -> ReleasePlan:

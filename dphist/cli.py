@@ -209,13 +209,24 @@ def _seed_option(when: str | None = None):
               "the ledger."))
 
 
+def _checked_name(ctx, param, value):
+    """--dataset-id and --run-key as checked, normalised names (dphist.identifiers), refused before anything runs."""
+    from . import identifiers
+
+    if value is None:
+        return None
+    check = identifiers.run_key if param.name == "run_key" else identifiers.dataset_id
+    return check(value, param.opts[0])
+
+
 def _ledger_options(when: str | None = None):
     """--ledger, --dataset-id and --lock-timeout: where a run outside test mode is charged."""
     return _options(
         click.option("--ledger", "ledger_path", metavar="PATH", help=_help(
             when, f"Budget ledger [{LEDGER_DEFAULT}]. Every run outside test mode is recorded there.")),
-        click.option("--dataset-id", metavar="ID", help="The data set's name in the ledger [the input's absolute "
-                     "path]."),
+        click.option("--dataset-id", metavar="ID", callback=_checked_name, help="The data set's name in the ledger, "
+                     "one line of at most 200 characters [the real path of the input file, or of the directory "
+                     "holding a directory's or glob's files]."),
         click.option("--lock-timeout", default=60.0, show_default=True, type=click.FloatRange(0, 86_400),
                      metavar="S", callback=lambda ctx, param, value: _finite(param, value),
                      help="Seconds to wait for another run holding the ledger (then exit 4)."))
@@ -277,8 +288,11 @@ def _algorithm_option_flags(command):
 @_seed_option()
 @click.option("--quiet", "-q", is_flag=True, help="Do not print the summary on stderr.")
 @_ledger_options()
-@click.option("--run-key", metavar="KEY", help="Idempotency key, e.g. nightly-2026-11-21: if a release with this "
-              "key was committed, report it and exit 0 without drawing new noise.")
+@click.option("--run-key", metavar="KEY", callback=_checked_name, help="Idempotency key, e.g. nightly-2026-11-21: if "
+              "a release with this key was committed, report it and exit 0 without drawing new noise.")
+@click.option("--require-cap", is_flag=True, envvar="DPHIST_REQUIRE_CAP", help="Refuse (exit 3, before reading) a "
+              "data set that has no cap in the ledger [$DPHIST_REQUIRE_CAP]. Without it, a release of an uncapped "
+              "data set warns (unless --quiet).")
 @click.option("--log-format", type=click.Choice(["text", "json"]), default="text", show_default=True,
               help="json: one JSON object per line on stderr (result or error), for schedulers.")
 @click.option("--engine", type=click.Choice(ENGINES), default="local", show_default=True,
@@ -290,7 +304,7 @@ def _algorithm_option_flags(command):
               help="Refuse, before reading any row, a table of more cells than N.")
 def release_command(input, epsilon, rho, noise, schema_path, columns, spec, marginals, marginal_strategy, branching,
                     budget_split, options, out, fmt, overwrite, quiet, ledger_path, dataset_id, lock_timeout,
-                    run_key, log_format, **settings):
+                    run_key, require_cap, log_format, **settings):
     """Release differentially private tables of INPUT (a CSV or Parquet file, a directory, or a glob).
 
     \b
@@ -362,12 +376,11 @@ def release_command(input, epsilon, rho, noise, schema_path, columns, spec, marg
     # What --overwrite must never replace, whatever the folder holds.
     protect = (*plan.source.files, *[Path(p) for p in (schema_path, spec) if p])
     done = execute(plan, ledger=ledger_path, dataset_id=dataset_id, run_key=run_key, lock_timeout=lock_timeout,
-                   # MERGE with --require-cap (execute() gains require_cap), as this one line:
-                   # require_cap=require_cap or (job is not None and job.require_cap),
                    detail={"tables": [r.name for r in plan.requests]}, files=ReleaseFiles(out, fmt, overwrite, protect),
                    # A progress bar only for a person at a terminal: never in logs, cron mail or JSON logs.
                    progress=not quiet and log_format == "text" and sys.stderr.isatty(),
-                   on_test_mode=lambda: _notice(NOT_PRIVATE, "test_mode"))
+                   on_test_mode=lambda: _notice(NOT_PRIVATE, "test_mode"),
+                   require_cap=require_cap or (job is not None and job.require_cap))
     if done.existing is not None:
         where = done.existing.detail.get("out", "?")
         _report(f"release for run key '{run_key}' already committed to {where}; nothing new was drawn or spent",
@@ -376,6 +389,8 @@ def release_command(input, epsilon, rho, noise, schema_path, columns, spec, marg
         return
     ledger_info = None if plan.seed is not None else {"dataset": done.dataset, "ledger_entry": done.commit_entry,
                                                       "run_key": run_key}
+    if ledger_info is not None and not quiet and _uncapped(done.info):
+        _warn_uncapped(done.dataset, plan.ledger_unit)  # before the result, which stays the last line
     _finish(done.value, done.paths, out, quiet, ledger_info)
 
 
@@ -397,6 +412,25 @@ def _job_unit(job, privacy_unit, max_rows_per_unit) -> tuple:
     if privacy_unit is not None:
         return privacy_unit, max_rows_per_unit
     return job.privacy_unit, job.max_rows_per_unit if max_rows_per_unit is None else max_rows_per_unit
+
+
+def _uncapped(ledger_block: dict) -> bool:
+    """Whether a charged run's ledger block (its report's ``ledger``) shows no cap in either definition."""
+    return ledger_block.get("epsilon_cap") is None and ledger_block.get("rho_cap") is None
+
+
+def _warn_uncapped(dataset: str, unit: str) -> None:
+    """After a charged release of a data set without a cap: nothing limits what its releases spend.  Not under
+    --quiet, which promises silence on success (cron mails any output); --require-cap is how an unattended run
+    makes this a refusal instead."""
+    import shlex
+
+    from .ledger import ROW_UNIT
+
+    per = "" if unit == ROW_UNIT else f" --privacy-unit {shlex.quote(unit.removeprefix('unit:'))}"
+    _notice(f"data set '{dataset}' has no cap: this release was recorded, but nothing limits what its releases "
+            f"spend in all; cap it with 'dphist budget set {shlex.quote(dataset)} --epsilon E{per}' (or --rho R), or "
+            "add --require-cap to refuse uncapped data sets", dataset=dataset)
 
 
 def _finish(result, paths, out, quiet, ledger_info=None) -> None:
@@ -776,8 +810,31 @@ def budget_group():
 _ledger_option = click.option("--ledger", "ledger_path", metavar="PATH", help=f"Ledger file [{LEDGER_DEFAULT}].")
 
 
+def _account_name(ctx, param, value):
+    """A DATASET argument as a checked, normalised account name (dphist.identifiers.account)."""
+    from . import identifiers
+
+    return None if value is None else identifiers.account(value, "the data set id")
+
+
+def _recorded_as(dataset: str) -> str | None:
+    """If ``dataset`` names an existing file, directory or glob, the id its releases get without --dataset-id,
+    when that differs from ``dataset``: a cap set on the path as typed would not apply to them."""
+    import glob
+
+    from . import identifiers
+
+    try:
+        if not (os.path.lexists(dataset) or glob.glob(dataset, recursive=True)):
+            return None
+        default = identifiers.default_dataset_id(dataset)
+    except (DphistError, OSError, ValueError):
+        return None
+    return None if default == dataset else default
+
+
 @budget_group.command("set")
-@click.argument("dataset")
+@click.argument("dataset", callback=_account_name)
 @click.option("--epsilon", "-e", metavar="E", help="Cap the data set in epsilon: its total ε over all releases "
               "(pure and --noise gaussian (ε, δ) releases count their ε and δ; --rho releases are refused).")
 @click.option("--rho", metavar="R", help="Cap the data set in rho (zCDP) instead: its total ρ over all releases "
@@ -805,6 +862,10 @@ def budget_set(dataset, epsilon, rho, delta, reason, privacy_unit, ledger_path):
     ledger = Ledger(ledger_path)
     unit = ROW_UNIT if privacy_unit is None else f"unit:{privacy_unit}"
     ledger.set_cap(dataset, unit, eps, dlt, reason, rho=r)
+    recorded_as = _recorded_as(dataset)
+    if recorded_as is not None:
+        _notice(f"'{dataset}' is a path, but its releases are recorded as '{recorded_as}' unless they give "
+                f"--dataset-id '{dataset}': this cap applies only to those that do")
     row = next(r for r in ledger.status(dataset) if r["unit"] == unit)
     who = f"{dataset}{'' if privacy_unit is None else ' (per ' + privacy_unit + ')'}"
     if row["rho_cap"] is not None:
@@ -820,20 +881,24 @@ def budget_set(dataset, epsilon, rho, delta, reason, privacy_unit, ledger_path):
 
 
 @budget_group.command("show")
-@click.argument("dataset", required=False)
+@click.argument("dataset", required=False, callback=_account_name)
 @click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
 @_ledger_option
 def budget_show(dataset, fmt, ledger_path):
     """Cap, spent and remaining budget of DATASET (or of every data set in the ledger), in the cap's definition
     (epsilon or rho), and the other definition as converted: a rho cap and its spend as epsilon at a reference
     delta (the cap's, else 1e-6; tight conversion, rounded up), an epsilon-capped spend as rho."""
+    from . import identifiers
+
     ledger = _reading_ledger(ledger_path)
-    rows = [] if ledger is None else ledger.status(dataset)
+    rows = ledger.status(dataset)
     if dataset and not rows:
-        raise UsageError(f"data set '{dataset}' is not in the ledger")
+        raise UsageError(_not_in(ledger, dataset))
     if fmt == "json":
         click.echo(json.dumps(rows, indent=2))
         return
+    if not rows:
+        click.echo(f"ledger {ledger.path}: no entries; nothing has been recorded there yet")
     for r in rows:
         parts = []
         if r["definition"] == "zcdp":
@@ -859,12 +924,12 @@ def budget_show(dataset, fmt, ledger_path):
                          f"{r['reference_delta']}")
         if r["cap_note"]:
             parts.append(f"note: {r['cap_note']}")
-        click.echo(f"{r['dataset']} ({r['unit']}): {'; '.join(parts)}; {r['releases']} release(s), last entry "
-                   f"{r['last_entry']}")
+        click.echo(f"{identifiers.shown(r['dataset'])} ({r['unit']}): {'; '.join(parts)}; {r['releases']} "
+                   f"release(s), last entry {r['last_entry']}")
 
 
 @budget_group.command("history")
-@click.argument("dataset")
+@click.argument("dataset", callback=_account_name)
 @click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
 @_ledger_option
 def budget_history(dataset, fmt, ledger_path):
@@ -872,9 +937,9 @@ def budget_history(dataset, fmt, ledger_path):
     from .privacy import format_fraction
 
     ledger = _reading_ledger(ledger_path)
-    entries = [] if ledger is None else ledger.history(dataset)
+    entries = ledger.history(dataset)
     if not entries:
-        raise UsageError(f"data set '{dataset}' is not in the ledger")
+        raise UsageError(_not_in(ledger, dataset))
     if fmt == "json":
         click.echo(json.dumps(entries, indent=2))
         return
@@ -897,15 +962,17 @@ def budget_history(dataset, fmt, ledger_path):
 @_ledger_option
 def budget_verify(ledger_path):
     """Check the ledger file and its hash chain: exit 0 if intact, 1 if damaged (the problems on stdout, one line
-    on stderr)."""
-    from .ledger import Ledger, LedgerError, default_ledger_path
+    on stderr), 2 if it could not be checked (no file there, a full disk, an I/O error: the line says which; the
+    ledger was not found damaged). Reads only: it works on a full disk."""
+    from .ledger import LedgerDamaged, LedgerError
 
-    path = Path(ledger_path) if ledger_path else default_ledger_path()
     try:
-        ledger = Ledger(path, readonly=True)
+        ledger = _reading_ledger(ledger_path)
+        problems = ledger.verify()
+    except LedgerDamaged as exc:
+        raise DataError(str(exc)) from None
     except LedgerError as exc:
-        raise DataError(f"{exc}; restore the ledger from a backup") from None
-    problems = ledger.verify()
+        raise type(exc)(f"cannot check {exc}") from None
     if problems:
         for p in problems:
             click.echo(p)
@@ -938,19 +1005,21 @@ def budget_recover(ledger_path):
                         "they are (the lines above say why and what to do); their budget stays spent")
 
 
-def _reading_ledger(ledger_path) -> Ledger | None:
-    """The ledger for the reading commands, or None if there is no ledger file yet.  Opened for writing where it
-    can be (so reservations of runs that died before reading are given back first), else read-only."""
-    from .ledger import Ledger, LedgerError, default_ledger_path
+def _reading_ledger(ledger_path) -> Ledger:
+    """The ledger for the reading commands (show, history, verify), opened read-only: they never write it, so they
+    work on a full disk or a read-only mount (reservations of runs that died before reading are shown as given
+    back; the next release or 'budget recover' records that).  No file there is LedgerMissing (exit 2): a
+    mistyped --ledger must not look like a ledger with nothing spent."""
+    from .ledger import Ledger, default_ledger_path
 
-    path = Path(ledger_path) if ledger_path else default_ledger_path()
-    try:
-        if not path.exists() and not path.is_symlink():
-            return None
-    except (OSError, ValueError) as exc:
-        raise LedgerError(f"ledger {path!r}: not a usable path ({getattr(exc, 'strerror', None) or exc})") from None
-    writable = os.access(path, os.W_OK) and os.access(path.parent, os.W_OK)
-    return Ledger(path, readonly=not writable)
+    return Ledger(Path(ledger_path) if ledger_path else default_ledger_path(), readonly=True)
+
+
+def _not_in(ledger: Ledger, dataset: str) -> str:
+    """The data set is not in the ledger: say so, and under which id its releases are recorded if it is a path."""
+    recorded_as = _recorded_as(dataset)
+    hint = "" if recorded_as is None else f" (releases of that path are recorded as '{recorded_as}')"
+    return f"data set '{dataset}' is not in the ledger {ledger.path}{hint}"
 
 
 @main.command("algorithms")

@@ -22,6 +22,7 @@ from fractions import Fraction
 from pathlib import Path
 from typing import Any
 
+from . import identifiers
 from .algorithms import Algorithm
 from .contribution import UnitColumn
 from .counting import TableShape
@@ -55,7 +56,7 @@ class ReleaseFiles:
 def execute(plan: ReleasePlan, *, ledger: Ledger | str | os.PathLike | None = None, dataset_id: str | None = None,
             run_key: str | None = None, lock_timeout: float | None = None, detail: dict | None = None,
             files: ReleaseFiles | None = None, progress: bool = False,
-            on_test_mode: Callable[[], None] | None = None) -> Charged:
+            on_test_mode: Callable[[], None] | None = None, require_cap: bool = False) -> Charged:
     """Run the release ``plan``: test mode or a charged run (see :func:`charged`), writing ``files`` if given.
     ``value`` of the result is the :class:`~dphist.output.Release`; its report holds the ledger block of a
     charged run.  ``progress``: a progress bar of the counting pass on stderr."""
@@ -66,13 +67,13 @@ def execute(plan: ReleasePlan, *, ledger: Ledger | str | os.PathLike | None = No
             result.report["ledger"] = ledger_info
         return result
     return charged(plan, work, ledger=ledger, dataset_id=dataset_id, run_key=run_key, lock_timeout=lock_timeout,
-                   detail=detail, files=files, on_test_mode=on_test_mode)
+                   detail=detail, files=files, on_test_mode=on_test_mode, require_cap=require_cap)
 
 
 def charged(plan, work: Callable[[dict | None], Any], *, ledger: Ledger | str | os.PathLike | None = None,
             dataset_id: str | None = None, run_key: str | None = None, lock_timeout: float | None = None,
             detail: dict | None = None, files: ReleaseFiles | None = None,
-            on_test_mode: Callable[[], None] | None = None) -> Charged:
+            on_test_mode: Callable[[], None] | None = None, require_cap: bool = False) -> Charged:
     """Run ``work`` (which reads the data and draws the noise) the way ``plan`` demands; the one switch between
     test mode and a charged run, for every command that spends budget.
 
@@ -84,7 +85,15 @@ def charged(plan, work: Callable[[dict | None], Any], *, ledger: Ledger | str | 
     Otherwise: the release transaction of :func:`dphist.publish.charged_run` in ``ledger`` (a Ledger, a path,
     or None for the default one), under ``dataset_id`` and ``run_key``: the plan's budget (ε and δ, or ρ) is
     reserved before ``work(ledger_info)`` reads anything, and committed with the files' hashes.  ``lock_timeout``: seconds to
-    wait for another run holding the ledger (default: the ledger's)."""
+    wait for another run holding the ledger (default: the ledger's).  ``require_cap``: refuse a data set that has
+    no cap (CapRequired, exit 3), checked in the reservation's transaction, before anything is read.
+
+    ``dataset_id`` and ``run_key`` are checked and normalised first, in test mode too (UsageError: an empty one,
+    whitespace at an end, an unprintable character, more than 200 characters; :mod:`dphist.identifiers`)."""
+    if dataset_id is not None:
+        dataset_id = identifiers.dataset_id(dataset_id, "dataset_id")
+    if run_key is not None:
+        run_key = identifiers.run_key(run_key, "run_key")
     if plan.seed is not None:
         destination = None if files is None else check_destination(files.out, files.overwrite, files.protect)
         if on_test_mode is not None:
@@ -100,7 +109,7 @@ def charged(plan, work: Callable[[dict | None], Any], *, ledger: Ledger | str | 
     if files is not None:
         destination = Destination(Path(files.out), files.overwrite, [*map(Path, files.protect), book.path])
         file_release = FileRelease(destination, lambda release, staging: release.stage(staging, files.format))
-    return charged_run(plan, work, book, dataset_id, run_key, detail, files=file_release)
+    return charged_run(plan, work, book, dataset_id, run_key, detail, files=file_release, require_cap=require_cap)
 
 
 def run_plan(plan: ReleasePlan, progress: bool = False) -> Release:

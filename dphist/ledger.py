@@ -48,15 +48,30 @@ cap and some release has no ε) the ε that the spent ρ and the cap's ρ imply 
 ρ cap, else 1e-6) by the tight CKS20 conversion, rounded up; under an ε cap, the ρ its releases add up to when
 every one of them has a ρ.
 
-A ledger that cannot be used (not a file, not SQLite, damaged, read-only, full) raises :class:`LedgerError` with
-one line; nothing is written to it then.
+A ledger that cannot be used raises one of these, each one line with its own advice; nothing is written to it then:
+
+    LedgerMissing      no file there (a reading command, or a typo in --ledger)          exit 2
+    LedgerFull         the disk holding it is full: free space; the ledger is intact     exit 2
+    LedgerLocked       another process holds it past the timeout: retry                  exit 4
+    LedgerReadOnly     it cannot be written: check permissions and the mount             exit 2
+    LedgerDamaged      not a file, not SQLite, not a dphist ledger, integrity or         exit 2 (verify: 1)
+                       chain broken: restore it from a backup
+    LedgerUnreadable   an I/O error that is none of the above: check the disk; the      exit 2
+                       file need not be damaged
+    LedgerError        their base, and a path that cannot be used (a broken link)        exit 2
+
+Reading (``readonly``) never writes the file, so ``budget show``, ``history`` and ``verify`` work on a full disk.
+Data set ids and run keys are checked here as everywhere (:mod:`dphist.identifiers`).
 """
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import json
 import os
+import shlex
+import shutil
 import socket
 import sqlite3
 import time
@@ -68,10 +83,12 @@ from dataclasses import dataclass
 from fractions import Fraction
 from pathlib import Path
 
+from . import identifiers
 from .privacy import format_fraction
 from .errors import DphistError, UsageError
 
-__all__ = ["Ledger", "Reservation", "Existing", "OpenRun", "BudgetExhausted", "LedgerLocked", "LedgerError",
+__all__ = ["Ledger", "Reservation", "Existing", "OpenRun", "BudgetExhausted", "CapRequired", "LedgerLocked",
+           "LedgerError", "LedgerMissing", "LedgerFull", "LedgerReadOnly", "LedgerDamaged", "LedgerUnreadable",
            "RunKeyBusy", "RunKeySpent", "default_ledger_path", "GENESIS", "ROW_UNIT", "DEFINITIONS",
            "REFERENCE_DELTA", "Charge", "Cap"]
 
@@ -88,6 +105,9 @@ _NO_EPSILON = ""  # the epsilon column of an entry that has no ε (a zcdp RESERV
 #: Ledger writes after a run has read data must not give up as quickly as the reservation may (--lock-timeout 0):
 #: they are short, and failing them would leave a paid-for release unpublished.
 AFTER_READ_TIMEOUT = 600.0
+#: An I/O error with less free space than this beside the ledger is taken for a full disk (a write needs a few
+#: pages, the write-ahead log's index 32 KiB).
+FULL_BELOW = 1 << 20
 
 
 class BudgetExhausted(DphistError):
@@ -98,6 +118,10 @@ class BudgetExhausted(DphistError):
 
 class RunKeySpent(BudgetExhausted):
     """The run key's reservation read data and ended without a release: no new noise is ever drawn under it."""
+
+
+class CapRequired(BudgetExhausted):
+    """The run requires a cap (``require_cap``) and the data set has none (exit code 3).  No data was read."""
 
 
 class LedgerLocked(DphistError):
@@ -111,9 +135,97 @@ class RunKeyBusy(LedgerLocked):
 
 
 class LedgerError(DphistError):
-    """The ledger file cannot be used: not a file, not SQLite, damaged, read-only or full (exit code 2)."""
+    """The ledger file cannot be used (exit code 2); the subclasses say why.  Nothing was written to it."""
 
     exit_code = 2
+
+
+class LedgerMissing(LedgerError):
+    """There is no ledger file where one is read."""
+
+
+class LedgerFull(LedgerError):
+    """The disk (or the database's own limit) is full.  The ledger is intact; free space and run again."""
+
+
+class LedgerReadOnly(LedgerError):
+    """The ledger cannot be written (permissions, a read-only mount)."""
+
+
+class LedgerDamaged(LedgerError):
+    """Not SQLite, not a dphist ledger, or its contents are inconsistent: restore it from a backup."""
+
+
+class LedgerUnreadable(LedgerError):
+    """An I/O error that is neither a full disk nor damage: the file need not be damaged."""
+
+
+_RESTORE = ("restore it from a backup and run 'dphist budget verify' (keep the damaged file; never start a new, "
+            "empty ledger: it would forget what was spent)")
+_READ_ONLY = ("{where}: read-only, so releases cannot be recorded in it; nothing was written (check the file's "
+              "permissions and that its file system is not mounted read-only)")
+
+
+def _primary(exc: sqlite3.Error) -> int | None:
+    """SQLite's primary result code of ``exc`` (SQLITE_IOERR for every SQLITE_IOERR_*), if it has one."""
+    code = getattr(exc, "sqlite_errorcode", None)
+    return None if code is None else code & 0xFF
+
+
+def _free_space(path: Path) -> int | None:
+    """Bytes free to this user on the file system that holds ``path`` (or would), if it can be told."""
+    for folder in (path, *path.absolute().parents):
+        try:
+            return shutil.disk_usage(folder).free
+        except (OSError, ValueError):
+            continue
+    return None
+
+
+def _full(path: Path) -> LedgerFull:
+    free = _free_space(path)
+    shown = "" if free is None else f" ({free // 1024:,} KiB free)"
+    return LedgerFull(f"ledger {path}: the disk holding it is full{shown}; nothing was written and the ledger is "
+                      "intact: free space there and run again (do not restore it from a backup: that would forget "
+                      "what was spent since)")
+
+
+def _unreadable(path: Path, what: str) -> LedgerUnreadable:
+    return LedgerUnreadable(f"ledger {path}: cannot be read or written ({what}); that need not mean it is damaged: "
+                            "check the disk, then run 'dphist budget verify' (do not replace it with a new ledger)")
+
+
+def _sqlite_problem(path: Path, exc: sqlite3.Error, waited: float) -> DphistError:
+    """The one-line error for SQLite's ``exc`` on the ledger at ``path``, by SQLite's result code: locked, read-only,
+    full, damaged, or an I/O error (taken for a full disk when almost no space is left: SQLite reports a write
+    that found no space in the log's index as an I/O error)."""
+    code, text = _primary(exc), str(exc)
+    if code in (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED):
+        return LedgerLocked(f"ledger {path}: still locked by another process after {waited:g} s")
+    if code == sqlite3.SQLITE_READONLY:
+        return LedgerReadOnly(_READ_ONLY.format(where=f"ledger {path}"))
+    if code == sqlite3.SQLITE_FULL:
+        return _full(path)
+    if code in (sqlite3.SQLITE_CORRUPT, sqlite3.SQLITE_NOTADB) or \
+            (isinstance(exc, sqlite3.DatabaseError) and not isinstance(exc, sqlite3.OperationalError)):
+        return LedgerDamaged(f"ledger {path}: not a readable dphist ledger ({text}); {_RESTORE}")
+    if code in (sqlite3.SQLITE_IOERR, sqlite3.SQLITE_CANTOPEN):
+        free = _free_space(path)
+        if free is not None and free < FULL_BELOW:
+            return _full(path)
+        return _unreadable(path, text)
+    return LedgerError(f"ledger {path}: {text}")
+
+
+def _os_problem(path: Path, exc: OSError) -> LedgerError:
+    """The one-line error for an OSError met while opening the ledger at ``path`` (or making its folder)."""
+    if exc.errno in (errno.ENOSPC, errno.EDQUOT):
+        return _full(path)
+    if exc.errno in (errno.EROFS, errno.EACCES, errno.EPERM):
+        return LedgerReadOnly(_READ_ONLY.format(where=f"ledger {path}"))
+    if exc.errno == errno.EIO:
+        return _unreadable(path, exc.strerror or str(exc))
+    return LedgerError(f"ledger {path}: cannot open ({exc.strerror or exc})")
 
 
 def default_ledger_path() -> Path:
@@ -247,13 +359,15 @@ def _hash(prev: str, body: dict) -> str:
 
 class Ledger:
     """A ledger file.  ``timeout`` is how long the first transaction of a run waits for another process's
-    transaction (then LedgerLocked).  ``readonly`` opens it for reading only, and never creates it."""
+    transaction (then LedgerLocked).  ``readonly`` opens it for reading only: it never creates, writes or
+    changes the file (LedgerMissing if there is none), so it works on a full disk."""
 
     def __init__(self, path: str | os.PathLike | None = None, timeout: float = 30.0, readonly: bool = False):
         self.path = Path(path) if path is not None else default_ledger_path()
         self.timeout = float(timeout)
         self.readonly = readonly
         self._depth = 0
+        self._blank = False  # read-only, and the file has no table yet (an empty file): nothing recorded
         try:
             self._check_path()
         except (OSError, ValueError) as exc:  # a name too long, a NUL byte: Path's checks raise
@@ -261,12 +375,7 @@ class Ledger:
                               f"({getattr(exc, 'strerror', None) or exc})") from None
         try:
             if readonly:
-                # mode=ro still reads what the write-ahead log holds; where the folder cannot be written (no -shm
-                # file can be made) the file is read as it stands on disk.
-                flag = "mode=ro" if os.access(self.path.parent, os.W_OK) else "immutable=1"
-                uri = "file:" + urllib.parse.quote(str(self.path.absolute())) + "?" + flag
-                self._db = sqlite3.connect(uri, uri=True, timeout=self.timeout, isolation_level=None)
-                self._check_table(create=False)
+                self._open_readonly()
                 return
             self.path.parent.mkdir(parents=True, exist_ok=True)
             self._db = sqlite3.connect(self.path, timeout=self.timeout, isolation_level=None)
@@ -274,7 +383,32 @@ class Ledger:
         except sqlite3.Error as exc:
             raise self._error(exc) from None
         except OSError as exc:
-            raise LedgerError(f"ledger {self.path}: cannot open ({exc.strerror or exc})") from None
+            raise _os_problem(self.path, exc) from None
+
+    def _open_readonly(self) -> None:
+        """Open for reading only.  ``mode=ro`` reads what the write-ahead log holds too, but needs the log's
+        index (the -shm file) made or sized, which a full disk or a folder that cannot be written refuses; then,
+        if the log is empty or absent, the file as it stands on disk is the whole ledger and is read as such
+        (``immutable=1``).  A log that holds entries is never skipped: that would show less spent than was."""
+        uri = "file:" + urllib.parse.quote(str(self.path.absolute())) + "?"
+        try:
+            self._db = sqlite3.connect(uri + "mode=ro", uri=True, timeout=self.timeout, isolation_level=None)
+            self._check_table(create=False)
+            return
+        except sqlite3.Error as exc:
+            if getattr(self, "_db", None) is not None:
+                self._db.close()
+            if _primary(exc) not in (sqlite3.SQLITE_IOERR, sqlite3.SQLITE_CANTOPEN, sqlite3.SQLITE_READONLY) or \
+                    self._log_holds_entries():
+                raise
+        self._db = sqlite3.connect(uri + "immutable=1", uri=True, timeout=self.timeout, isolation_level=None)
+        self._check_table(create=False)
+
+    def _log_holds_entries(self) -> bool:
+        try:
+            return os.stat(str(self.path) + "-wal").st_size > 0
+        except FileNotFoundError:
+            return False
 
     def _set_up(self) -> None:
         """Check the file is a dphist ledger (before anything is written to a file that may not be ours), switch
@@ -302,11 +436,13 @@ class Ledger:
             if not self.path.exists():
                 raise LedgerError(f"{where}: a broken symbolic link")
             if not self.path.is_file():
-                raise LedgerError(f"{where}: not a regular file")
+                raise LedgerDamaged(f"{where}: not a regular file, so not a ledger (check --ledger; if the ledger "
+                                    f"was there, {_RESTORE})")
             if not self.readonly and not os.access(self.path, os.R_OK | os.W_OK):
-                raise LedgerError(f"{where}: read-only (releases must be recorded in it; check its permissions)")
+                raise LedgerReadOnly(_READ_ONLY.format(where=where))
         elif self.readonly:
-            raise LedgerError(f"{where}: no such file (nothing has been recorded there)")
+            raise LedgerMissing(f"{where}: no such file, so nothing has been recorded there (check --ledger and "
+                                "$DPHIST_LEDGER; the first release creates the ledger)")
         else:
             parent = self.path.parent
             while not parent.exists() and parent != parent.parent:
@@ -321,10 +457,13 @@ class Ledger:
         if "entries" in names:
             found = tuple(row[1] for row in self._db.execute("PRAGMA table_info(entries)"))
             if found != _TABLE:
-                raise LedgerError(f"ledger {self.path}: its entries table does not have dphist's columns")
+                raise LedgerDamaged(f"ledger {self.path}: its entries table does not have dphist's columns; "
+                                    f"{_RESTORE}")
             return
         if names:
-            raise LedgerError(f"ledger {self.path}: an SQLite file that is not a dphist ledger")
+            raise LedgerDamaged(f"ledger {self.path}: an SQLite file that is not a dphist ledger (check --ledger); "
+                                f"{_RESTORE}")
+        self._blank = not create  # an empty file, which the first write makes a ledger
         if create:
             self._db.execute("""CREATE TABLE IF NOT EXISTS entries (
                 seq INTEGER PRIMARY KEY, ts TEXT NOT NULL, dataset TEXT NOT NULL, unit TEXT NOT NULL,
@@ -344,7 +483,8 @@ class Ledger:
         which the spend is shown as (ε, δ), nothing is counted against it); returns the entry's hash.  A cap
         below what is already spent is allowed (it stops further releases) and says so in the entry; so is one
         that earlier releases cannot be counted in (every further release is then refused: ``status`` shows
-        ``cap_note``)."""
+        ``cap_note``).  ``dataset`` is checked and normalised as every data set id is (UsageError)."""
+        dataset = identifiers.account(dataset)
         if (epsilon is None) == (rho is None):
             raise UsageError("a cap is set in epsilon (with delta) or in rho: give exactly one of them")
         delta = Fraction(delta)
@@ -363,7 +503,7 @@ class Ledger:
 
     def reserve(self, dataset: str, unit: str, epsilon, delta=0, run_key: str | None = None,
                 detail: dict | None = None, recover: Callable[[Ledger], None] | None = None,
-                run_id: str | None = None, *, rho=None) -> Reservation | Existing:
+                run_id: str | None = None, *, rho=None, require_cap: bool = False) -> Reservation | Existing:
         """Reserve a release's budget before any data is read, claiming ``run_key`` in the same transaction.
 
         The release's definition follows from what is given: ``epsilon`` (and a ``delta`` for partition selection)
@@ -374,20 +514,25 @@ class Ledger:
         Returns the committed release instead if ``run_key`` was committed (nothing is charged).  Raises
         RunKeyBusy (exit 4) if another run holds the key, RunKeySpent (exit 3) if the key's run read data and
         ended without a release, BudgetExhausted past the cap or in the wrong definition (exit 3, nothing
-        charged), LedgerLocked if the lock is not had within the timeout, UsageError for amounts that name no
-        definition.  ``recover(ledger)`` runs first inside the transaction (see :func:`dphist.publish.recover`)."""
+        charged), CapRequired (exit 3, nothing charged) if ``require_cap`` and the data set has no cap in this
+        unit, LedgerLocked if the lock is not had within the timeout, UsageError for amounts that name no
+        definition or a data set id or run key that is not a usable name (:mod:`dphist.identifiers`).
+        ``recover(ledger)`` runs first inside the transaction (see :func:`dphist.publish.recover`)."""
+        dataset = identifiers.account(dataset)
+        run_key = None if run_key is None else identifiers.run_key(run_key, "run key")
         charge = _request(epsilon, delta, rho)
         with self.transaction():
             self.release_dead()
             if recover is not None:
                 recover(self)
             try:  # a refusal still commits what recovery recorded
-                return self._reserve(dataset, unit, charge, run_key, detail, run_id)
+                return self._reserve(dataset, unit, charge, run_key, detail, run_id, require_cap)
             except (BudgetExhausted, LedgerLocked) as exc:
                 refusal = exc
         raise refusal
 
-    def _reserve(self, dataset, unit, charge: Charge, run_key, detail, run_id) -> Reservation | Existing:
+    def _reserve(self, dataset, unit, charge: Charge, run_key, detail, run_id,
+                 require_cap: bool) -> Reservation | Existing:
         if run_key is not None:
             done = self.claimed(dataset, unit, run_key)
             if done is not None:
@@ -396,6 +541,8 @@ class Ledger:
         cap = self._cap(dataset, unit)
         if cap is not None:
             _check_cap(dataset, cap, spend, charge)
+        elif require_cap:
+            raise CapRequired(_no_cap(dataset, unit))
         run_id = run_id or uuid.uuid4().hex
         info = {**(detail or {}), **process_identity(), "definition": charge.definition}
         info.pop("rho", None)  # only the ledger's own ρ is ever read back from an entry
@@ -500,14 +647,17 @@ class Ledger:
         cap (``epsilon_cap_at_delta``) imply at it by the tight CKS20 conversion, as decimals rounded up;
         ``cap_note`` (why no release fits the cap's definition any more, else None); ``releases`` and
         ``last_entry``."""
-        if not self.readonly:
+        given_back: set[str] = set()
+        if self.readonly:  # what release_dead would give back, shown as given back without writing it
+            given_back = {r.run_id for r in self.open_runs() if r.stage == "RESERVE" and not r.alive}
+        else:
             with self.transaction():
                 self.release_dead()
         rows = self._query("SELECT DISTINCT dataset, unit FROM entries" + (" WHERE dataset=?" if dataset
                            else "") + " ORDER BY dataset, unit", (dataset,) if dataset else ())
         out = []
         for ds, unit in rows:
-            spend = self._spend(ds, unit)
+            spend = self._spend(ds, unit, given_back)
             cap = self._cap(ds, unit)
             releases = self._query("SELECT COUNT(*) FROM entries WHERE dataset=? AND unit=? AND kind='COMMIT'",
                                    (ds, unit))[0][0]
@@ -540,13 +690,16 @@ class Ledger:
 
     def verify(self) -> list[str]:
         """Problems with the file or the hash chain (empty if intact): SQLite's integrity check, a recomputed
-        hash that differs, or a broken link."""
+        hash that differs, or a broken link.  A failure that says nothing about the file's contents (a full
+        disk, an I/O error, a lock) raises its error instead: the ledger could not be checked."""
         try:
             checked = [r[0] for r in self._db.execute("PRAGMA integrity_check")]
         except sqlite3.Error as exc:
-            return [f"the file is damaged ({exc})"]
+            return [self._damage(exc)]
         if checked != ["ok"]:
             return [f"the file is damaged (SQLite integrity check: {checked[0]})"]
+        if self._blank:
+            return []
         problems, prev = [], GENESIS
         try:
             for row in self._db.execute("SELECT " + ", ".join(_COLUMNS) + ", hash FROM entries ORDER BY seq"):
@@ -557,8 +710,15 @@ class Ledger:
                     problems.append(f"entry {body['seq']}: contents do not match its hash (edited)")
                 prev = row[-1]
         except sqlite3.Error as exc:
-            problems.append(f"the entries cannot be read ({exc})")
+            problems.append(self._damage(exc))
         return problems
+
+    def _damage(self, exc: sqlite3.Error) -> str:
+        """``exc`` as a problem of the file, if it is damage; otherwise raise it (the file was not checked)."""
+        problem = self._error(exc)
+        if not isinstance(problem, LedgerDamaged):
+            raise problem from None
+        return f"the file is damaged ({exc})"
 
     def head(self) -> str:
         row = self._query("SELECT hash FROM entries ORDER BY seq DESC LIMIT 1")
@@ -606,25 +766,15 @@ class Ledger:
             raise self._error(exc, wait) from None
 
     def _query(self, sql: str, params: tuple = ()) -> list[tuple]:
+        if self._blank:
+            return []
         try:
             return self._db.execute(sql, params).fetchall()
         except sqlite3.Error as exc:
             raise self._error(exc) from None
 
     def _error(self, exc: sqlite3.Error, wait: float | None = None) -> DphistError:
-        text = str(exc)
-        if "locked" in text or "busy" in text:
-            return LedgerLocked(f"ledger {self.path}: still locked by another process after "
-                                f"{self.timeout if wait is None else wait:g} s")
-        if "readonly" in text or "read-only" in text:
-            return LedgerError(f"ledger {self.path}: read-only (releases must be recorded in it)")
-        if "full" in text:
-            return LedgerError(f"ledger {self.path}: the disk or the database is full")
-        if isinstance(exc, sqlite3.DatabaseError) and not isinstance(exc, sqlite3.OperationalError) or \
-                "malformed" in text or "not a database" in text:
-            return LedgerError(f"ledger {self.path}: not a readable dphist ledger ({text}); see 'dphist budget "
-                               "verify' and restore it from a backup")
-        return LedgerError(f"ledger {self.path}: {text}")
+        return _sqlite_problem(self.path, exc, self.timeout if wait is None else wait)
 
     def _append(self, dataset, unit, kind, run_id, run_key, epsilon, delta, detail) -> str:
         if not self._depth:
@@ -648,14 +798,16 @@ class Ledger:
     def _has(self, run_id: str, kind: str) -> bool:
         return bool(self._query("SELECT 1 FROM entries WHERE run_id=? AND kind=?", (run_id, kind)))
 
-    def _charges(self, dataset: str, unit: str) -> list[Charge]:
-        """What each RESERVE entry of the data set whose run has no ABORT was charged."""
-        return [_entry_charge(self.path, *row) for row in self._query(
-            "SELECT epsilon, delta, detail FROM entries r WHERE dataset=? AND unit=? AND kind='RESERVE' AND NOT "
-            "EXISTS (SELECT 1 FROM entries a WHERE a.run_id=r.run_id AND a.kind='ABORT')", (dataset, unit))]
+    def _charges(self, dataset: str, unit: str, given_back: set[str] = frozenset()) -> list[Charge]:
+        """What each RESERVE entry of the data set whose run has no ABORT (and is not in ``given_back``) was
+        charged."""
+        return [_entry_charge(self.path, *row[1:]) for row in self._query(
+            "SELECT run_id, epsilon, delta, detail FROM entries r WHERE dataset=? AND unit=? AND kind='RESERVE' AND "
+            "NOT EXISTS (SELECT 1 FROM entries a WHERE a.run_id=r.run_id AND a.kind='ABORT')", (dataset, unit))
+            if row[0] not in given_back]
 
-    def _spend(self, dataset: str, unit: str) -> _Spend:
-        return _Spend.of(self._charges(dataset, unit))
+    def _spend(self, dataset: str, unit: str, given_back: set[str] = frozenset()) -> _Spend:
+        return _Spend.of(self._charges(dataset, unit, given_back))
 
     def _cap(self, dataset: str, unit: str) -> Cap | None:
         row = self._query("SELECT epsilon, delta, detail FROM entries WHERE dataset=? AND unit=? AND kind='CAP' "
@@ -667,7 +819,8 @@ class Ledger:
         if info.get("definition") == "zcdp" and eps == _NO_EPSILON and "rho" in info:
             return Cap("zcdp", None, Fraction(delta), Fraction(info["rho"]))
         if eps == _NO_EPSILON:
-            raise LedgerError(f"ledger {self.path}: a CAP entry of data set '{dataset}' has neither epsilon nor rho")
+            raise LedgerDamaged(f"ledger {self.path}: a CAP entry of data set '{dataset}' has neither epsilon nor "
+                                f"rho; {_RESTORE}")
         eps, delta = Fraction(eps), Fraction(delta)
         return Cap("pure" if delta == 0 else "approximate", eps, delta, None)
 
@@ -746,8 +899,8 @@ def _entry_charge(path, eps: str, delta: str, detail: str) -> Charge:
     rho = Fraction(info["rho"]) if definition in ("zcdp", "approximate") and "rho" in info else None
     if definition not in DEFINITIONS or (definition != "pure" and rho is None) or \
             (eps == _NO_EPSILON) != (definition == "zcdp"):
-        raise LedgerError(f"ledger {path}: a RESERVE entry with an inconsistent budget definition "
-                          f"({definition!r}); see 'dphist budget verify'")
+        raise LedgerDamaged(f"ledger {path}: a RESERVE entry with an inconsistent budget definition "
+                            f"({definition!r}); {_RESTORE}")
     return Charge(definition, None if eps == _NO_EPSILON else Fraction(eps), Fraction(delta), rho)
 
 
@@ -788,6 +941,14 @@ def _check_cap(dataset: str, cap: Cap, spend: _Spend, charge: Charge) -> None:
             + f" but only epsilon {format_fraction(left[0])}"
             + (f", delta {format_fraction(left[1])}" if cap.delta or delta else "")
             + f" of the cap {format_fraction(cap.epsilon)} is left (see 'dphist budget show')")
+
+
+def _no_cap(dataset: str, unit: str) -> str:
+    """Why a run that requires a cap was refused, with the command that sets one."""
+    per = "" if unit == ROW_UNIT else f" --privacy-unit {shlex.quote(unit.removeprefix('unit:'))}"
+    return (f"data set '{identifiers.shown(dataset)}'{'' if unit == ROW_UNIT else ' (' + unit + ')'} has no cap, and "
+            f"this run requires one (--require-cap or DPHIST_REQUIRE_CAP); nothing was read or charged. Set one: "
+            f"dphist budget set {shlex.quote(dataset)} --epsilon E{per} (or --rho R)")
 
 
 def _cap_note(cap: Cap, spend: _Spend) -> str | None:

@@ -52,6 +52,7 @@ from pathlib import Path
 
 from .privacy import format_fraction
 from .errors import DataError, DphistError, Terminated, UsageError
+from . import identifiers
 from .faults import checkpoint
 from .io.destination import (Destination, Mismatch, clipped, read_marker, release_mismatch, remove_tree,
                              sweep_orphans, write_marker)
@@ -91,16 +92,17 @@ class FileRelease:
 
 
 def default_dataset_id(source) -> str:
-    """The ledger's name for a data set: the absolute path it was read from (globs kept as patterns); every
-    in-memory DataFrame shares one id, which is conservative (their budgets add up)."""
+    """The ledger's name for a data set given no id: the real path of its file, or of the directory holding the
+    files of a directory or glob (:func:`dphist.identifiers.default_dataset_id`); every in-memory DataFrame
+    shares one id, which is conservative (their budgets add up)."""
     if getattr(source, "format", None) == "dataframe":
         return "python:DataFrame"
-    return str(Path(os.path.expanduser(str(source.name))).absolute())
+    return identifiers.default_dataset_id(str(source.name))
 
 
 def charged_run(plan, work: Callable[[dict], object], ledger: Ledger, dataset_id: str | None = None,
                 run_key: str | None = None, detail: dict | None = None,
-                files: FileRelease | None = None) -> Charged:
+                files: FileRelease | None = None, require_cap: bool = False) -> Charged:
     """Run ``work(ledger_info)`` (which reads the data) with the plan's budget reserved, then commit it.
 
     The reservation is in the plan's ``definition`` (default "pure"): pure reserves ``plan.epsilon`` and
@@ -111,8 +113,9 @@ def charged_run(plan, work: Callable[[dict], object], ledger: Ledger, dataset_id
     key already committed, whose release is at its destination with the committed hashes, returns ``existing``
     and spends nothing; one held by a live run raises RunKeyBusy (exit 4), and one used up by a run that read
     data, or whose release is not (or no longer) at its destination as committed, raises RunKeySpent or
-    RunKeyUnpublished (exit 3), all before reading."""
-    dataset = dataset_id or default_dataset_id(plan.source)
+    RunKeyUnpublished (exit 3), all before reading.
+    ``require_cap``: refuse (CapRequired, exit 3, before reading) a data set that has no cap."""
+    dataset = default_dataset_id(plan.source) if dataset_id is None else dataset_id
     unit = getattr(plan, "ledger_unit", ROW_UNIT)  # budgets per row and per person are separate accounts
     run_id = uuid.uuid4().hex
     info = {**(detail or {}), "command": (detail or {}).get("command", "release")}
@@ -135,7 +138,7 @@ def charged_run(plan, work: Callable[[dict], object], ledger: Ledger, dataset_id
     rho = getattr(plan, "rho", None) if definition != "pure" else None
     try:
         reserved = ledger.reserve(dataset, unit, epsilon, getattr(plan, "delta", 0) or 0, run_key, detail=info,
-                                  recover=recover, run_id=run_id, rho=rho)
+                                  recover=recover, run_id=run_id, rho=rho, require_cap=require_cap)
     except RunKeyBusy as busy:
         raise _unfinished(ledger, dataset, unit, run_key, busy) from None
     if isinstance(reserved, Existing):

@@ -191,3 +191,74 @@ def test_job_spec_with_dated_output_and_run_key(tmp_path):
     assert (tmp_path / "out" / record["run_key"][len("nightly-"):] / "report.json").exists()
     assert dphist("release", "--spec", str(spec), "-q").exit_code == 0  # the cron retry: nothing new
     assert json.loads(dphist("budget", "show", "census", "--format", "json").stdout)[0]["epsilon_spent"] == "0.5"
+
+
+# ---- accounts: checked ids, a missing ledger, runs that require a cap -----------------------------------------------
+
+
+def test_reading_a_ledger_that_is_not_there_is_an_error_and_an_empty_one_says_so(tmp_path):
+    missing = tmp_path / "typo.sqlite"
+    for args in (["budget", "show"], ["budget", "show", "census"], ["budget", "history", "census"],
+                 ["budget", "verify"]):
+        result = cli(*args, ledger_path=missing)
+        assert result.exit_code == 2 and result.stdout == "", (args, result.output)
+        assert f"ledger {missing}" in result.stderr and "no such file" in result.stderr, result.stderr
+        assert result.stderr.count("\n") == 1 and "restore" not in result.stderr
+    assert not missing.exists()  # reading never creates one
+    (tmp_path / "empty.sqlite").write_bytes(b"")
+    shown = cli("budget", "show", ledger_path=tmp_path / "empty.sqlite")
+    assert shown.exit_code == 0 and "no entries; nothing has been recorded there yet" in shown.stdout
+
+
+def test_budget_commands_take_the_ids_releases_take(tmp_path):
+    path = tmp_path / "l.sqlite"
+    for dataset in ["", "  ", "a\nb", " census"]:
+        for args in (["budget", "set", dataset, "--epsilon", "1"], ["budget", "show", dataset],
+                     ["budget", "history", dataset]):
+            result = cli(*args, ledger_path=path)
+            assert result.exit_code == 2 and result.stderr.startswith("Error: the data set id "), result.output
+    assert not path.exists()
+    assert cli("budget", "set", "cafe\u0301", "--epsilon", "1", ledger_path=path).exit_code == 0
+    assert json.loads(cli("budget", "show", "caf\u00e9", "--format", "json", ledger_path=path).stdout)[0]["dataset"] \
+        == "caf\u00e9"
+
+
+def test_a_cap_set_on_a_path_as_typed_warns_where_its_releases_go(tmp_path, monkeypatch):
+    monkeypatch.chdir(ROOT)
+    path = tmp_path / "l.sqlite"
+    done = cli("budget", "set", "sample_data/census.csv", "--epsilon", "1", ledger_path=path)
+    assert done.exit_code == 0
+    assert f"recorded as '{ROOT / 'sample_data' / 'census.csv'}' unless they give --dataset-id" in done.stderr
+    missing = cli("budget", "show", "sample_data", ledger_path=path)
+    assert missing.exit_code == 2 and f"recorded as '{ROOT / 'sample_data'}'" in missing.stderr
+
+
+def test_require_cap_refuses_an_uncapped_data_set_before_reading(tmp_path, private_ledger):
+    release = ["release", *CENSUS, "-e", "0.5", "--dataset-id", "census"]
+    for how, extra, env in (("flag", ["--require-cap"], {}), ("variable", [], {"DPHIST_REQUIRE_CAP": "1"})):
+        out = tmp_path / how
+        refused = invoke([*release, "-o", str(out), *extra], env=env)
+        assert refused.exit_code == 3 and refused.stdout == "" and refused.stderr.count("\n") == 1, refused.output
+        assert "'census' has no cap" in refused.stderr and "nothing was read or charged" in refused.stderr
+        assert "dphist budget set census --epsilon E" in refused.stderr and not out.exists()
+    assert not private_ledger.exists() or Ledger(private_ledger).status() == []
+    assert invoke([*release, "-o", str(tmp_path / "x"), "-q"], env={"DPHIST_REQUIRE_CAP": "maybe"}).exit_code == 2
+    assert invoke(["budget", "set", "census", "--epsilon", "1"]).exit_code == 0
+    done = invoke([*release, "-o", str(tmp_path / "capped"), "--require-cap"])
+    assert done.exit_code == 0 and "Warning" not in done.stderr, done.output
+
+
+def test_an_uncapped_release_warns_unless_quiet(tmp_path):
+    release = ["release", *CENSUS, "-e", "0.5", "--dataset-id", "census"]
+    loud = invoke([*release, "-o", str(tmp_path / "a")])
+    assert loud.exit_code == 0
+    (warning,) = [line for line in loud.stderr.splitlines() if line.startswith("Warning: ")]
+    assert "'census' has no cap" in warning and "--require-cap" in warning
+    assert loud.stderr.splitlines()[-1].startswith("wrote ")  # the result stays the last line
+    logged = invoke([*release, "-o", str(tmp_path / "b"), "--log-format", "json"])
+    events = [json.loads(line) for line in logged.stderr.splitlines()]
+    assert [e["event"] for e in events] == ["warning", "release"] and events[0]["dataset"] == "census"
+    quiet = invoke([*release, "-o", str(tmp_path / "c"), "-q"])
+    assert quiet.exit_code == 0 and quiet.stderr == ""
+    seeded = invoke([*release, "-o", str(tmp_path / "d"), "--seed", "1"])  # test mode charges nothing
+    assert seeded.exit_code == 0 and "no cap" not in seeded.stderr

@@ -160,3 +160,19 @@ def test_the_reports_workload_is_the_releases(tmp_path):
     assert result.exit_code == 0, result.stderr
     (table,) = json.loads((tmp_path / "out" / "report.json").read_text())["tables"]
     assert table["workload"] == "cells" and table["structure"]["queries"] == "dyadic"
+
+
+def test_a_spec_that_requires_a_cap_is_refused_for_an_uncapped_data_set_and_runs_under_one(tmp_path):
+    """``require_cap: true`` in the spec does what --require-cap does: exit 3 before reading, nothing charged,
+    while the data set has no cap; once capped, the same spec releases."""
+    spec = _spec(tmp_path, PURE, "dataset_id: census\nrequire_cap: true\n")
+    ledger = tmp_path / "ledger.sqlite"
+    refused = _run("--spec", spec, "--out", tmp_path / "out", "--ledger", ledger, "--quiet")
+    assert refused.exit_code == 3 and "no cap" in refused.stderr, refused.stderr
+    assert not (tmp_path / "out").exists()
+    assert all(r["epsilon_spent"] in (None, "0") for r in Ledger(ledger).status())
+    Ledger(ledger).set_cap("census", "row", epsilon=5)
+    done = _run("--spec", spec, "--out", tmp_path / "out", "--ledger", ledger, "--quiet")
+    assert done.exit_code == 0, done.stderr
+    (row,) = Ledger(ledger).status()
+    assert row["epsilon_spent"] == "1"

@@ -75,7 +75,10 @@ def test_version_and_help_load_nothing_heavy(tmp_path, args):
 
 
 def test_budget_show_and_schema_draft_load_neither_scipy_nor_pandas(tmp_path):
-    code, modules = _loaded_after(CLI_PROBE, tmp_path, "budget", "show", "--ledger", str(tmp_path / "none.sqlite"))
+    from dphist.ledger import ROW_UNIT, Ledger
+
+    Ledger(tmp_path / "l.sqlite").set_cap("census", ROW_UNIT, 1)
+    code, modules = _loaded_after(CLI_PROBE, tmp_path, "budget", "show", "--ledger", str(tmp_path / "l.sqlite"))
     assert code == 0 and "dphist.ledger" in modules
     assert _heavy(modules) == []
     code, modules = _loaded_after(CLI_PROBE, tmp_path, "schema", str(SAMPLE / "census.csv"), "-o",

@@ -1,7 +1,8 @@
 """The ledger under faults, with real processes: a process that died before reading gets its reservation back
 (one that died after reading stays charged), eight concurrent releases against a cap never overspend, and a
-SIGKILL while counting or before reading leaves no files and the budget as the transaction table says.  (The
-release transaction killed at each of its states: test_transaction.py.)
+SIGKILL while counting or before reading leaves no files and the budget as the transaction table says, and a ledger
+on a full disk (a small tmpfs, where mounting is permitted) is read by show, history and verify and refused for
+writing as full, with nothing lost.  (The release transaction killed at each of its states: test_transaction.py.)
 
 The releases run as processes forked from a server that has already imported dphist (cli_harness.start), except
 where interpreter start-up is part of the check (a kill before reading) or of its larger variant (the concurrent
@@ -9,6 +10,10 @@ releases started afresh, in the slow tier)."""
 
 from __future__ import annotations
 
+import errno
+import json
+import os
+import shutil
 import signal
 import sqlite3
 import subprocess
@@ -23,7 +28,7 @@ import yaml
 from dphist.ledger import Ledger
 
 import cli_harness
-from cli_harness import Outcome, run_forked, run_process, start
+from cli_harness import Outcome, invoke, run_forked, run_process, start
 from conftest import ROOT
 
 cli_harness.start_fork_server()  # it imports while the tests before these run
@@ -143,3 +148,84 @@ def _entries(path: Path) -> list[dict]:
         return []
     finally:
         db.close()
+
+
+# ---- a ledger on a full disk ----------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def small_disk(tmp_path):
+    """A 1 MiB tmpfs at tmp_path/disk, unmounted afterwards; skipped where mounting is not permitted (it needs
+    root, or a container that allows it)."""
+    disk = tmp_path / "disk"
+    disk.mkdir()
+    if shutil.which("mount") is None:
+        pytest.skip("no mount command")
+    done = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", str(disk)], capture_output=True,
+                          text=True)
+    if done.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs here: {done.stderr.strip()[:200]}")
+    try:
+        yield disk
+    finally:
+        if subprocess.run(["umount", str(disk)], capture_output=True).returncode != 0:
+            subprocess.run(["umount", "-l", str(disk)], capture_output=True)
+
+
+def _fill(disk: Path) -> None:
+    """Write a file on ``disk`` until no byte more fits."""
+    fd = os.open(disk / "filler", os.O_WRONLY | os.O_CREAT)
+    try:
+        for size in (1 << 16, 1 << 12, 1):
+            while True:
+                try:
+                    os.write(fd, b"\0" * size)
+                except OSError as exc:
+                    assert exc.errno == errno.ENOSPC, exc
+                    break
+    finally:
+        os.close(fd)
+    assert shutil.disk_usage(disk).free == 0
+
+
+def test_a_full_disk_is_stated_as_full_reading_still_works_and_nothing_is_written(small_disk, tmp_path):
+    ledger = small_disk / "ledger.sqlite"
+    # A process that dies holding the ledger leaves its newest entries in the write-ahead log.
+    code = ("import os; from dphist.ledger import Ledger; L = Ledger(" + repr(str(ledger)) + "); "
+            "L.set_cap('census', 'row', 5); L._db.execute('PRAGMA wal_autocheckpoint=0'); "
+            "r = L.reserve('census', 'row', '0.5'); L.mark_read(r); L.commit(r, {}); os._exit(0)")
+    assert start(["-c", code], cwd=ROOT).wait().exit_code == 0
+    _fill(small_disk)
+    files = ("ledger.sqlite", "ledger.sqlite-wal")  # not -shm: the log's index in shared memory, which readers use
+
+    def contents() -> dict[str, bytes]:
+        return {name: (small_disk / name).read_bytes() for name in files}
+
+    before, entries = contents(), [e["hash"] for e in Ledger(ledger, readonly=True).history("census")]
+    shown = invoke(["budget", "show", "census", "--format", "json", "--ledger", str(ledger)])
+    assert shown.exit_code == 0, shown.output
+    assert json.loads(shown.stdout)[0]["epsilon_spent"] == "0.5"  # the entries in the log were read too
+    history = invoke(["budget", "history", "census", "--ledger", str(ledger)])
+    assert history.exit_code == 0 and "COMMIT" in history.stdout, history.output
+    verified = invoke(["budget", "verify", "--ledger", str(ledger)])
+    assert verified.exit_code == 0 and "hash chain intact" in verified.stdout, verified.output
+    assert contents() == before  # reading wrote nothing
+
+    out = tmp_path / "out"
+    for args in (["release", *CENSUS, "-e", "0.5", "--dataset-id", "census", "-o", str(out)],
+                 ["budget", "set", "census", "--epsilon", "6"], ["budget", "recover"]):
+        refused = invoke([*args, "--ledger", str(ledger)])
+        assert refused.exit_code == 2 and refused.stdout == "", (args, refused.output)
+        (line,) = refused.stderr.splitlines()
+        assert "the disk holding it is full" in line and "the ledger is intact" in line, line
+        assert "restore it from a backup and" not in line  # restoring would forget what was spent since
+    assert not out.exists()
+    # A write that found no space may leave part of a frame past the log's last commit, which SQLite ignores: the
+    # file and the entries are as they were.
+    assert (small_disk / "ledger.sqlite").read_bytes() == before["ledger.sqlite"]
+    assert [e["hash"] for e in Ledger(ledger, readonly=True).history("census")] == entries
+
+    (small_disk / "filler").unlink()  # space again: the same ledger works, nothing was lost
+    done = invoke(["budget", "set", "census", "--epsilon", "6", "--ledger", str(ledger)])
+    assert done.exit_code == 0 and "spent epsilon 0.5, remaining 5.5" in done.stdout, done.output
+    assert Ledger(ledger).verify() == []

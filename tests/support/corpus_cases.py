@@ -2148,3 +2148,133 @@ def job_names_its_ledger_and_unit(d):
         assert report["tables"][0]["epsilon_per_row"] == "0.25", report["tables"][0]
     return Case(["release", "--spec", "specs/job.yaml", "--out", "out", "--quiet"], 0,
                 ledger="specs/books/ledger.sqlite", check=check)
+
+# --- accounts ---
+# Data set ids and run keys are one line of visible text (empty, whitespace-only or padded, unprintable, too long:
+# exit 2 before anything is read), from the command line, a job spec and the budget commands alike; the same files
+# count against one account however they are named; reading a ledger that is not there is an error; and
+# --require-cap refuses an uncapped data set with exit 3, nothing read or charged.
+
+
+def _id_case(option: str, value: str, *keywords: str, extra: tuple[str, ...] = (), seeded: bool = False):
+    def build(d: Path) -> Case:
+        good(d)
+        return Case(release("data.csv", option, value, *extra), 2, (option, *keywords), seeded=seeded)
+    return build
+
+
+for _name, _option, _value, _kw in [
+    ("accounts_dataset_id_empty", "--dataset-id", "", ("empty",)),  # cron's --dataset-id "$DATASET", unset
+    ("accounts_dataset_id_only_spaces", "--dataset-id", "   ", ("only whitespace",)),
+    ("accounts_dataset_id_newline", "--dataset-id", "census\nother", ("U+000A",)),
+    ("accounts_dataset_id_trailing_space", "--dataset-id", "census ", ("whitespace",)),
+    ("accounts_dataset_id_zero_width_space", "--dataset-id", "cen\u200bsus", ("U+200B",)),
+    ("accounts_dataset_id_too_long", "--dataset-id", "c" * 201, ("201 characters",)),
+    ("accounts_run_key_empty", "--run-key", "", ("empty",)),
+    ("accounts_run_key_newline", "--run-key", "nightly\n2026", ("U+000A",)),
+    ("accounts_run_key_seven_megabytes", "--run-key", "k" * 7_000_000, ("7,000,000 characters",)),
+]:
+    add(_name, _id_case(_option, _value, *_kw))
+add("accounts_dataset_id_empty_in_test_mode", _id_case("--dataset-id", "", "empty", extra=("--seed", "1"),
+                                                       seeded=True))
+add("accounts_spec_dataset_id_newline", _job(_T % "share: 1" + 'dataset_id: "census\\nother"\n', "dataset_id",
+                                             "U+000A"))
+add("accounts_spec_run_key_too_long", _job(_T % "share: 1" + f"run_key: {'k' * 300}\n", "run_key",
+                                           "300 characters"))
+add("accounts_spec_dataset_id_bidi_override", _job(_T % "share: 1" + 'dataset_id: "census\\u202e"\n', "dataset_id",
+                                                   "U+202E"))
+
+for _name, _args, _kw in [
+    ("accounts_budget_set_empty_id", ["budget", "set", "", "--rho", "0.01"], ("empty",)),
+    ("accounts_budget_set_only_spaces_id", ["budget", "set", "   ", "--epsilon", "1"], ("only whitespace",)),
+    ("accounts_budget_set_newline_id", ["budget", "set", "a\nb", "--epsilon", "1"], ("U+000A",)),
+    ("accounts_budget_show_padded_id", ["budget", "show", " census"], ("whitespace",)),
+    ("accounts_budget_history_empty_id", ["budget", "history", ""], ("empty",)),
+]:
+    add(_name, (lambda a, k: lambda d: Case(a + ["--ledger", "ledger.sqlite"], 2, ("data set id", *k),
+                                            ledger="ledger.sqlite"))(_args, _kw))
+
+# A --ledger that names no file: reading it is an error, never an empty answer, and creates nothing.
+for _name, _args in [("accounts_budget_show_missing_ledger", ["budget", "show"]),
+                     ("accounts_budget_show_id_missing_ledger", ["budget", "show", "census"]),
+                     ("accounts_budget_history_missing_ledger", ["budget", "history", "census"]),
+                     ("accounts_budget_verify_missing_ledger", ["budget", "verify"])]:
+    add(_name, (lambda a: lambda d: Case(a + ["--ledger", "typo.sqlite"], 2, ("typo.sqlite", "no such file")))(_args))
+
+
+@case
+def accounts_require_cap_uncapped(d):
+    good(d)
+    return Case(release("data.csv", "--dataset-id", "census", "--require-cap"), 3, ("'census' has no cap",
+                                                                                    "nothing was read"))
+
+
+@case
+def accounts_require_cap_uncapped_json(d):
+    return dataclasses.replace(_json(accounts_require_cap_uncapped)(d), keywords=("no cap",))
+
+
+@case
+def accounts_require_cap_per_person_account_uncapped(d):
+    """The per-row account is capped, the per-person one (--privacy-unit) is not: a separate account."""
+    good(d)
+    _set_cap(d / "ledger.sqlite", "census", "10")
+    return Case(release("data.csv", "--dataset-id", "census", "--require-cap", "--privacy-unit", "sex",
+                        "--max-rows-per-unit", "1", "--ledger", "ledger.sqlite"), 3, ("--privacy-unit sex",),
+                ledger="ledger.sqlite")
+
+
+def _capped_by_real_path(layout: Callable[[Path], None], named: str, capped: str):
+    """Files laid out by ``layout``, a cap of 0.5 on the real path of ``capped``, and a release of 1 naming the
+    files as ``named``: refused (exit 3), because the default id is the same however the files are named."""
+    def build(d: Path) -> Case:
+        write(d, "schema.yaml", SCHEMA)
+        layout(d)
+        _set_cap(d / "ledger.sqlite", os.path.realpath(d / capped), "1/2")
+        return Case(release(named, "--ledger", "ledger.sqlite"), 3, ("cap",), ledger="ledger.sqlite")
+    return build
+
+
+def _two_files(d: Path) -> None:
+    write(d, "data/a.csv", GOOD_CSV)
+    write(d, "data/2026/b.csv", GOOD_CSV)
+    (d / "linked").symlink_to(d / "data", target_is_directory=True)
+
+
+def _one_file(d: Path) -> None:
+    write(d, "data.csv", GOOD_CSV)
+    (d / "sub").mkdir()
+    (d / "link.csv").symlink_to(d / "data.csv")
+
+
+for _name, _layout, _named, _capped in [
+    ("accounts_default_id_glob_counts_against_the_directory", _two_files, "data/*.csv", "data"),
+    ("accounts_default_id_double_star_glob_counts_against_the_directory", _two_files, "data/**/*.csv", "data"),
+    ("accounts_default_id_linked_directory_counts_against_the_directory", _two_files, "linked", "data"),
+    ("accounts_default_id_link_to_the_file_counts_against_the_file", _one_file, "link.csv", "data.csv"),
+    ("accounts_default_id_dot_dot_counts_against_the_file", _one_file, "sub/../data.csv", "data.csv"),
+]:
+    add(_name, _capped_by_real_path(_layout, _named, _capped))
+
+
+@case
+def accounts_dataset_id_decomposed_counts_against_the_composed_cap(d):
+    good(d)
+    _set_cap(d / "ledger.sqlite", "caf\u00e9", "1/2")
+    return Case(release("data.csv", "--dataset-id", "cafe\u0301", "--ledger", "ledger.sqlite"), 3, ("cap",),
+                ledger="ledger.sqlite")
+
+
+@case
+def accounts_input_path_with_a_line_break_needs_an_id(d):
+    """Its real path cannot be a data set id: name the data set."""
+    write(d, "schema.yaml", SCHEMA)
+    write(d, "new\nline.csv", GOOD_CSV)
+    return Case(release("new\nline.csv"), 2, ("--dataset-id",))
+
+
+@case
+def accounts_input_path_with_a_line_break_and_an_id(d):
+    write(d, "schema.yaml", SCHEMA)
+    write(d, "new\nline.csv", GOOD_CSV)
+    return Case(release("new\nline.csv", "--dataset-id", "census", "--quiet"), 0, check=wrote_release("age.csv"))

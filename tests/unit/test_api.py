@@ -208,6 +208,22 @@ def test_api_refusals_are_usage_errors_before_the_input_is_opened():
             dphist.release("no/such/file.csv", **keywords)
 
 
+def test_the_api_checks_the_data_set_id_and_can_require_a_cap(tmp_path):
+    from dphist.ledger import CapRequired, Ledger
+
+    ledger = tmp_path / "l.sqlite"
+    common = dict(schema=SAMPLE / "census.schema.yaml", columns="sex", ledger=ledger)
+    for bad in ["", "   ", "a\nb", "x" * 201]:
+        with pytest.raises(UsageError, match="^dataset_id "):
+            dphist.release(SAMPLE / "census.csv", "0.5", dataset_id=bad, **common)
+    with pytest.raises(CapRequired, match="'census' has no cap"):
+        dphist.release(SAMPLE / "census.csv", "0.5", dataset_id="census", require_cap=True, **common)
+    assert Ledger(ledger).status() == []  # nothing was charged
+    Ledger(ledger).set_cap("census", "row", 1)
+    dphist.release(SAMPLE / "census.csv", "0.5", dataset_id="census", require_cap=True, **common)
+    assert Ledger(ledger).status("census")[0]["epsilon_spent"] == "0.5"
+
+
 # ---- the real Adult table -------------------------------------------------------------------------------------------
 
 

@@ -452,3 +452,169 @@ def test_an_entry_without_epsilon_stops_a_dphist_from_before_definitions(tmp_pat
     (eps,), = sqlite3.connect(tmp_path / "l.sqlite").execute("SELECT epsilon FROM entries WHERE kind='RESERVE'")
     with pytest.raises(ValueError):
         Fraction(eps)
+
+
+# ---- accounts: checked names, runs that require a cap, read-only reading, and why a ledger cannot be used --------
+
+
+def test_reserve_and_set_cap_take_only_names_that_are_one_line_of_visible_text(tmp_path):
+    book = ledger(tmp_path)
+    book.set_cap(D, ROW, 1)
+    head = book.head()
+    for bad in ["", "   ", " d", "a\nb", "x" * 4097]:
+        with pytest.raises(UsageError):
+            book.reserve(bad, ROW, "0.1")
+        with pytest.raises(UsageError):
+            book.set_cap(bad, ROW, 1)
+    with pytest.raises(UsageError, match="run key"):
+        book.reserve(D, ROW, "0.1", run_key="k" * 201)
+    assert book.head() == head  # nothing was written
+    # A decomposed "é" is the same account as a composed one.
+    book.set_cap("caf\u00e9", ROW, 1)
+    release(book, "0.25", dataset="cafe\u0301")
+    assert [r["dataset"] for r in book.status()] == ["caf\u00e9", D]
+    assert row(book, "caf\u00e9")["epsilon_remaining"] == "0.75"
+
+
+def test_require_cap_refuses_an_uncapped_data_set_in_the_reservation(tmp_path):
+    from dphist.ledger import CapRequired
+
+    book = ledger(tmp_path)
+    release(book, "0.5", dataset="other")
+    head = book.head()
+    with pytest.raises(CapRequired, match="'d' has no cap.*nothing was read or charged.*dphist budget set d") as caught:
+        book.reserve(D, ROW, "0.5", require_cap=True)
+    assert caught.value.exit_code == 3 and book.head() == head
+    # A cap on the per-row account does not cap the per-person one.
+    book.set_cap(D, ROW, 1)
+    assert book.reserve(D, ROW, "0.5", require_cap=True).cap == 1
+    with pytest.raises(CapRequired, match=r"\(unit:person\) has no cap.*--privacy-unit person"):
+        book.reserve(D, "unit:person", "0.5", require_cap=True)
+    # A run key already committed is reported, capped or not (nothing is spent).
+    r = book.reserve("other", ROW, "0.1", run_key="k")
+    book.mark_read(r)
+    book.commit(r, {}, "k")
+    assert isinstance(book.reserve("other", ROW, "0.1", run_key="k", require_cap=True), Existing)
+
+
+def test_reading_read_only_writes_nothing_and_shows_a_dead_reservation_as_given_back(tmp_path, monkeypatch):
+    import socket
+
+    import dphist.ledger as ledger_module
+
+    path = tmp_path / "l.sqlite"
+    book = Ledger(path)
+    book.set_cap(D, ROW, 1)
+    release(book, "0.25")
+    with monkeypatch.context() as m:  # a reservation by a process of this host that has ended (a pid above pid_max)
+        m.setattr(ledger_module, "process_identity",
+                  lambda: {"pid": 2 ** 22 + 1, "pid_start": None, "host": socket.gethostname()})
+        book.reserve(D, ROW, "0.5")
+    book.close()
+    before = path.read_bytes()
+    reader = Ledger(path, readonly=True)
+    assert row(reader)["epsilon_spent"] == "0.25" and kinds(reader)[-1] == "RESERVE"
+    reader.close()
+    assert path.read_bytes() == before  # no ABORT written: the next writer records it
+    assert row(Ledger(path))["epsilon_spent"] == "0.25" and kinds(Ledger(path))[-1] == "ABORT"
+
+
+def test_a_missing_or_empty_file_is_stated_not_created(tmp_path):
+    from dphist.ledger import LedgerMissing
+
+    with pytest.raises(LedgerMissing, match="no such file, so nothing has been recorded there"):
+        Ledger(tmp_path / "none.sqlite", readonly=True)
+    assert not (tmp_path / "none.sqlite").exists()
+    (tmp_path / "empty.sqlite").write_bytes(b"")
+    empty = Ledger(tmp_path / "empty.sqlite", readonly=True)
+    assert empty.status() == [] and empty.history(D) == [] and empty.verify() == [] and empty.open_runs() == []
+    assert (tmp_path / "empty.sqlite").read_bytes() == b""
+
+
+def _sqlite_error(code: int, text: str, kind=sqlite3.OperationalError) -> sqlite3.Error:
+    exc = kind(text)
+    exc.sqlite_errorcode = code
+    return exc
+
+
+@pytest.mark.parametrize("code, text, free, expected, advice", [
+    (sqlite3.SQLITE_BUSY, "database is locked", 10 ** 9, "LedgerLocked", "still locked"),
+    (sqlite3.SQLITE_READONLY, "attempt to write a readonly database", 10 ** 9, "LedgerReadOnly", "permissions"),
+    (sqlite3.SQLITE_FULL, "database or disk is full", 10 ** 9, "LedgerFull", "the ledger is intact"),
+    (sqlite3.SQLITE_IOERR_SHMSIZE, "disk I/O error", 0, "LedgerFull", "free space there"),
+    (sqlite3.SQLITE_IOERR_WRITE, "disk I/O error", 4096, "LedgerFull", "do not restore it from a backup"),
+    (sqlite3.SQLITE_IOERR_READ, "disk I/O error", 10 ** 9, "LedgerUnreadable", "need not mean it is damaged"),
+    (sqlite3.SQLITE_CANTOPEN, "unable to open database file", 10 ** 9, "LedgerUnreadable", "check the disk"),
+    (sqlite3.SQLITE_CORRUPT, "database disk image is malformed", 10 ** 9, "LedgerDamaged", "restore it from a backup"),
+    (sqlite3.SQLITE_NOTADB, "file is not a database", 10 ** 9, "LedgerDamaged", "restore it from a backup"),
+])
+def test_each_ledger_failure_has_its_own_class_and_advice(monkeypatch, tmp_path, code, text, free, expected, advice):
+    import dphist.ledger as ledger_module
+
+    monkeypatch.setattr(ledger_module, "_free_space", lambda path: free)
+    kind = sqlite3.DatabaseError if code in (sqlite3.SQLITE_CORRUPT, sqlite3.SQLITE_NOTADB) else \
+        sqlite3.OperationalError
+    problem = ledger_module._sqlite_problem(tmp_path / "l.sqlite", _sqlite_error(code, text, kind), 3)
+    assert type(problem).__name__ == expected and advice in str(problem), str(problem)
+    assert str(problem).startswith(f"ledger {tmp_path / 'l.sqlite'}: ") and "\n" not in str(problem)
+    restore = "restore it from a backup and run 'dphist budget verify'"
+    assert (restore in str(problem)) == (expected == "LedgerDamaged")  # only damage is restored from a backup
+
+
+class _Failing:
+    """A connection whose statements matching ``sql`` fail with ``exc`` (sqlite3.Connection cannot be patched)."""
+
+    def __init__(self, db, sql: str, exc: sqlite3.Error):
+        self._db, self._sql, self._exc = db, sql, exc
+
+    def execute(self, sql, *args):
+        if self._sql in sql:
+            raise self._exc
+        return self._db.execute(sql, *args)
+
+    def close(self):
+        self._db.close()
+
+
+def test_verify_tells_damage_from_a_ledger_it_could_not_check(tmp_path, monkeypatch):
+    import dphist.ledger as ledger_module
+
+    path = tmp_path / "l.sqlite"
+    release(Ledger(path), "0.5")
+    book = Ledger(path, readonly=True)
+    monkeypatch.setattr(ledger_module, "_free_space", lambda path: 10 ** 9)
+    book._db = _Failing(book._db, "integrity_check", _sqlite_error(sqlite3.SQLITE_IOERR_READ, "disk I/O error"))
+    with pytest.raises(ledger_module.LedgerUnreadable):
+        book.verify()
+    book._db = _Failing(book._db._db, "integrity_check", _sqlite_error(sqlite3.SQLITE_CORRUPT, "malformed",
+                                                                        sqlite3.DatabaseError))
+    assert book.verify() == ["the file is damaged (malformed)"]
+
+
+def test_reading_where_no_log_index_can_be_made_reads_the_file_if_the_log_is_empty(tmp_path, monkeypatch):
+    """On a full disk (or in a folder that cannot be written) SQLite cannot make the -shm index a read-only
+    connection needs.  With an empty write-ahead log the file is the whole ledger and is read as it stands; with
+    entries in the log it is refused as full, never read without them."""
+    import dphist.ledger as ledger_module
+
+    path = tmp_path / "l.sqlite"
+    book = Ledger(path)
+    release(book, "0.5")
+    book.close()  # the last connection: the log is checkpointed into the file and removed
+    real = sqlite3.connect
+
+    def no_index(database, *args, **kw):
+        if "mode=ro" in str(database):
+            raise _sqlite_error(sqlite3.SQLITE_IOERR_SHMSIZE, "disk I/O error")
+        return real(database, *args, **kw)
+
+    monkeypatch.setattr(ledger_module.sqlite3, "connect", no_index)
+    monkeypatch.setattr(ledger_module, "_free_space", lambda path: 0)
+    assert row(Ledger(path, readonly=True))["epsilon_spent"] == "0.5"
+    writer = Ledger(path)  # a writer whose log is not yet checkpointed into the file
+    writer._db.execute("PRAGMA wal_autocheckpoint=0")
+    writer.set_cap(D, ROW, 2)
+    assert (tmp_path / "l.sqlite-wal").stat().st_size > 0
+    with pytest.raises(ledger_module.LedgerFull, match="free space there"):
+        Ledger(path, readonly=True)
+    writer.close()
