@@ -1,16 +1,56 @@
-"""Column values as the text labels that categories and privacy units are matched on."""
+"""Text for people and for matching: user input quoted for a message (:func:`quoted`), and column values as the
+text labels that categories and privacy units are matched on (:func:`as_text`).
+
+Importing this module is cheap (pyarrow is loaded by :func:`as_text` on first use), so the command line's error
+paths can quote input without loading the data machinery.
+"""
 
 from __future__ import annotations
 
-import pyarrow as pa
-import pyarrow.compute as pc
+from typing import TYPE_CHECKING
 
-__all__ = ["as_text"]
+if TYPE_CHECKING:
+    import pyarrow as pa
+
+__all__ = ["as_text", "quoted", "QUOTE_LIMIT"]
+
+#: The most characters of any one piece of user input (a file, column or table name, an option's value, a key)
+#: that a message quotes: enough to recognise it, and a 7 MB name cannot become a 7 MB log line.
+QUOTE_LIMIT = 200
+
+# Escapes that read better than their code point.
+_ESCAPES = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
+
+
+def quoted(value: object, quote: str = "'", limit: int = QUOTE_LIMIT) -> str:
+    """``str(value)`` for a one-line message, between ``quote`` marks (``quote=""`` for a path at the head of a
+    message): every character that is not printable (control characters, line and paragraph separators,
+    format characters such as bidirectional overrides, lone surrogates) escaped as ``\\n``, ``\\t``, ``\\x1b``,
+    ``\\u202e``, ``\\udcff``, so the result is one line in any terminal and encodes in any codec with
+    backslashreplace; at most ``limit`` characters of the escaped text, and a longer one cut with ``...`` and
+    its length noted: ``'nnn...' (7,000,000 characters)``.  Time and memory are O(limit) whatever the length."""
+    text = str(value)
+    pieces, used = [], 0
+    for ch in text[: limit + 1]:
+        piece = _ESCAPES.get(ch) or (ch if ch.isprintable() else _escaped(ch))
+        if used + len(piece) > limit:
+            return f"{quote}{''.join(pieces)}...{quote} ({len(text):,} characters)"
+        pieces.append(piece)
+        used += len(piece)
+    return f"{quote}{''.join(pieces)}{quote}"
+
+
+def _escaped(ch: str) -> str:
+    code = ord(ch)
+    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}" if code < 0x10000 else f"\\U{code:08x}"
 
 
 def as_text(values: pa.Array | pa.ChunkedArray) -> pa.Array:
     """Values as the text labels categories are matched on: text as it is (a dictionary of text stays
     dictionary-encoded), integral floats written as integers (3.0 -> "3"), anything else cast to text."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
     if isinstance(values, pa.ChunkedArray):
         values = values.combine_chunks()
     if pa.types.is_dictionary(values.type):
