@@ -9,6 +9,7 @@ Every failure a user can cause ends with one line on stderr and no traceback or 
 from __future__ import annotations
 
 import functools
+import io
 import json
 import os
 import re
@@ -78,18 +79,124 @@ def _on_sigterm(signum, frame):
 
 @contextmanager
 def _process_setup():
-    """SIGTERM ends the run like Ctrl-C does (cleanup runs, exit 143); warnings print as single lines.  Both are
-    put back afterwards (the CLI may be called in-process, e.g. by tests)."""
+    """SIGTERM ends the run like Ctrl-C does (cleanup runs, exit 143); warnings print as single lines; the
+    standard streams are guarded (:func:`_standard_streams`).  All are put back afterwards (the CLI may be
+    called in-process, e.g. by tests)."""
     previous_warning = warnings.showwarning
     warnings.showwarning = _show_warning
     main_thread = threading.current_thread() is threading.main_thread()
     previous_term = signal.signal(signal.SIGTERM, _on_sigterm) if main_thread else None
     try:
-        yield
+        with _standard_streams():
+            yield
     finally:
         warnings.showwarning = previous_warning
         if main_thread:
             signal.signal(signal.SIGTERM, previous_term)
+
+
+class _StdoutClosed(Exception):
+    """Standard output's reader has gone (``dphist algorithms | head -3``).  The entry point ends the run quietly
+    with exit 0; inside a charged run (``schema --private`` printing its schema) it is an error after reading
+    like any other, so the run's budget stays spent."""
+
+
+class _StreamWriter(io.RawIOBase):
+    """The raw writer under the guarded stdout or stderr: ``os.write`` to ``fd``, and on a failed write,
+    ``on_failure(exc)`` (which may raise)."""
+
+    def __init__(self, fd: int, on_failure) -> None:
+        super().__init__()
+        self.fd, self.on_failure = fd, on_failure
+
+    def writable(self) -> bool:
+        return True
+
+    def fileno(self) -> int:
+        return self.fd
+
+    def isatty(self) -> bool:
+        return os.isatty(self.fd)
+
+    def write(self, data) -> int:
+        try:
+            return os.write(self.fd, data)
+        except BlockingIOError:
+            raise
+        except OSError as exc:
+            self.on_failure(exc)
+            return len(data)
+
+
+def _to_devnull(fd: int) -> None:
+    """``fd`` writes to /dev/null from now on."""
+    null = os.open(os.devnull, os.O_WRONLY)
+    if null != fd:  # a closed ``fd`` is the lowest free number: os.open may have given it already
+        os.dup2(null, fd)
+        os.close(null)
+
+
+def _stderr_failed(exc: OSError) -> None:
+    # A message that cannot be shown (stderr closed, its pipe's reader gone, its disk full) must not change
+    # what the run does or its exit code: the rest of the messages go to /dev/null.
+    _to_devnull(2)
+
+
+def _stdout_failed(exc: OSError) -> None:
+    _to_devnull(1)  # what is still buffered, and the interpreter's flush at exit, go nowhere quietly
+    if isinstance(exc, BrokenPipeError):
+        raise _StdoutClosed() from None
+    # Anything else (a full disk, a closed descriptor) lost output the user asked for: an error, one line.
+    raise DataError(f"standard output cannot be written ({exc.strerror or type(exc).__name__}); what was "
+                    "printed is incomplete") from None
+
+
+def _guarded(stream, fd: int, on_failure):
+    """A text stream like ``stream`` (None if Python found ``fd`` closed at start-up) writing to ``fd`` through
+    :class:`_StreamWriter`; None when ``stream`` is not the process's own ``fd`` (an in-process run)."""
+    try:
+        os.fstat(fd)
+    except OSError:  # closed: the next file opened would get this number, and the messages would go into it
+        _to_devnull(fd)
+    try:
+        if stream is not None and stream.fileno() != fd:
+            return None
+    except (AttributeError, ValueError, OSError):
+        return None
+    encoding = getattr(stream, "encoding", None) or "utf-8"
+    errors = getattr(stream, "errors", None) or "backslashreplace"
+    return io.TextIOWrapper(io.BufferedWriter(_StreamWriter(fd, on_failure)), encoding=encoding, errors=errors,
+                            line_buffering=True)
+
+
+@contextmanager
+def _standard_streams():
+    """Standard output and error as the run's promises need them, in a real process:
+
+    * a closed descriptor 1 or 2 (``2>&-``) is pointed at /dev/null first, so that no file the run opens (the
+      input, the ledger, an output) gets that number and receives its messages;
+    * a failed write to stderr is ignored (the rest go to /dev/null): a release whose log cannot be written still
+      finishes, or fails, as it would have;
+    * stdout whose reader has gone (``| head``) ends the run quietly with exit 0: the reader stopped reading by
+      its own choice, after what it wanted, and a reading command has nothing else at stake (a release prints
+      on stderr).  Python's own advice on SIGPIPE: point stdout at /dev/null, and exit;
+    * stdout that cannot be written otherwise (a full disk) is a DataError: output the user asked for is lost.
+    """
+    saved = sys.stdout, sys.stderr
+    out, err = _guarded(sys.stdout, 1, _stdout_failed), _guarded(sys.stderr, 2, _stderr_failed)
+    sys.stdout, sys.stderr = out or sys.stdout, err or sys.stderr
+    try:
+        yield
+    except _StdoutClosed:
+        pass  # raised where the entry point's handlers do not reach (printing help for a bare 'dphist')
+    finally:
+        for stream in (out, err):
+            if stream is not None:
+                try:
+                    stream.flush()
+                except (_StdoutClosed, DataError):
+                    pass  # the run's outcome is settled; a failed writer has already gone to /dev/null
+        sys.stdout, sys.stderr = saved
 
 
 class _Group(click.Group):
@@ -118,6 +225,8 @@ class _Group(click.Group):
             except DphistError as exc:
                 _error_line(str(exc), exc.exit_code)
                 code = exc.exit_code
+            except _StdoutClosed:
+                pass  # exit 0 (see _standard_streams)
             except KeyboardInterrupt:
                 code = _interrupted(130, "interrupted (SIGINT)")
             except Terminated:
