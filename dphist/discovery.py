@@ -76,6 +76,7 @@ import pyarrow.compute as pc
 from .contribution import UnitBound, UnitIds, bounded_rows
 from .counting import as_text, days_since_epoch
 from .errors import DataError, UsageError
+from .io.sources import kinds_of
 from .privacy import PrivacyBudget, format_fraction
 from .schema import Column, normalise_label, parse_schema
 
@@ -119,19 +120,18 @@ _FIRST_DAY, _LAST_DAY = (_dt.date.min - _EPOCH).days, (_dt.date.max - _EPOCH).da
 
 
 def kind_of(arrow_type: pa.DataType) -> str | None:
-    """The discovery kind of a stored type, or None if it cannot be released (nested, binary)."""
+    """The discovery kind of a stored type (by :func:`~dphist.io.sources.kinds_of`: numbers as integers or floats,
+    dates and timestamps as dates, everything else countable as categories), or None if no table can count it."""
+    kinds = kinds_of(arrow_type)
     if pa.types.is_dictionary(arrow_type):
         arrow_type = arrow_type.value_type
-    if pa.types.is_integer(arrow_type):
-        return "integer"
-    if pa.types.is_floating(arrow_type) or pa.types.is_decimal(arrow_type):
-        return "float"
+    if pa.types.is_null(arrow_type) or not kinds:
+        return "categorical" if kinds else None
+    if "numeric" in kinds:
+        return "integer" if pa.types.is_integer(arrow_type) else "float"
     if pa.types.is_date(arrow_type) or pa.types.is_timestamp(arrow_type):
         return "date"
-    if pa.types.is_string(arrow_type) or pa.types.is_large_string(arrow_type) or pa.types.is_boolean(arrow_type) \
-            or pa.types.is_null(arrow_type):
-        return "categorical"
-    return None
+    return "categorical"
 
 
 @dataclass(frozen=True)
@@ -367,8 +367,10 @@ def tail_threshold(scale: Fraction, tail: float) -> int:
 def _log_bin(v: np.ndarray, s: float, big: int, fine: int = 1) -> np.ndarray:
     """Index in [0, 2·B·fine] of each finite value's log-scale bin, ``fine`` bins to a doubling: B·fine for
     |v| < s, B·fine ± k for s·2^((k−1)/fine) ≤ |v| < s·2^(k/fine) (the last bin on each side also holds
-    everything beyond).  Each value is in exactly one bin."""
-    size = np.abs(v) / s
+    everything beyond, infinities too).  Each value is in exactly one bin."""
+    # |v| is capped at s·2**big, already in the last bin: |v|/s of float64's largest values (1.7e308) would
+    # overflow to inf, and inf has no bin index.
+    size = np.minimum(np.abs(v), s * 2.0 ** big) / s
     if fine == 1:
         _, k = np.frexp(size)  # |v|/s = f·2^e with f in [0.5, 1), so k = e for |v| ≥ s (exact)
     else:

@@ -28,7 +28,7 @@ from .discovery import (AUTO, BINNINGS, DEFAULT_BINS, DEFAULT_MAX_CATEGORIES, DE
                         kind_of)
 from .engines import ENGINES, check_engine
 from .errors import DataError, UsageError
-from .io.sources import Source, open_source, remote_source
+from .io.sources import Source, open_source, remote_source, type_name
 from .job import TableRequest, check_table_names, parse_tables, table_name_for
 from .ledger import ROW_UNIT
 from .marginals import STRATEGIES, MarginalPlan, parse_marginals, plan_marginals, union_of
@@ -36,6 +36,7 @@ from .privacy import (MAX_RHO, MIN_EPSILON, MIN_RHO, exact_fraction, format_frac
                       parse_rho, split_shares)
 from .privacy.conversions import rho_for
 from .schema import MAX_CELLS, MAX_DIMENSIONS, Schema, load_schema, parse_schema
+from .text import quoted
 
 __all__ = ["ReleaseOptions", "ReleasePlan", "make_plan", "unit_bound", "parse_discovery_delta", "column_kinds",
            "parse_rho", "budget_definition", "DEFAULT_ALGORITHM", "DEFAULT_MAX_CELLS", "MARGINALS_ALGORITHM",
@@ -405,7 +406,8 @@ def column_kinds(src: Source, names: list[str]) -> dict[str, str]:
             raise DataError(f"{src.name}: column '{name}' not found in the input (it has: {shown})")
         kind = kind_of(types[name])
         if kind is None:
-            raise DataError(f"{src.name}: column '{name}' holds {types[name]}, which cannot be counted into a table")
+            raise DataError(f"{quoted(src.name, quote='')}: column {quoted(name)} holds {type_name(types[name])}, "
+                            "which cannot be counted into a table")
         kinds[name] = kind
     return kinds
 

@@ -47,7 +47,8 @@ def _escaped(ch: str) -> str:
 
 def as_text(values: pa.Array | pa.ChunkedArray) -> pa.Array:
     """Values as the text labels categories are matched on: text as it is (a dictionary of text stays
-    dictionary-encoded), integral floats written as integers (3.0 -> "3"), anything else cast to text."""
+    dictionary-encoded), whole floats in int64's range written as integers (3.0 -> "3"; 1e300, inf and nan as
+    Arrow writes floats), anything else cast to text."""
     import pyarrow as pa
     import pyarrow.compute as pc
 
@@ -59,6 +60,11 @@ def as_text(values: pa.Array | pa.ChunkedArray) -> pa.Array:
         values = values.dictionary_decode()
     if not (pa.types.is_string(values.type) or pa.types.is_large_string(values.type)):
         if pa.types.is_floating(values.type):
-            values = pc.if_else(pc.equal(values, pc.floor(values)), pc.cast(values, pa.int64(), safe=False), values)
+            values = pc.cast(values, pa.float64())  # half floats have no floor or text cast of their own
+            # Both branches of if_else are computed for every value: only whole values below 2**63 reach the
+            # integer cast (the others, infinities and nan among them, would make it fail).
+            whole = pc.and_(pc.equal(values, pc.floor(values)), pc.less(pc.abs(values), 2.0 ** 63))
+            integers = pc.cast(pc.if_else(whole, values, 0.0), pa.int64())
+            values = pc.if_else(whole, pc.cast(integers, pa.string()), pc.cast(values, pa.string()))
         values = pc.cast(values, pa.string())
     return values

@@ -29,12 +29,13 @@ from ..counting import days_since_epoch
 from ..errors import DataError
 from ..progress import Progress
 from ..schema import Column
+from ..text import quoted
 
 if TYPE_CHECKING:  # pandas is imported by whoever passes a DataFrame; reading files needs none of it
     import pandas as pd
     import pyarrow.dataset as pads
 
-__all__ = ["Source", "open_source", "parquet_pieces", "remote_source"]
+__all__ = ["Source", "open_source", "parquet_pieces", "remote_source", "kinds_of", "type_name"]
 
 _CSV_BLOCK = 1 << 20  # bytes per CSV block; Arrow's streaming reader keeps a few dozen in flight
 _PARQUET_BATCH = 1 << 17  # rows per Parquet batch
@@ -366,22 +367,50 @@ def _parquet_problem(exc: Exception) -> str:
     return "damaged or unreadable Parquet data"
 
 
-def _check_type(where: str, name: str, col: Column, typ: pa.DataType) -> None:
+_EVERY_KIND = frozenset({"numeric", "date", "categorical"})
+
+
+def kinds_of(typ: pa.DataType) -> frozenset[str]:
+    """The kinds a column of this stored type can be counted as (the one table every reader, the draft and
+    discovery go by): numbers (integers, floats of any width, decimals) as numeric or as their text labels; dates
+    and timestamps (with or without a time zone) as dates or labels; text as labels or ISO dates; booleans,
+    times of day and durations as labels; a column of nulls only as anything.  Empty for what no table can count:
+    nested values (lists, structs, maps, unions), bytes (binary: not text), intervals and the rest."""
     if pa.types.is_dictionary(typ):
         typ = typ.value_type
-    textual = pa.types.is_string(typ) or pa.types.is_large_string(typ)
-    if col.kind == "numeric":
-        ok = pa.types.is_integer(typ) or pa.types.is_floating(typ) or pa.types.is_decimal(typ) or pa.types.is_null(typ)
-        if not ok:
-            held = "text" if textual else str(typ)
-            raise DataError(f"{where}: column '{name}' is declared numeric but holds {held}")
-    elif col.kind == "date":
-        ok = pa.types.is_date(typ) or pa.types.is_timestamp(typ) or textual or pa.types.is_null(typ)
-        if not ok:
-            raise DataError(f"{where}: column '{name}' is declared date but holds {typ}")
-    else:
-        if pa.types.is_nested(typ) or pa.types.is_binary(typ):
-            raise DataError(f"{where}: column '{name}' is declared categorical but holds {typ}")
+    if pa.types.is_null(typ):
+        return _EVERY_KIND
+    if pa.types.is_string(typ) or pa.types.is_large_string(typ):
+        return frozenset({"categorical", "date"})
+    if pa.types.is_integer(typ) or pa.types.is_floating(typ) or pa.types.is_decimal(typ):
+        return frozenset({"numeric", "categorical"})
+    if pa.types.is_date(typ) or pa.types.is_timestamp(typ):
+        return frozenset({"date", "categorical"})
+    if pa.types.is_boolean(typ) or pa.types.is_time(typ) or pa.types.is_duration(typ) or _is_string_view(typ):
+        return frozenset({"categorical"})
+    return frozenset()
+
+
+def _is_string_view(typ: pa.DataType) -> bool:
+    return getattr(pa.types, "is_string_view", lambda t: False)(typ)
+
+
+def type_name(typ: pa.DataType) -> str:
+    """A stored type for a message: "text" for strings, else Arrow's name, quoted (a struct's name lists its
+    fields', which the file chose)."""
+    if pa.types.is_dictionary(typ):
+        typ = typ.value_type
+    if pa.types.is_string(typ) or pa.types.is_large_string(typ):
+        return "text"
+    return quoted(typ, quote="")
+
+
+def _check_type(where: str, name: str, col: Column, typ: pa.DataType) -> None:
+    kinds = kinds_of(typ)
+    if col.kind not in kinds:
+        held = type_name(typ)
+        why = f"{held}, which no table can count" if not kinds else held
+        raise DataError(f"{quoted(where, quote='')}: column {quoted(name)} is declared {col.kind} but holds {why}")
 
 
 # ---- CSV --------------------------------------------------------------------------------------------------------
