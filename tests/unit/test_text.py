@@ -50,3 +50,16 @@ def test_every_result_is_one_printable_line():
         text = quoted(every[start:start + 50], limit=10_000)
         assert text.isprintable() and len(text.splitlines()) == 1, start
         text.encode("ascii", "backslashreplace")  # no lone surrogate left to fail an encoder
+
+
+def test_labels_of_floats_of_any_value():
+    import numpy as np
+    import pyarrow as pa
+
+    from dphist.text import as_text
+
+    values = [3.0, 2.5, None, float("nan"), float("inf"), -float("inf"), 1.7e308, -9.2e18, 9.3e18, -0.0, 1e17]
+    assert as_text(pa.array(values)).to_pylist() == [
+        "3", "2.5", None, "nan", "inf", "-inf", "1.7e+308", "-9200000000000000000", "9.3e+18", "0",
+        "100000000000000000"]
+    assert as_text(pa.array(np.array([1, 2.5], np.float16))).to_pylist() == ["1", "2.5"]
