@@ -30,6 +30,7 @@ from click.core import ParameterSource
 # (tests/test_startup.py, bench/startup.py).  Each command imports the machinery it runs.
 from .choices import DEFAULT_ALGORITHM, DEFAULT_MAX_CELLS, ENGINES, EVALUATE_WORKLOADS, FORMATS, RELEASE_WORKLOADS
 from .errors import DataError, DphistError, Terminated, UsageError
+from .text import QUOTE_LIMIT, quoted
 from .version import __version__
 
 if TYPE_CHECKING:
@@ -220,7 +221,8 @@ class _Group(click.Group):
                 hint = ""
                 if isinstance(exc, click.UsageError) and exc.ctx is not None:
                     hint = f" (see '{exc.ctx.command_path} --help')"
-                _error_line(f"{exc.format_message()}{hint}", exc.exit_code)
+                # click's messages repeat the value or option given, whatever its length: bounded as a whole.
+                _error_line(f"{quoted(exc.format_message(), '', limit=4 * QUOTE_LIMIT)}{hint}", exc.exit_code)
                 code = exc.exit_code
             except DphistError as exc:
                 _error_line(str(exc), exc.exit_code)
@@ -458,7 +460,7 @@ def release_command(input, epsilon, rho, noise, schema_path, columns, spec, marg
                                "(rho-zCDP, e.g. --rho 0.05)")
     fmt = fmt or "csv"
     if fmt not in FORMATS:
-        raise UsageError(f"unknown format '{fmt}' (choose one of {', '.join(FORMATS)})")
+        raise UsageError(f"unknown format {quoted(fmt)} (choose one of {', '.join(FORMATS)})")
     if out == "":  # e.g. a cron line whose $OUT is unset: never fall back to ./release silently
         raise UsageError("--out is empty; name the output directory")
     out = out or "release"
@@ -516,7 +518,7 @@ def _algorithm_options(branching, budget_split, pairs=()) -> dict:
     for pair in pairs:
         key, sep, value = pair.partition("=")
         if not sep or not key.strip():
-            raise click.UsageError(f"--option needs KEY=VALUE, got '{pair}'")
+            raise click.UsageError(f"--option needs KEY=VALUE, got {quoted(pair)}")
         value = value.strip()
         # Whole numbers in ASCII digits become ints; anything else stays text for the algorithm to validate
         # ('²'.isdigit() is true, but int('²') fails).
@@ -533,7 +535,7 @@ def _int_option(flag: str, value: str) -> int:
     try:
         return int(value)
     except ValueError:
-        raise click.UsageError(f"{flag} must be an integer or 'auto', got '{value}'") from None
+        raise click.UsageError(f"{flag} must be an integer or 'auto', got {quoted(value)}") from None
 
 
 @main.command("schema")
@@ -573,8 +575,8 @@ def schema_command(ctx, input, out, private, epsilon, delta, columns, bins, max_
     if out is not None:  # before the data is read (and, with --private, before anything is charged)
         check_output_file(out, overwrite)
         if Path(out).suffix.lower() == ".json":
-            raise UsageError(f"--out {out}: a schema is written as YAML, and a .json file is read back as JSON: "
-                             "name it .yaml or .yml")
+            raise UsageError(f"--out {quoted(out, '')}: a schema is written as YAML, and a .json file is read back as "
+                             "JSON: name it .yaml or .yml")
     if private:
         _private_schema(input, out, epsilon, delta, columns, bins, max_categories, binning, privacy_unit,
                         max_rows_per_unit, seed, ledger_path, dataset_id, lock_timeout)
@@ -701,7 +703,7 @@ def audit_command(algorithm, quick, seed, no_mutants, jobs):
 
     names = None if algorithm == "all" else [algorithm]
     if names and names[0] not in REGISTRY and names[0] not in ("marginals", "units", "discovery"):
-        raise UsageError(f"unknown algorithm '{algorithm}' (available: {', '.join(sorted(REGISTRY))}, "
+        raise UsageError(f"unknown algorithm {quoted(algorithm)} (available: {', '.join(sorted(REGISTRY))}, "
                          "marginals, units, discovery, all)")
     draws = 300_000 if quick else 2_000_000
     click.echo(f"{'sampler (OS CSPRNG)':<30} {'draws':>10} {'p exact':>9} {'p x0.9':>9} {'p x1.1':>9}  verdict")
@@ -766,7 +768,7 @@ def bench_command(files, algorithms, scales, epsilons, samples, runs, jsonl):
     names = [a.strip() for a in algorithms.split(",")] if algorithms else sorted(REGISTRY)
     for name in names:
         if name not in REGISTRY:
-            raise UsageError(f"unknown algorithm '{name}' (available: {', '.join(sorted(REGISTRY))})")
+            raise UsageError(f"unknown algorithm {quoted(name)} (available: {', '.join(sorted(REGISTRY))})")
     data = {}
     for f in files:
         x = load_histogram(f)

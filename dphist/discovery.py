@@ -79,6 +79,7 @@ from .errors import DataError, UsageError
 from .io.sources import kinds_of
 from .privacy import PrivacyBudget, format_fraction
 from .schema import Column, normalise_label, parse_schema
+from .text import quoted
 
 __all__ = ["KINDS", "AUTO", "TextAs", "typed_text", "BINNINGS", "DiscoveryPlan", "kind_of", "discover",
            "present_labels", "choose_kind", "numeric_domain", "categorical_domain", "rank_scores", "tail_threshold",
@@ -160,12 +161,12 @@ class DiscoveryPlan:
 
     def __post_init__(self) -> None:
         if self.binning not in BINNINGS:
-            raise UsageError(f"binning must be one of {', '.join(BINNINGS)}, not '{self.binning}'")
+            raise UsageError(f"binning must be one of {', '.join(BINNINGS)}, not {quoted(self.binning)}")
         categorical = [n for n, k in self.kinds.items() if _may_need_delta(k)]
         if categorical and self.delta <= 0:
             text = "finding its categories privately" if self.kinds[categorical[0]] == "categorical" else \
                 "it is in a CSV file, so it may turn out to be text, and finding its categories privately"
-            raise UsageError(f"column '{categorical[0]}' has no declared values: {text} needs delta > 0 (e.g. "
+            raise UsageError(f"column {quoted(categorical[0])} has no declared values: {text} needs delta > 0 (e.g. "
                              "--delta 1e-6), or declare it in the schema")
 
     @property
@@ -345,7 +346,7 @@ def _as_numbers(values: pa.Array | pa.ChunkedArray, kind: str, name: str) -> np.
             values = values.cast(pa.int32()) if pa.types.is_date32(values.type) else values
         values = pc.cast(values, pa.float64(), safe=False)
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError, ValueError):
-        raise DataError(f"column '{name}': a value is not a {'date' if kind == 'date' else 'number'}") from None
+        raise DataError(f"column {quoted(name)}: a value is not a {'date' if kind == 'date' else 'number'}") from None
     out = values.to_numpy(zero_copy_only=False).astype(np.float64, copy=True)
     out[~np.isfinite(out)] = np.nan
     return out
@@ -619,7 +620,7 @@ def categorical_domain(name: str, codes: np.ndarray, labels: list[str], max_cate
     """Partition selection over ``labels`` (the candidates: exactly the labels of the counted rows), spending all
     of ``budget`` (ε and δ); the threshold is set for the budget's protected unit of m = ``budget.factor`` rows."""
     if budget.delta <= 0:
-        raise ValueError(f"column '{name}': partition selection needs delta > 0")
+        raise ValueError(f"column {quoted(name)}: partition selection needs delta > 0")
     counts = np.bincount(codes[codes >= 0], minlength=len(labels))
     m = budget.factor  # one unit may hold up to m labels alone: the per-label δ′ and the threshold's m
     delta_each = 1 - (1 - float(budget.delta)) ** (1 / m)

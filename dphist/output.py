@@ -31,6 +31,7 @@ from .privacy import Measurement, PrivacyBudget, format_fraction
 from .privacy.conversions import epsilon_for
 from .tidy import CHUNK_ROWS, Tables, TidyTable
 from .version import __version__
+from .text import quoted
 
 __all__ = ["Release", "MeasuredTable", "table_report", "released_tables", "discovery_report", "release_report",
            "budget_report", "tidy_table", "NOT_PRIVATE", "DELTA_REFERENCE"]
@@ -329,7 +330,7 @@ def discovery_report(plan: ReleasePlan, columns: list[dict], steps: list[Measure
     (by index into the plan) because a column of theirs was not found."""
     failed = {c["column"]: c["failed"] for c in columns if "failed" in c}
     skipped_tables = [{"name": plan.requests[i].name, "epsilon": format_fraction(plan.budgets[i]),
-                       "reason": "; ".join(f"column '{c.name}': {failed[c.name]}" for c in plan.shapes[i].columns
+                       "reason": "; ".join(f"column {quoted(c.name)}: {failed[c.name]}" for c in plan.shapes[i].columns
                                            if c.name in failed)
                        + "; its epsilon was charged before discovery and is counted in epsilon_spent"}
                       for i in skipped]

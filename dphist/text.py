@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     import pyarrow as pa
 
-__all__ = ["as_text", "quoted", "QUOTE_LIMIT"]
+__all__ = ["as_text", "quoted", "quoted_list", "first_of", "QUOTE_LIMIT"]
 
 #: The most characters of any one piece of user input (a file, column or table name, an option's value, a key)
 #: that a message quotes: enough to recognise it, and a 7 MB name cannot become a 7 MB log line.
@@ -38,6 +38,30 @@ def quoted(value: object, quote: str = "'", limit: int = QUOTE_LIMIT) -> str:
         pieces.append(piece)
         used += len(piece)
     return f"{quote}{''.join(pieces)}{quote}"
+
+
+def quoted_list(values, limit: int = QUOTE_LIMIT) -> str:
+    """Names for a message (the columns a file has): each as :func:`quoted` writes it without quote marks,
+    comma-separated, as many as fit in about ``limit`` characters (at least one), then how many more there are:
+    ``age, sex, ... (4,998 more)``."""
+    values = list(values)
+    shown, used = [], 0
+    for value in values:
+        text = quoted(value, "", limit)
+        if shown and used + len(text) > limit:
+            break
+        shown.append(text)
+        used += len(text) + 2
+    rest = len(values) - len(shown)
+    return ", ".join(shown) + (f", ... ({rest:,} more)" if rest else "")
+
+
+def first_of(parts, most: int = 3, sep: str = "; ") -> str:
+    """The first ``most`` of ``parts`` (texts already fit for a message) joined by ``sep``, then how many more
+    there are: one reason per column of a 10,000-column file would make a line of a megabyte."""
+    parts = list(parts)
+    rest = len(parts) - most
+    return sep.join(parts[:most]) + (f"{sep}and {rest:,} more" if rest > 0 else "")
 
 
 def _escaped(ch: str) -> str:

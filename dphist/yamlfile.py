@@ -16,6 +16,7 @@ from typing import Any
 import yaml
 
 from .errors import UsageError
+from .text import quoted
 
 __all__ = ["load_document"]
 
@@ -34,7 +35,8 @@ def _mapping_without_duplicates(loader: _StrictLoader, node: yaml.MappingNode, d
     for key_node, _ in node.value:
         key = loader.construct_object(key_node, deep=deep)
         if key in seen:
-            raise yaml.constructor.ConstructorError(None, None, f"the key '{key}' appears twice", key_node.start_mark)
+            raise yaml.constructor.ConstructorError(None, None, f"the key {quoted(key)} appears twice",
+                                                    key_node.start_mark)
         seen.add(key)
     return loader.construct_mapping(node, deep=deep)
 
@@ -57,17 +59,17 @@ def _check_regular(path: Path, what: str) -> None:
     except OSError:
         return  # missing or unreadable: reading it says which, below
     if stat.S_ISDIR(mode):
-        raise UsageError(f"{what} {path} is a directory, not a file")
+        raise UsageError(f"{what} {quoted(path, '')} is a directory, not a file")
     if not stat.S_ISREG(mode):
         kind = "a named pipe (FIFO)" if stat.S_ISFIFO(mode) else "a device" if stat.S_ISCHR(mode) or \
             stat.S_ISBLK(mode) else "a socket" if stat.S_ISSOCK(mode) else "not a regular file"
-        raise UsageError(f"{what} {path} is {kind}, not a regular file")
+        raise UsageError(f"{what} {quoted(path, '')} is {kind}, not a regular file")
     json_file = path.suffix.lower() == ".json"
     limit = MAX_JSON_BYTES if json_file else MAX_YAML_BYTES
     size = os.stat(path).st_size
     if size > limit:
         hint = "" if json_file else f"; write a longer category list as JSON (.json, up to {MAX_JSON_BYTES >> 20} MB)"
-        raise UsageError(f"{what} {path} is {size / (1 << 20):.0f} MB, more than the {limit >> 20} MB a "
+        raise UsageError(f"{what} {quoted(path, '')} is {size / (1 << 20):.0f} MB, more than the {limit >> 20} MB a "
                          f"{'JSON' if json_file else 'YAML'} {what} may have{hint}")
 
 
@@ -78,27 +80,29 @@ def load_document(path: str | Path, what: str) -> Any:
     try:
         text = path.read_text(encoding="utf-8-sig")
     except FileNotFoundError:
-        raise UsageError(f"{what} not found: {path}") from None
+        raise UsageError(f"{what} not found: {quoted(path, '')}") from None
     except IsADirectoryError:
-        raise UsageError(f"{what} {path} is a directory, not a file") from None
+        raise UsageError(f"{what} {quoted(path, '')} is a directory, not a file") from None
     except UnicodeDecodeError:
-        raise UsageError(f"{what} {path} is not UTF-8 text") from None
+        raise UsageError(f"{what} {quoted(path, '')} is not UTF-8 text") from None
     except OSError as exc:
-        raise UsageError(f"cannot read {what} {path}: {exc.strerror}") from None
+        raise UsageError(f"cannot read {what} {quoted(path, '')}: {exc.strerror}") from None
     if path.suffix.lower() == ".json":
         try:
             return json.loads(text)
         except json.JSONDecodeError as exc:
-            raise UsageError(f"{path}: not valid JSON at line {exc.lineno}") from None
+            raise UsageError(f"{quoted(path, '')}: not valid JSON at line {exc.lineno}") from None
     try:
         return yaml.load(text, Loader=_StrictLoader)  # noqa: S506 - a SafeLoader subclass
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
         where = f" at line {mark.line + 1}" if mark is not None else ""
         problem = exc.problem if isinstance(exc, yaml.constructor.ConstructorError) else None
-        raise UsageError(f"{path}: not valid YAML{where}" + (f": {problem}" if problem else "")) from None
+        raise UsageError(f"{quoted(path, '')}: not valid YAML{where}"
+                         + (f": {quoted(problem, '')}" if problem else "")) from None
     except yaml.YAMLError:
-        raise UsageError(f"{path}: not valid YAML") from None
+        raise UsageError(f"{quoted(path, '')}: not valid YAML") from None
     except ValueError:
         # PyYAML builds dates itself; an impossible one (2020-13-01) surfaces as a bare ValueError.
-        raise UsageError(f"{path}: not valid YAML: a value looks like a date but is not a real date") from None
+        raise UsageError(f"{quoted(path, '')}: not valid YAML: a value looks like a date but is not a real "
+                         "date") from None

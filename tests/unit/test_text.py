@@ -63,3 +63,14 @@ def test_labels_of_floats_of_any_value():
         "3", "2.5", None, "nan", "inf", "-inf", "1.7e+308", "-9200000000000000000", "9.3e+18", "0",
         "100000000000000000"]
     assert as_text(pa.array(np.array([1, 2.5], np.float16))).to_pylist() == ["1", "2.5"]
+
+
+def test_lists_of_names_are_bounded():
+    from dphist.text import quoted_list
+
+    assert quoted_list(["age", "sex"]) == "age, sex"
+    assert quoted_list([]) == ""
+    many = quoted_list([f"column{i}" for i in range(5000)])
+    assert many.startswith("column0, column1, ") and many.endswith(" more)") and len(many) <= QUOTE_LIMIT + 30
+    huge = quoted_list(["n" * 7_000_000, "b\nc"])
+    assert huge.endswith("... (7,000,000 characters), ... (1 more)") and len(huge) <= 2 * QUOTE_LIMIT
