@@ -22,6 +22,8 @@ from . import expected_error
 from .algorithms import Algorithm, Estimate, get_algorithm
 from .counting import TableShape
 from .inference import nonnegative_integer_table
+from .errors import UsageError
+from .io.sources import is_path
 from .io.writers import stage_release, write_release
 from .job import TableRequest, table_name_for
 from .marginal_consistency import consistent_marginals, expected_errors, nonnegative_integer_marginals
@@ -90,7 +92,12 @@ class Release:
     def write(self, out: str | os.PathLike = "release", format: str = "csv", overwrite: bool = False,
               protect=()) -> list[Path]:
         """Write ``<table>.<format>`` files and ``report.json`` into ``out`` atomically; returns the paths.
-        ``overwrite`` replaces only an earlier dphist release, never a folder holding any of ``protect``."""
+        ``overwrite`` replaces only an earlier dphist release, never a folder holding any of ``protect``.
+        UsageError for an ``out`` that is not a path or an ``overwrite`` that is not True or False."""
+        if not is_path(out):
+            raise UsageError(f"out must be a path (str or os.PathLike), not {quoted(type(out).__name__, '')}")
+        if not isinstance(overwrite, (bool, np.bool_)):
+            raise UsageError(f"overwrite must be True or False, not {quoted(type(overwrite).__name__, '')}")
         return write_release(out, self.tables, self.report, format, overwrite, self._notices(), protect)
 
     def stage(self, staging: Path, format: str = "csv") -> list[str]:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import math
 import os
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, fields, replace
 from fractions import Fraction
 from typing import Any
@@ -28,7 +29,7 @@ from .discovery import (AUTO, BINNINGS, DEFAULT_BINS, DEFAULT_MAX_CATEGORIES, DE
                         kind_of)
 from .engines import ENGINES, check_engine
 from .errors import DataError, UsageError
-from .io.sources import Source, open_source, remote_source, type_name
+from .io.sources import Source, input_text, is_dataframe, is_path, open_source, remote_source, type_name
 from .job import TableRequest, check_table_names, parse_tables, table_name_for
 from .ledger import ROW_UNIT
 from .marginals import STRATEGIES, MarginalPlan, parse_marginals, plan_marginals, union_of
@@ -38,7 +39,7 @@ from .privacy.conversions import rho_for
 from .schema import MAX_CELLS, MAX_DIMENSIONS, Schema, load_schema, parse_schema
 from .text import quoted, quoted_list
 
-__all__ = ["ReleaseOptions", "ReleasePlan", "make_plan", "unit_bound", "parse_discovery_delta", "column_kinds",
+__all__ = ["ReleaseOptions", "ReleasePlan", "make_plan", "schema_of", "unit_bound", "parse_discovery_delta", "column_kinds",
            "parse_rho", "budget_definition", "DEFAULT_ALGORITHM", "DEFAULT_MAX_CELLS", "MARGINALS_ALGORITHM",
            "VALUE_COLUMNS", "DEFINITIONS", "NOISES", "MIN_RHO", "MAX_RHO"]
 
@@ -158,7 +159,12 @@ class ReleaseOptions:
         if self.algorithm_options is not None and not isinstance(self.algorithm_options, dict):
             raise UsageError("algorithm options must be a mapping such as {'branching': 16}")
         set_("algorithm_options", dict(self.algorithm_options or {}))
+        if self.raw is not None and not isinstance(self.raw, (bool, np.bool_)):
+            raise UsageError(f"raw must be True or False, not {quoted(type(self.raw).__name__, '')}")
         set_("raw", bool(self.raw))
+        for name in ("algorithm", "master"):  # the other texts are checked against their choices above
+            if getattr(self, name) is not None and not isinstance(getattr(self, name), str):
+                raise UsageError(f"{name} must be a text, not {quoted(type(getattr(self, name)).__name__, '')}")
 
 
 @dataclass
@@ -232,11 +238,9 @@ def make_plan(source: Any, options: ReleaseOptions) -> ReleasePlan:
     rows, spends nothing.  Under "zcdp" and "approximate" every column must be declared in the schema (finding a
     domain privately runs under pure ε only), refused here with one line."""
     o = options
-    schema = o.schema
-    if schema is not None and not isinstance(schema, Schema):
-        schema = parse_schema(schema) if isinstance(schema, dict) else load_schema(schema)
-    remote = o.engine == "spark" and isinstance(source, (str, os.PathLike)) and "://" in os.fspath(source)
-    src = remote_source(os.fspath(source)) if remote else open_source(source)
+    schema = schema_of(o.schema)
+    remote = o.engine == "spark" and not is_dataframe(source) and "://" in input_text(source)
+    src = remote_source(input_text(source)) if remote else open_source(source)
     marginals = None if o.marginals is None else list(o.marginals)
     wanted = ([c for m in marginals for c in m] if marginals is not None else
               _requested_columns(o.columns, o.tables, schema, src, o.unit))
@@ -245,7 +249,7 @@ def make_plan(source: Any, options: ReleaseOptions) -> ReleasePlan:
     discovery = None
     undeclared = list(dict.fromkeys(c for c in wanted if schema is None or c not in schema.columns))
     if undeclared and o.definition != "pure":
-        raise UsageError(_UNDECLARED_UNDER_ZCDP.format(column=undeclared[0], budget=_budget_flags(o.definition)))
+        raise UsageError(_UNDECLARED_UNDER_ZCDP.format(column=quoted(undeclared[0]), budget=_budget_flags(o.definition)))
     if undeclared:
         if marginals is not None:
             raise UsageError(f"column {quoted(undeclared[0])} has no declared domain: marginal sets need a schema")
@@ -310,7 +314,7 @@ def make_plan(source: Any, options: ReleaseOptions) -> ReleasePlan:
 
 
 _UNDECLARED_UNDER_ZCDP = (
-    "column '{column}' has no declared domain: under {budget} every column must be declared in a schema "
+    "column {column} has no declared domain: under {budget} every column must be declared in a schema "
     "(declare the categories of a text column and the bounds of a numeric or date one); finding domains privately "
     "(partition selection needs a delta of its own) runs under pure epsilon only, e.g. 'dphist schema --private' "
     "before the release")
@@ -422,14 +426,41 @@ def _whole(value: Any, lowest: int, highest: int | None, message: str) -> int:
     return int(value)
 
 
+def schema_of(value: Any) -> Schema | None:
+    """The schema a ``schema`` argument gives: None, a :class:`~dphist.schema.Schema`, a mapping laid out like the
+    file (validated), or a path to a YAML or JSON file (read and validated); UsageError for anything else."""
+    if value is None or isinstance(value, Schema):
+        return value
+    if isinstance(value, Mapping):
+        return parse_schema(dict(value))
+    if is_path(value):
+        return load_schema(value)
+    raise UsageError(f"the schema must be a path to a YAML or JSON file, a mapping laid out like one, or a Schema, "
+                     f"not {quoted(type(value).__name__, '')}")
+
+
 def _column_names(columns: Any) -> tuple[str, ...]:
-    names = [c.strip() for c in columns.split(",")] if isinstance(columns, str) else [str(c) for c in columns]
+    """Column names from text ("age,sex") or from any collection of texts but a mapping (a list, a tuple, a
+    DataFrame's ``columns``)."""
+    if isinstance(columns, str):
+        names = [c.strip() for c in columns.split(",")]
+    elif isinstance(columns, Iterable) and not isinstance(columns, (Mapping, bytes)):
+        names = list(columns)
+        if not all(isinstance(c, str) for c in names):
+            raise UsageError("columns must be column names, which are texts (a list of texts or one comma-separated "
+                             "text)")
+    else:
+        raise UsageError("columns must be a list of column names or one comma-separated text, not "
+                         f"{quoted(type(columns).__name__, '')}")
     if not names or not all(names):
         raise UsageError("columns must be a non-empty, comma-separated list of column names")
     return tuple(names)
 
 
 def _table_list(tables: Any) -> list[TableRequest]:
+    if not isinstance(tables, (list, tuple)):
+        raise UsageError("tables must be a list of tables, each a mapping such as {'columns': ['age', 'sex']}, not "
+                         f"{quoted(type(tables).__name__, '')}")
     if tables and all(isinstance(t, TableRequest) for t in tables):
         check_table_names(list(tables))
         return list(tables)

@@ -18,7 +18,7 @@ import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -26,7 +26,7 @@ import pyarrow.csv as pacsv
 import pyarrow.parquet as pq
 
 from ..counting import days_since_epoch
-from ..errors import DataError
+from ..errors import DataError, UsageError
 from ..progress import Progress
 from ..schema import Column
 from ..text import quoted, quoted_list
@@ -35,7 +35,8 @@ if TYPE_CHECKING:  # pandas is imported by whoever passes a DataFrame; reading f
     import pandas as pd
     import pyarrow.dataset as pads
 
-__all__ = ["Source", "open_source", "parquet_pieces", "remote_source", "kinds_of", "type_name"]
+__all__ = ["Source", "open_source", "parquet_pieces", "remote_source", "kinds_of", "type_name", "input_text",
+           "is_dataframe", "is_path"]
 
 _CSV_BLOCK = 1 << 20  # bytes per CSV block; Arrow's streaming reader keeps a few dozen in flight
 _PARQUET_BATCH = 1 << 17  # rows per Parquet batch
@@ -239,17 +240,54 @@ def _is_dataframe(source) -> bool:
     return pandas is not None and isinstance(source, pandas.DataFrame)
 
 
+# What to do instead, for inputs a caller of the Python API may plausibly pass (checked by type name, so that
+# neither pandas nor numpy need be imported).
+_INPUT_HINTS = {
+    "Series": "a pandas Series is one column without a table: pass series.to_frame()",
+    "ndarray": "a numpy array has no column names: pass pandas.DataFrame(array, columns=[...])",
+    "list": "for several files pass their directory or a glob pattern such as 'data/*.csv'",
+    "tuple": "for several files pass their directory or a glob pattern such as 'data/*.csv'",
+    "bytes": "decode a bytes path with os.fsdecode()",
+}
+
+
+def is_path(value: Any) -> bool:
+    """Whether ``value`` is a path as dphist takes one: a str, or an os.PathLike that gives a str."""
+    return isinstance(value, (str, os.PathLike)) and isinstance(os.fspath(value), str)
+
+
+def input_text(source: Any) -> str:
+    """The path ``source`` names, as text (a str, or an os.PathLike giving one); UsageError naming its type for
+    anything else (a pandas DataFrame is a source too, but not a path: see :func:`is_dataframe`)."""
+    if is_path(source):
+        return os.fspath(source)
+    kind = type(os.fspath(source) if isinstance(source, os.PathLike) else source).__name__
+    hint = _INPUT_HINTS.get(kind)
+    raise UsageError(f"the input must be a path (str or os.PathLike) or a pandas DataFrame, not {quoted(kind, '')}"
+                     + (f"; {hint}" if hint else ""))
+
+
+def is_dataframe(source: Any) -> bool:
+    """Whether ``source`` is a pandas DataFrame (see :func:`_is_dataframe`)."""
+    return _is_dataframe(source)
+
+
 def open_source(source) -> Source:
     """Resolve a path (file, directory, or glob pattern) or a pandas DataFrame into a Source.
 
-    Raises DataError if nothing readable is there.  Reads no rows.
+    Raises UsageError for anything else (:func:`input_text`), DataError if nothing readable is there.  Reads no
+    rows.
     """
     if _is_dataframe(source):
+        other = next((c for c in source.columns if not isinstance(c, str)), None)
+        if other is not None:  # a file's columns are named by text, and so are a schema's and the tables'
+            raise UsageError(f"DataFrame: column names must be texts, not {quoted(type(other).__name__, '')} "
+                             f"({quoted(other)}): rename them, e.g. frame.rename(columns=str)")
         dup = _first_duplicate([str(c) for c in source.columns])
         if dup is not None:
             raise DataError(f"DataFrame: column name {quoted(dup)} appears more than once")
         return Source("DataFrame", [], "dataframe", source)
-    text = os.fspath(source)
+    text = input_text(source)
     path = Path(text)
     try:
         path.stat()
@@ -258,7 +296,7 @@ def open_source(source) -> Source:
     except OSError as exc:  # a name too long, a loop of links, a component that is a file: no input there
         raise DataError(f"input cannot be opened: {quoted(text, '')}: {exc.strerror}") from None
     except ValueError:  # a NUL character, which no file name can hold
-        raise DataError(f"input name holds a NUL character: {text!r}") from None
+        raise DataError(f"input name holds a NUL character: {quoted(text)}") from None
     # A path that exists is taken as written, even with glob characters in its name (data[1].csv); only a
     # path that does not exist is expanded as a pattern.
     if path.is_dir():
