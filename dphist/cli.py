@@ -1019,7 +1019,7 @@ def _reading_ledger(ledger_path) -> Ledger | None:
         if not path.exists() and not path.is_symlink():
             return None
     except (OSError, ValueError) as exc:
-        raise LedgerError(f"ledger {path!r}: not a usable path ({getattr(exc, 'strerror', None) or exc})") from None
+        raise LedgerError(f"ledger {quoted(path)}: not a usable path ({getattr(exc, 'strerror', None) or exc})") from None
     writable = os.access(path, os.W_OK) and os.access(path.parent, os.W_OK)
     return Ledger(path, readonly=not writable)
 

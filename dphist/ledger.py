@@ -70,6 +70,7 @@ from pathlib import Path
 
 from .privacy import format_fraction
 from .errors import DphistError, UsageError
+from .text import quoted
 
 __all__ = ["Ledger", "Reservation", "Existing", "OpenRun", "BudgetExhausted", "LedgerLocked", "LedgerError",
            "RunKeyBusy", "RunKeySpent", "default_ledger_path", "GENESIS", "ROW_UNIT", "DEFINITIONS",
@@ -257,7 +258,7 @@ class Ledger:
         try:
             self._check_path()
         except (OSError, ValueError) as exc:  # a name too long, a NUL byte: Path's checks raise
-            raise LedgerError(f"ledger {str(self.path)!r}: not a usable path "
+            raise LedgerError(f"ledger {quoted(self.path)}: not a usable path "
                               f"({getattr(exc, 'strerror', None) or exc})") from None
         try:
             if readonly:

@@ -79,9 +79,11 @@ def test_a_release_is_unaffected_by_its_streams(tmp_path):
     ledger = tmp_path / "ledger.sqlite"
     env = {"DPHIST_LEDGER": str(ledger)}
     pipe = _readerless_pipe()
+    full = os.open("/dev/full", os.O_WRONLY) if os.path.exists("/dev/full") else pipe  # a disk with no space left
     try:
         runs = {
             "stdout gone": start(["-m", "dphist", *RELEASE, "--out", tmp_path / "a"], env=env, stdout=pipe),
+            "stderr full": start(["-m", "dphist", *RELEASE, "--out", tmp_path / "d"], env=env, stderr=full),
             "stderr gone": start(["-m", "dphist", *RELEASE, "--out", tmp_path / "b"], env=env, stderr=pipe),
             "seeded, stderr gone": start(["-m", "dphist", *RELEASE, "--seed", "1", "--out", tmp_path / "c"], env=env,
                                          stderr=pipe),
@@ -91,13 +93,16 @@ def test_a_release_is_unaffected_by_its_streams(tmp_path):
         codes = {name: run.wait(60).exit_code for name, run in runs.items()}
     finally:
         os.close(pipe)
-    assert codes == {"stdout gone": 0, "stderr gone": 0, "seeded, stderr gone": 0, "failing, stderr gone": 1}
-    for name in "abc":
+        if full != pipe:
+            os.close(full)
+    assert codes == {"stdout gone": 0, "stderr full": 0, "stderr gone": 0, "seeded, stderr gone": 0,
+                     "failing, stderr gone": 1}
+    for name in "abcd":
         assert {"age.csv", "report.json"} <= {p.name for p in (tmp_path / name).iterdir()}, name
     assert not (tmp_path / "f").exists()
-    # Two charged releases (run at once), each reserved, read, committed and published; the failing one was
+    # Three charged releases (run at once), each reserved, read, committed and published; the failing one was
     # refused before reserving.
-    assert sorted(_entries(ledger)) == sorted(["RESERVE", "READ", "COMMIT", "PUBLISH"] * 2)
+    assert sorted(_entries(ledger)) == sorted(["RESERVE", "READ", "COMMIT", "PUBLISH"] * 3)
 
 
 def test_stderr_closed_at_start_up(tmp_path):
