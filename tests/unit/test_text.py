@@ -74,3 +74,12 @@ def test_lists_of_names_are_bounded():
     assert many.startswith("column0, column1, ") and many.endswith(" more)") and len(many) <= QUOTE_LIMIT + 30
     huge = quoted_list(["n" * 7_000_000, "b\nc"])
     assert huge.endswith("... (7,000,000 characters), ... (1 more)") and len(huge) <= 2 * QUOTE_LIMIT
+
+
+def test_first_of_bounds_lists_of_reasons():
+    from dphist.text import first_of
+
+    assert first_of([]) == "" and first_of(["a"]) == "a"
+    assert first_of(["a", "b", "c"]) == "a; b; c"
+    assert first_of([f"column {i}: too few" for i in range(10_000)]) == \
+        "column 0: too few; column 1: too few; column 2: too few; and 9,997 more"
