@@ -11,10 +11,13 @@ from __future__ import annotations
 import os
 from typing import Any
 
+from .errors import UsageError
 from .execution import execute, run_plan
+from .io.sources import is_path
 from .ledger import Ledger
 from .output import Release
 from .planning import DEFAULT_ALGORITHM, ReleaseOptions, ReleasePlan, make_plan
+from .text import quoted
 
 __all__ = ["Release", "ReleasePlan", "ReleaseOptions", "release", "plan_release", "run_plan", "DEFAULT_ALGORITHM"]
 
@@ -93,12 +96,24 @@ def release(source: Any, epsilon: Any = None, schema: Any = None, *, rho: Any = 
 
     The total epsilon spent is exactly ``epsilon`` (sequential composition over tables), or the total ρ exactly
     ``rho`` (the ρ of an (ε, δ) release exactly rho_for(ε, δ)), under add/remove of one record.  The report's
-    ``definition`` is "pure", "zcdp" or "approximate".  Raises UsageError for bad arguments (before reading data
-    or charging anything) and DataError for unreadable data.
+    ``definition`` is "pure", "zcdp" or "approximate".  Raises UsageError for an argument of the wrong type or
+    value (``source`` neither a path nor a DataFrame, ``schema`` neither a path, a mapping nor a Schema,
+    ``ledger`` neither a path nor a Ledger, an option out of its range), before reading data or charging
+    anything, and DataError for data that cannot be read as declared.
     """
+    check_ledger(ledger)
     plan = plan_release(source, epsilon, schema, rho=rho, noise=noise, **options)
     return execute(plan, ledger=ledger, dataset_id=dataset_id, detail={"command": "Python API"},
                    require_cap=require_cap).value
+
+
+def check_ledger(ledger: Any) -> None:
+    """UsageError unless ``ledger`` is None, a :class:`~dphist.ledger.Ledger` or a path (str or os.PathLike):
+    checked first, so that a wrong one is refused before the input is opened, in test mode too."""
+    if ledger is None or isinstance(ledger, Ledger) or is_path(ledger):
+        return
+    raise UsageError(f"ledger must be a path (str or os.PathLike) or a dphist.ledger.Ledger, not "
+                     f"{quoted(type(ledger).__name__, '')}")
 
 
 def plan_release(source: Any, epsilon: Any = None, schema: Any = None, **options: Any) -> ReleasePlan:

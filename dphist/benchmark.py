@@ -23,6 +23,7 @@ from .algorithms import get_algorithm
 from .errors import DataError
 from .inference import nonnegative_integer_table
 from .privacy import PrivacyBudget, SeededBits
+from .text import quoted
 
 __all__ = ["load_histogram", "workload_for", "cell_error", "marginal_error", "benchmark_sample", "run_benchmark",
            "summarize"]
@@ -38,9 +39,9 @@ def load_histogram(path: str | Path) -> np.ndarray:
             x = pd.read_csv(path, header=None).to_numpy(dtype=np.float64)
             x = x.ravel() if x.shape[1] == 1 else x
     except (OSError, ValueError) as exc:
-        raise DataError(f"{path}: not a histogram of counts ({type(exc).__name__})") from None
+        raise DataError(f"{quoted(path, '')}: not a histogram of counts ({type(exc).__name__})") from None
     if x.size == 0 or not np.all(np.isfinite(x)) or np.any(x < 0) or x.sum() <= 0:
-        raise DataError(f"{path}: a histogram needs finite, non-negative counts with a positive total")
+        raise DataError(f"{quoted(path, '')}: a histogram needs finite, non-negative counts with a positive total")
     return np.rint(x).astype(np.int64)
 
 

@@ -9,6 +9,7 @@ Every failure a user can cause ends with one line on stderr and no traceback or 
 from __future__ import annotations
 
 import functools
+import io
 import json
 import os
 import re
@@ -29,6 +30,7 @@ from click.core import ParameterSource
 # (tests/test_startup.py, bench/startup.py).  Each command imports the machinery it runs.
 from .choices import DEFAULT_ALGORITHM, DEFAULT_MAX_CELLS, ENGINES, EVALUATE_WORKLOADS, FORMATS, RELEASE_WORKLOADS
 from .errors import DataError, DphistError, Terminated, UsageError
+from .text import QUOTE_LIMIT, quoted
 from .version import __version__
 
 if TYPE_CHECKING:
@@ -78,18 +80,124 @@ def _on_sigterm(signum, frame):
 
 @contextmanager
 def _process_setup():
-    """SIGTERM ends the run like Ctrl-C does (cleanup runs, exit 143); warnings print as single lines.  Both are
-    put back afterwards (the CLI may be called in-process, e.g. by tests)."""
+    """SIGTERM ends the run like Ctrl-C does (cleanup runs, exit 143); warnings print as single lines; the
+    standard streams are guarded (:func:`_standard_streams`).  All are put back afterwards (the CLI may be
+    called in-process, e.g. by tests)."""
     previous_warning = warnings.showwarning
     warnings.showwarning = _show_warning
     main_thread = threading.current_thread() is threading.main_thread()
     previous_term = signal.signal(signal.SIGTERM, _on_sigterm) if main_thread else None
     try:
-        yield
+        with _standard_streams():
+            yield
     finally:
         warnings.showwarning = previous_warning
         if main_thread:
             signal.signal(signal.SIGTERM, previous_term)
+
+
+class _StdoutClosed(Exception):
+    """Standard output's reader has gone (``dphist algorithms | head -3``).  The entry point ends the run quietly
+    with exit 0; inside a charged run (``schema --private`` printing its schema) it is an error after reading
+    like any other, so the run's budget stays spent."""
+
+
+class _StreamWriter(io.RawIOBase):
+    """The raw writer under the guarded stdout or stderr: ``os.write`` to ``fd``, and on a failed write,
+    ``on_failure(exc)`` (which may raise)."""
+
+    def __init__(self, fd: int, on_failure) -> None:
+        super().__init__()
+        self.fd, self.on_failure = fd, on_failure
+
+    def writable(self) -> bool:
+        return True
+
+    def fileno(self) -> int:
+        return self.fd
+
+    def isatty(self) -> bool:
+        return os.isatty(self.fd)
+
+    def write(self, data) -> int:
+        try:
+            return os.write(self.fd, data)
+        except BlockingIOError:
+            raise
+        except OSError as exc:
+            self.on_failure(exc)
+            return len(data)
+
+
+def _to_devnull(fd: int) -> None:
+    """``fd`` writes to /dev/null from now on."""
+    null = os.open(os.devnull, os.O_WRONLY)
+    if null != fd:  # a closed ``fd`` is the lowest free number: os.open may have given it already
+        os.dup2(null, fd)
+        os.close(null)
+
+
+def _stderr_failed(exc: OSError) -> None:
+    # A message that cannot be shown (stderr closed, its pipe's reader gone, its disk full) must not change
+    # what the run does or its exit code: the rest of the messages go to /dev/null.
+    _to_devnull(2)
+
+
+def _stdout_failed(exc: OSError) -> None:
+    _to_devnull(1)  # what is still buffered, and the interpreter's flush at exit, go nowhere quietly
+    if isinstance(exc, BrokenPipeError):
+        raise _StdoutClosed() from None
+    # Anything else (a full disk, a closed descriptor) lost output the user asked for: an error, one line.
+    raise DataError(f"standard output cannot be written ({exc.strerror or type(exc).__name__}); what was "
+                    "printed is incomplete") from None
+
+
+def _guarded(stream, fd: int, on_failure):
+    """A text stream like ``stream`` (None if Python found ``fd`` closed at start-up) writing to ``fd`` through
+    :class:`_StreamWriter`; None when ``stream`` is not the process's own ``fd`` (an in-process run)."""
+    try:
+        os.fstat(fd)
+    except OSError:  # closed: the next file opened would get this number, and the messages would go into it
+        _to_devnull(fd)
+    try:
+        if stream is not None and stream.fileno() != fd:
+            return None
+    except (AttributeError, ValueError, OSError):
+        return None
+    encoding = getattr(stream, "encoding", None) or "utf-8"
+    errors = getattr(stream, "errors", None) or "backslashreplace"
+    return io.TextIOWrapper(io.BufferedWriter(_StreamWriter(fd, on_failure)), encoding=encoding, errors=errors,
+                            line_buffering=True)
+
+
+@contextmanager
+def _standard_streams():
+    """Standard output and error as the run's promises need them, in a real process:
+
+    * a closed descriptor 1 or 2 (``2>&-``) is pointed at /dev/null first, so that no file the run opens (the
+      input, the ledger, an output) gets that number and receives its messages;
+    * a failed write to stderr is ignored (the rest go to /dev/null): a release whose log cannot be written still
+      finishes, or fails, as it would have;
+    * stdout whose reader has gone (``| head``) ends the run quietly with exit 0: the reader stopped reading by
+      its own choice, after what it wanted, and a reading command has nothing else at stake (a release prints
+      on stderr).  Python's own advice on SIGPIPE: point stdout at /dev/null, and exit;
+    * stdout that cannot be written otherwise (a full disk) is a DataError: output the user asked for is lost.
+    """
+    saved = sys.stdout, sys.stderr
+    out, err = _guarded(sys.stdout, 1, _stdout_failed), _guarded(sys.stderr, 2, _stderr_failed)
+    sys.stdout, sys.stderr = out or sys.stdout, err or sys.stderr
+    try:
+        yield
+    except _StdoutClosed:
+        pass  # raised where the entry point's handlers do not reach (printing help for a bare 'dphist')
+    finally:
+        for stream in (out, err):
+            if stream is not None:
+                try:
+                    stream.flush()
+                except (_StdoutClosed, DataError):
+                    pass  # the run's outcome is settled; a failed writer has already gone to /dev/null
+        sys.stdout, sys.stderr = saved
 
 
 class _Group(click.Group):
@@ -113,11 +221,14 @@ class _Group(click.Group):
                 hint = ""
                 if isinstance(exc, click.UsageError) and exc.ctx is not None:
                     hint = f" (see '{exc.ctx.command_path} --help')"
-                _error_line(f"{exc.format_message()}{hint}", exc.exit_code)
+                # click's messages repeat the value or option given, whatever its length: bounded as a whole.
+                _error_line(f"{quoted(exc.format_message(), '', limit=4 * QUOTE_LIMIT)}{hint}", exc.exit_code)
                 code = exc.exit_code
             except DphistError as exc:
                 _error_line(str(exc), exc.exit_code)
                 code = exc.exit_code
+            except _StdoutClosed:
+                pass  # exit 0 (see _standard_streams)
             except KeyboardInterrupt:
                 code = _interrupted(130, "interrupted (SIGINT)")
             except Terminated:
@@ -363,7 +474,7 @@ def release_command(input, epsilon, rho, noise, schema_path, columns, spec, marg
                                "(rho-zCDP, e.g. --rho 0.05)")
     fmt = fmt or "csv"
     if fmt not in FORMATS:
-        raise UsageError(f"unknown format '{fmt}' (choose one of {', '.join(FORMATS)})")
+        raise UsageError(f"unknown format {quoted(fmt)} (choose one of {', '.join(FORMATS)})")
     if out == "":  # e.g. a cron line whose $OUT is unset: never fall back to ./release silently
         raise UsageError("--out is empty; name the output directory")
     out = out or "release"
@@ -466,10 +577,10 @@ def _algorithm_options(branching, budget_split, pairs=()) -> dict:
     for pair in pairs:
         key, sep, value = pair.partition("=")
         if not sep or not key.strip():
-            raise click.UsageError(f"--option needs KEY=VALUE, got '{pair[:80]}'")
+            raise click.UsageError(f"--option needs KEY=VALUE, got {quoted(pair)}")
         key = key.strip().replace("-", "_")
         if key in options:
-            raise click.UsageError(f"--option {key[:40]} is given twice; give each option once")
+            raise click.UsageError(f"--option {quoted(key, '')} is given twice; give each option once")
         value = value.strip()
         # Whole numbers in ASCII digits become ints; anything else stays text for the algorithm to validate
         # ('²'.isdigit() is true, but int('²') fails).
@@ -490,7 +601,7 @@ def _int_option(flag: str, value: str) -> int:
     try:
         return int(value)
     except ValueError:
-        raise click.UsageError(f"{flag} must be an integer or 'auto', got '{value}'") from None
+        raise click.UsageError(f"{flag} must be an integer or 'auto', got {quoted(value)}") from None
 
 
 @main.command("schema")
@@ -530,8 +641,8 @@ def schema_command(ctx, input, out, private, epsilon, delta, columns, bins, max_
     if out is not None:  # before the data is read (and, with --private, before anything is charged)
         check_output_file(out, overwrite)
         if Path(out).suffix.lower() == ".json":
-            raise UsageError(f"--out {out}: a schema is written as YAML, and a .json file is read back as JSON: "
-                             "name it .yaml or .yml")
+            raise UsageError(f"--out {quoted(out, '')}: a schema is written as YAML, and a .json file is read back as "
+                             "JSON: name it .yaml or .yml")
     if private:
         _private_schema(input, out, epsilon, delta, columns, bins, max_categories, binning, privacy_unit,
                         max_rows_per_unit, seed, ledger_path, dataset_id, lock_timeout)
@@ -658,7 +769,7 @@ def audit_command(algorithm, quick, seed, no_mutants, jobs):
 
     names = None if algorithm == "all" else [algorithm]
     if names and names[0] not in REGISTRY and names[0] not in ("marginals", "units", "discovery"):
-        raise UsageError(f"unknown algorithm '{algorithm}' (available: {', '.join(sorted(REGISTRY))}, "
+        raise UsageError(f"unknown algorithm {quoted(algorithm)} (available: {', '.join(sorted(REGISTRY))}, "
                          "marginals, units, discovery, all)")
     draws = 300_000 if quick else 2_000_000
     click.echo(f"{'sampler (OS CSPRNG)':<30} {'draws':>10} {'p exact':>9} {'p x0.9':>9} {'p x1.1':>9}  verdict")
@@ -723,7 +834,7 @@ def bench_command(files, algorithms, scales, epsilons, samples, runs, jsonl):
     names = [a.strip() for a in algorithms.split(",")] if algorithms else sorted(REGISTRY)
     for name in names:
         if name not in REGISTRY:
-            raise UsageError(f"unknown algorithm '{name}' (available: {', '.join(sorted(REGISTRY))})")
+            raise UsageError(f"unknown algorithm {quoted(name)} (available: {', '.join(sorted(REGISTRY))})")
     data = {}
     for f in files:
         x = load_histogram(f)

@@ -25,7 +25,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from .contribution import UnitBound, UnitIds, row_priorities, smallest_per_unit
-from .text import as_text
+from .text import as_text, quoted
 from .errors import DataError
 from .privacy import BitSource
 from .schema import CategoricalColumn, Column, DateColumn, NumericColumn, normalise_label
@@ -157,7 +157,7 @@ class _Counter:
             try:
                 out[name] = axis.cells(batch.column(name))
             except DataError as exc:
-                raise DataError(f"{self.where}: {exc}") from None
+                raise DataError(f"{quoted(self.where, '')}: {exc}") from None
         return out
 
     def add(self, batch: pa.RecordBatch) -> None:
@@ -518,7 +518,7 @@ class Axis:
                 continue
             if "\n" in label or "\r" in label:
                 # Arrow's CSV reader lets a quoted field run across a line end; we never accept that as a label.
-                raise DataError(f"column '{self.column.name}': a value spans a line break (unbalanced quotes in "
+                raise DataError(f"column {quoted(self.column.name)}: a value spans a line break (unbalanced quotes in "
                                 "the CSV?)")
             lookup[i] = self.positions.get(normalise_label(label), self.drop)
         lookup[-1] = self.null_code
@@ -639,7 +639,7 @@ def _date_days(column: DateColumn, values: pa.Array) -> pa.Array:
     try:
         return days_since_epoch(values)
     except ValueError:
-        raise DataError(f"column '{column.name}': a value is not a date YYYY-MM-DD (declared date)") from None
+        raise DataError(f"column {quoted(column.name)}: a value is not a date YYYY-MM-DD (declared date)") from None
 
 
 #: An ISO 8601 date and time with a zone (Z or an offset from -12:00 to +14:00); group 1 is the date and time

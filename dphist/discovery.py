@@ -76,8 +76,10 @@ import pyarrow.compute as pc
 from .contribution import UnitBound, UnitIds, bounded_rows
 from .counting import as_text, days_since_epoch
 from .errors import DataError, UsageError
+from .io.sources import kinds_of
 from .privacy import PrivacyBudget, format_fraction
 from .schema import Column, normalise_label, parse_schema
+from .text import quoted
 
 __all__ = ["KINDS", "AUTO", "TextAs", "typed_text", "BINNINGS", "DiscoveryPlan", "kind_of", "discover",
            "present_labels", "choose_kind", "numeric_domain", "categorical_domain", "rank_scores", "tail_threshold",
@@ -119,19 +121,18 @@ _FIRST_DAY, _LAST_DAY = (_dt.date.min - _EPOCH).days, (_dt.date.max - _EPOCH).da
 
 
 def kind_of(arrow_type: pa.DataType) -> str | None:
-    """The discovery kind of a stored type, or None if it cannot be released (nested, binary)."""
+    """The discovery kind of a stored type (by :func:`~dphist.io.sources.kinds_of`: numbers as integers or floats,
+    dates and timestamps as dates, everything else countable as categories), or None if no table can count it."""
+    kinds = kinds_of(arrow_type)
     if pa.types.is_dictionary(arrow_type):
         arrow_type = arrow_type.value_type
-    if pa.types.is_integer(arrow_type):
-        return "integer"
-    if pa.types.is_floating(arrow_type) or pa.types.is_decimal(arrow_type):
-        return "float"
+    if pa.types.is_null(arrow_type) or not kinds:
+        return "categorical" if kinds else None
+    if "numeric" in kinds:
+        return "integer" if pa.types.is_integer(arrow_type) else "float"
     if pa.types.is_date(arrow_type) or pa.types.is_timestamp(arrow_type):
         return "date"
-    if pa.types.is_string(arrow_type) or pa.types.is_large_string(arrow_type) or pa.types.is_boolean(arrow_type) \
-            or pa.types.is_null(arrow_type):
-        return "categorical"
-    return None
+    return "categorical"
 
 
 @dataclass(frozen=True)
@@ -160,12 +161,12 @@ class DiscoveryPlan:
 
     def __post_init__(self) -> None:
         if self.binning not in BINNINGS:
-            raise UsageError(f"binning must be one of {', '.join(BINNINGS)}, not '{self.binning}'")
+            raise UsageError(f"binning must be one of {', '.join(BINNINGS)}, not {quoted(self.binning)}")
         categorical = [n for n, k in self.kinds.items() if _may_need_delta(k)]
         if categorical and self.delta <= 0:
             text = "finding its categories privately" if self.kinds[categorical[0]] == "categorical" else \
                 "it is in a CSV file, so it may turn out to be text, and finding its categories privately"
-            raise UsageError(f"column '{categorical[0]}' has no declared values: {text} needs delta > 0 (e.g. "
+            raise UsageError(f"column {quoted(categorical[0])} has no declared values: {text} needs delta > 0 (e.g. "
                              "--delta 1e-6), or declare it in the schema")
 
     @property
@@ -345,7 +346,7 @@ def _as_numbers(values: pa.Array | pa.ChunkedArray, kind: str, name: str) -> np.
             values = values.cast(pa.int32()) if pa.types.is_date32(values.type) else values
         values = pc.cast(values, pa.float64(), safe=False)
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError, ValueError):
-        raise DataError(f"column '{name}': a value is not a {'date' if kind == 'date' else 'number'}") from None
+        raise DataError(f"column {quoted(name)}: a value is not a {'date' if kind == 'date' else 'number'}") from None
     out = values.to_numpy(zero_copy_only=False).astype(np.float64, copy=True)
     out[~np.isfinite(out)] = np.nan
     return out
@@ -367,8 +368,10 @@ def tail_threshold(scale: Fraction, tail: float) -> int:
 def _log_bin(v: np.ndarray, s: float, big: int, fine: int = 1) -> np.ndarray:
     """Index in [0, 2·B·fine] of each finite value's log-scale bin, ``fine`` bins to a doubling: B·fine for
     |v| < s, B·fine ± k for s·2^((k−1)/fine) ≤ |v| < s·2^(k/fine) (the last bin on each side also holds
-    everything beyond).  Each value is in exactly one bin."""
-    size = np.abs(v) / s
+    everything beyond, infinities too).  Each value is in exactly one bin."""
+    # |v| is capped at s·2**big, already in the last bin: |v|/s of float64's largest values (1.7e308) would
+    # overflow to inf, and inf has no bin index.
+    size = np.minimum(np.abs(v), s * 2.0 ** big) / s
     if fine == 1:
         _, k = np.frexp(size)  # |v|/s = f·2^e with f in [0.5, 1), so k = e for |v| ≥ s (exact)
     else:
@@ -617,7 +620,7 @@ def categorical_domain(name: str, codes: np.ndarray, labels: list[str], max_cate
     """Partition selection over ``labels`` (the candidates: exactly the labels of the counted rows), spending all
     of ``budget`` (ε and δ); the threshold is set for the budget's protected unit of m = ``budget.factor`` rows."""
     if budget.delta <= 0:
-        raise ValueError(f"column '{name}': partition selection needs delta > 0")
+        raise ValueError(f"column {quoted(name)}: partition selection needs delta > 0")
     counts = np.bincount(codes[codes >= 0], minlength=len(labels))
     m = budget.factor  # one unit may hold up to m labels alone: the per-label δ′ and the threshold's m
     delta_each = 1 - (1 - float(budget.delta)) ** (1 / m)

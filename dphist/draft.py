@@ -15,7 +15,8 @@ import pyarrow.compute as pc
 import yaml
 
 from .counting import days_since_epoch
-from .io.sources import open_source
+from .io.sources import kinds_of, open_source, type_name
+from .text import as_text, quoted
 
 __all__ = ["draft_schema", "MAX_LABEL"]
 
@@ -46,16 +47,25 @@ class _Stats:
         self.nulls = 0
 
     def update(self, arr: pa.Array, max_categories: int) -> None:
+        """Add a batch: the range of numbers and dates, the labels of anything else countable (text as it is,
+        booleans, times and durations as :func:`~dphist.text.as_text` writes them); nothing of a column no table
+        can count or that holds only nulls."""
         self.nulls += arr.null_count
-        if _is_text(self.typ) or pa.types.is_boolean(self.typ) or pa.types.is_dictionary(self.typ):
-            if not self.too_many:
-                self.values.update(v for v in pc.unique(arr).to_pylist() if v is not None)
-                self.too_many = len(self.values) > max_categories or any(
-                    isinstance(v, str) and len(v) > MAX_LABEL for v in self.values)
+        if pa.types.is_dictionary(arr.type):
+            arr = arr.dictionary_decode()
+        kinds = kinds_of(arr.type)
+        if not kinds or pa.types.is_null(arr.type):
             return
-        if _is_date(self.typ):
+        if "numeric" not in kinds and not _is_date(arr.type):
+            if not self.too_many:
+                self.values.update(v for v in pc.unique(as_text(arr)).to_pylist() if v is not None)
+                self.too_many = len(self.values) > max_categories or any(len(v) > MAX_LABEL for v in self.values)
+            return
+        if _is_date(arr.type):
             arr = days_since_epoch(arr)  # whole days, exact for any range (as_py() fails past year 9999)
             arr = arr.cast(pa.int32()) if pa.types.is_date32(arr.type) else arr
+        elif pa.types.is_floating(arr.type):
+            arr = arr.cast(pa.float64())  # half floats have no min_max of their own
         mm = pc.min_max(arr).as_py()
         for v in (mm["min"], mm["max"]):
             if v is None or (isinstance(v, float) and not math.isfinite(v)):
@@ -84,6 +94,9 @@ def _draft_line(name: str, st: _Stats, bins: int, max_categories: int) -> str:
     key = _yaml_key(name)
     nulls = ", nulls: category" if st.nulls else ""
     typ = st.typ.value_type if pa.types.is_dictionary(st.typ) else st.typ
+    if not kinds_of(typ):
+        return (f"  # {quoted(name)}: holds {type_name(typ)}, which no table can count; leave it out of every "
+                "table\n")
     if _is_date(typ):
         if st.lo is None:
             return f"  {key}: {{type: date, lower: 2000-01-01, upper: 2030-01-01, unit: month}}  # no dates seen\n"
@@ -100,9 +113,9 @@ def _draft_line(name: str, st: _Stats, bins: int, max_categories: int) -> str:
         return (f"  {key}: {{type: numeric, lower: {lower}, upper: {upper}, bins: {bins}{nulls}}}"
                 f"  # from data (min/max): REVIEW and round\n")
     if st.too_many:
-        return (f"  # {key}: more than {max_categories} distinct values, or values longer than {MAX_LABEL} "
+        return (f"  # {quoted(name)}: more than {max_categories} distinct values, or values longer than {MAX_LABEL} "
                 f"characters; declare a public list of categories or coarsen the column\n")
-    values = sorted(str(v).lower() if isinstance(v, bool) else str(v) for v in st.values)
+    values = sorted(st.values)
     flow = yaml.safe_dump(values, default_flow_style=True, width=10**9, allow_unicode=True).strip()
     return f"  {key}: {{type: categorical, values: {flow}{nulls}}}  # from data: REVIEW (rare values identify people)\n"
 

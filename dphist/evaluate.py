@@ -22,6 +22,7 @@ from .errors import UsageError
 from .inference import nonnegative_integer_table
 from .privacy import PrivacyBudget, ZCDPBudget, bit_source, format_fraction
 from .schema import Schema, load_schema, parse_schema
+from .text import quoted
 
 __all__ = ["evaluate", "WORKLOADS", "WARNING"]
 
@@ -38,7 +39,7 @@ def _workload(name: str | None, shape: tuple[int, ...]) -> workloads.Workload:
     if name is None:
         name = "all-ranges" if len(shape) == 1 else "random-boxes"
     if name in ("all-ranges", "prefix", "random-ranges") and len(shape) != 1:
-        raise UsageError(f"workload '{name}' is for one-column tables; use random-boxes or identity")
+        raise UsageError(f"workload {quoted(name)} is for one-column tables; use random-boxes or identity")
     n = shape[0]
     return {
         "all-ranges": lambda: workloads.all_ranges(n),
@@ -62,8 +63,8 @@ def _declared_schema(schema: Any, columns: list[str] | str | None) -> Schema:
     names = [c.strip() for c in columns.split(",")] if isinstance(columns, str) else [str(c) for c in columns or ()]
     for name in names:
         if name and (schema is None or name not in schema.columns):
-            raise UsageError(f"column '{name}' is not declared in the schema: evaluate needs the public domain of "
-                             "every column it compares algorithms on (add it to the schema)")
+            raise UsageError(f"column {quoted(name)} is not declared in the schema: evaluate needs the public domain "
+                             "of every column it compares algorithms on (add it to the schema)")
     if schema is None:
         raise UsageError("evaluate needs a schema that declares the table's columns")
     return schema
@@ -86,7 +87,7 @@ def evaluate(source: Any, epsilon: Any, schema: Any, columns: list[str] | str, a
     ``noise="gaussian"`` ((ε, δ)-DP run as ρ-zCDP); under zCDP the algorithms run their Gaussian strategies.
     """
     if workload is not None and workload not in WORKLOADS:
-        raise UsageError(f"unknown workload '{workload}' (choose one of {', '.join(WORKLOADS)})")
+        raise UsageError(f"unknown workload {quoted(workload)} (choose one of {', '.join(WORKLOADS)})")
     if isinstance(trials, bool) or not isinstance(trials, int) or trials < 1:
         raise UsageError("trials must be a positive integer")
     if not algorithms:
@@ -100,7 +101,7 @@ def evaluate(source: Any, epsilon: Any, schema: Any, columns: list[str] | str, a
     for key in algorithm_options or {}:
         if not any(key in applicable_options(a, {key: algorithm_options[key]}) for a in algorithms
                    if a.strip().lower() in REGISTRY):
-            raise UsageError(f"option '{key}' does not apply to {', '.join(algorithms)}")
+            raise UsageError(f"option {quoted(key)} does not apply to {', '.join(algorithms)}")
     plans, names, skipped = [], [], {}
     for a in algorithms:
         try:

@@ -38,6 +38,7 @@ from .planning import ReleasePlan
 from .privacy import BitSource, PrivacyBudget, ZCDPBudget, bit_source
 from .progress import Progress
 from .publish import Charged, FileRelease, charged_run
+from .text import first_of, quoted
 
 __all__ = ["execute", "charged", "run_plan", "release_budget", "ReleaseFiles"]
 
@@ -202,13 +203,13 @@ def _discover_domains(plan: ReleasePlan, budget: PrivacyBudget) -> _Discovered:
     failed = {c["column"] for c in columns if "failed" in c}
     usable = [i for i, shape in enumerate(shapes) if not any(c.name in failed for c in shape.columns)]
     if not usable:
-        raise DataError(f"{src.name}: no table can be released: "
-                        + "; ".join(f"column '{c['column']}': {c['failed']}" for c in columns if "failed" in c))
+        raise DataError(f"{quoted(src.name, '')}: no table can be released: "
+                        + first_of(f"column {quoted(c['column'])}: {c['failed']}" for c in columns if "failed" in c))
     final = {i: TableShape(shapes[i].name, tuple(found.get(c.name, c) for c in shapes[i].columns)) for i in usable}
     for i, shape in final.items():
         plan.algorithms[i].check_shape(shape.shape)
         if shape.n_cells > plan.max_cells:
-            raise DataError(f"table '{shape.name}': its discovered domain has {shape.n_cells:,} cells, more than "
+            raise DataError(f"table {quoted(shape.name)}: its discovered domain has {shape.n_cells:,} cells, more than "
                             f"the limit of {plan.max_cells:,} (--max-cells); declare coarser bins in a schema")
     skipped = [i for i in range(len(shapes)) if i not in final]
     # A CSV column whose type discovery chose as a number or a date is read as text converted the way discovery

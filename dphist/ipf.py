@@ -18,6 +18,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .errors import UsageError
+from .text import quoted_list
 
 __all__ = ["MAX_CELLS", "FitInfo", "fit_max_entropy"]
 
@@ -65,7 +66,7 @@ def fit_max_entropy(marginals: list[tuple[tuple[str, ...], np.ndarray]], sizes: 
     shape = tuple(int(sizes[a]) for a in axes)
     cells = math.prod(shape)
     if cells > MAX_CELLS:
-        raise UsageError(f"a table over {', '.join(axes)} would have {cells:,} cells, more than the 2**24 "
+        raise UsageError(f"a table over {quoted_list(axes)} would have {cells:,} cells, more than the 2**24 "
                          f"({MAX_CELLS:,}) a joint fit allows: use fewer or coarser columns")
     # Each target with its axes in the union's order and length-1 axes for the other columns, so that it
     # broadcasts against the table; ``drop`` names the axes a marginal sums over.

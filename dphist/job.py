@@ -55,6 +55,7 @@ from .privacy import parse_share
 from .errors import UsageError
 from .marginals import parse_marginals
 from .yamlfile import load_document
+from .text import quoted
 
 __all__ = ["TableRequest", "Job", "load_job", "parse_tables", "table_name_for", "check_option_names"]
 
@@ -106,23 +107,24 @@ def table_name_for(columns: list[str] | tuple[str, ...]) -> str:
 def parse_tables(entries: Any, source: str = "job spec") -> list[TableRequest]:
     """Validate a list of table entries (mappings with ``columns`` and optional name, algorithm, share)."""
     if not isinstance(entries, list) or not entries:
-        raise UsageError(f"{source}: 'tables' must be a non-empty list")
+        raise UsageError(f"{quoted(source, '')}: 'tables' must be a non-empty list")
     try:
         return _parse_tables(entries, source)
     except UsageError as exc:
         message = str(exc)
-        raise UsageError(message if message.startswith(source) else f"{source}: {message}") from None
+        prefix = quoted(source, "")
+        raise UsageError(message if message.startswith(prefix) else f"{prefix}: {message}") from None
 
 
 def _parse_tables(entries: list, source: str) -> list[TableRequest]:
     tables = []
     for i, entry in enumerate(entries, start=1):
-        where = f"{source}: table {i}"
+        where = f"{quoted(source, '')}: table {i}"
         if not isinstance(entry, dict):
             raise UsageError(f"{where}: must be a mapping with 'columns'")
         unknown = set(entry) - {"name", "columns", "algorithm", "share", "options", "workload"}
         if unknown:
-            raise UsageError(f"{where}: unknown field '{sorted(map(str, unknown))[0][:40]}'")
+            raise UsageError(f"{where}: unknown field {quoted(sorted(map(str, unknown))[0])}")
         columns = entry.get("columns")
         if isinstance(columns, str):
             columns = [c.strip() for c in columns.split(",")]
@@ -137,7 +139,7 @@ def _parse_tables(entries: list, source: str) -> list[TableRequest]:
         check_option_names(options, f"{where}: 'options'")
         workload = entry.get("workload")
         if workload is not None and workload not in WORKLOADS:
-            raise UsageError(f"{where}: 'workload' must be one of {', '.join(WORKLOADS)}, not {str(workload)[:40]!r}")
+            raise UsageError(f"{where}: 'workload' must be one of {', '.join(WORKLOADS)}, not {quoted(workload)}")
         tables.append(TableRequest(name, tuple(columns), None if algorithm is None else str(algorithm), share,
                                    {str(k): v for k, v in options.items()}, workload))
     check_table_names(tables)
@@ -160,12 +162,12 @@ def check_table_names(tables: list[TableRequest]) -> None:
     seen = set()
     for t in tables:
         if not _NAME.match(t.name) or t.name.lower() == "report":
-            raise UsageError(f"table name '{t.name}' is not usable as a file name (letters, digits, _ . - only)")
+            raise UsageError(f"table name {quoted(t.name)} is not usable as a file name (letters, digits, _ . - only)")
         if t.name in seen:
-            raise UsageError(f"table name '{t.name}' is used twice")
+            raise UsageError(f"table name {quoted(t.name)} is used twice")
         seen.add(t.name)
         if len(set(t.columns)) != len(t.columns):
-            raise UsageError(f"table '{t.name}': a column is listed twice")
+            raise UsageError(f"table {quoted(t.name)}: a column is listed twice")
 
 
 def load_job(path: str | Path, today: _dt.date | None = None) -> Job:
@@ -173,13 +175,13 @@ def load_job(path: str | Path, today: _dt.date | None = None) -> Job:
     path = Path(path)
     document = load_document(path, "job spec")
     if not isinstance(document, dict):
-        raise UsageError(f"{path}: a job spec must be a mapping with a 'tables' list")
+        raise UsageError(f"{quoted(path, '')}: a job spec must be a mapping with a 'tables' list")
     known = {"input", "schema", "epsilon", "rho", "noise", "delta", "out", "format", "algorithm", "tables",
              "dataset_id", "run_key", "marginals", "marginal_strategy", "workload", "ledger", "privacy_unit",
              "max_rows_per_unit", "group_size", "require_cap"}
     unknown = set(document) - known
     if unknown:
-        raise UsageError(f"{path}: unknown field '{sorted(map(str, unknown))[0][:40]}'")
+        raise UsageError(f"{quoted(path, '')}: unknown field {quoted(sorted(map(str, unknown))[0])}")
     base = path.absolute().parent
 
     def relative(key: str) -> str | None:
@@ -187,7 +189,7 @@ def load_job(path: str | Path, today: _dt.date | None = None) -> Job:
         if value is None:
             return None
         if not isinstance(value, str) or not value:  # '' would name the spec's own folder
-            raise UsageError(f"{path}: '{key}' must be a path")
+            raise UsageError(f"{quoted(path, '')}: {quoted(key)} must be a path")
         if key == "out":
             value = value.replace("{date}", (today or _dt.date.today()).isoformat())
         return str(base / value) if not Path(value).is_absolute() else value
@@ -197,7 +199,7 @@ def load_job(path: str | Path, today: _dt.date | None = None) -> Job:
         if value is None:
             return None
         if not isinstance(value, str) or not value.strip():
-            raise UsageError(f"{path}: '{key}' must be a non-empty text")
+            raise UsageError(f"{quoted(path, '')}: {quoted(key)} must be a non-empty text")
         return value.replace("{date}", (today or _dt.date.today()).isoformat())
 
     def whole(key: str) -> int | None:  # as --max-rows-per-unit and --group-size: a whole number, at least 1
@@ -216,20 +218,21 @@ def load_job(path: str | Path, today: _dt.date | None = None) -> Job:
     if not isinstance(require_cap, bool):
         raise UsageError(f"{path}: 'require_cap' must be true or false")
     if document.get("epsilon") is not None and document.get("rho") is not None:
-        raise UsageError(f"{path}: give 'epsilon' or 'rho', not both")
+        raise UsageError(f"{quoted(path, '')}: give 'epsilon' or 'rho', not both")
     noise = document.get("noise")
     if noise is not None and noise not in ("laplace", "gaussian"):
-        raise UsageError(f"{path}: 'noise' must be laplace or gaussian, not {str(noise)[:40]!r}")
+        raise UsageError(f"{quoted(path, '')}: 'noise' must be laplace or gaussian, not {quoted(noise)}")
     workload = document.get("workload")
     if workload is not None and workload not in WORKLOADS:
-        raise UsageError(f"{path}: 'workload' must be one of {', '.join(WORKLOADS)}, not {str(workload)[:40]!r}")
+        raise UsageError(f"{quoted(path, '')}: 'workload' must be one of {', '.join(WORKLOADS)}, not "
+                         f"{quoted(workload)}")
     marginals = document.get("marginals")
     if marginals is not None:
         if "tables" in document:
-            raise UsageError(f"{path}: give 'tables' or 'marginals', not both")
+            raise UsageError(f"{quoted(path, '')}: give 'tables' or 'marginals', not both")
         marginals = parse_marginals(marginals)
     elif "marginal_strategy" in document:
-        raise UsageError(f"{path}: 'marginal_strategy' applies to 'marginals' only")
+        raise UsageError(f"{quoted(path, '')}: 'marginal_strategy' applies to 'marginals' only")
     return Job(
         marginals=marginals,
         marginal_strategy=text("marginal_strategy"),

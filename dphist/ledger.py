@@ -86,6 +86,7 @@ from pathlib import Path
 from . import identifiers
 from .privacy import format_fraction
 from .errors import DphistError, UsageError
+from .text import quoted
 
 __all__ = ["Ledger", "Reservation", "Existing", "OpenRun", "BudgetExhausted", "CapRequired", "LedgerLocked",
            "LedgerError", "LedgerMissing", "LedgerFull", "LedgerReadOnly", "LedgerDamaged", "LedgerUnreadable",
@@ -371,7 +372,7 @@ class Ledger:
         try:
             self._check_path()
         except (OSError, ValueError) as exc:  # a name too long, a NUL byte: Path's checks raise
-            raise LedgerError(f"ledger {str(self.path)!r}: not a usable path "
+            raise LedgerError(f"ledger {quoted(self.path)}: not a usable path "
                               f"({getattr(exc, 'strerror', None) or exc})") from None
         try:
             if readonly:

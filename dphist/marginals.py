@@ -34,6 +34,7 @@ from .marginal_consistency import check_separable, expected_errors, full_table_e
 from .errors import UsageError
 from .privacy import discrete_laplace_variance
 from .privacy.samplers import discrete_gaussian_variance
+from .text import quoted
 
 __all__ = ["parse_marginals", "union_of", "derive_marginal", "labelled_frame", "STRATEGIES", "MarginalPlan",
            "plan_marginals", "cell_variance", "SEPARATE_MAX_CELLS"]
@@ -61,9 +62,9 @@ def parse_marginals(value: Any) -> list[tuple[str, ...]]:
         if not group or not all(group):
             raise UsageError("marginals: every table needs column names, like 'age,sex;sex,income'")
         if len(set(group)) != len(group):
-            raise UsageError(f"marginals: a column is listed twice in '{','.join(group)}'")
+            raise UsageError(f"marginals: a column is listed twice in {quoted(','.join(group))}")
         if tuple(group) in out:
-            raise UsageError(f"marginals: '{','.join(group)}' is listed twice")
+            raise UsageError(f"marginals: {quoted(','.join(group))} is listed twice")
         out.append(tuple(group))
     return out
 
@@ -122,9 +123,9 @@ def plan_marginals(marginals: list[tuple[str, ...]], sizes: dict[str, int], epsi
     many columns or cells), if so.
     """
     if noise not in ("laplace", "gaussian"):
-        raise UsageError(f"unknown noise '{noise}' for a marginal set (laplace or gaussian)")
+        raise UsageError(f"unknown noise {quoted(noise)} for a marginal set (laplace or gaussian)")
     if strategy not in STRATEGIES:
-        raise UsageError(f"unknown marginal strategy '{strategy}' (choose one of {', '.join(STRATEGIES)})")
+        raise UsageError(f"unknown marginal strategy {quoted(strategy)} (choose one of {', '.join(STRATEGIES)})")
     k = len(marginals)
     names = ["_".join(m) for m in marginals]
     separable = check_separable(marginals)
@@ -132,7 +133,8 @@ def plan_marginals(marginals: list[tuple[str, ...]], sizes: dict[str, int], epsi
     if separable is None and biggest > SEPARATE_MAX_CELLS:
         separable = f"a marginal has {biggest} cells, more than the {SEPARATE_MAX_CELLS} strategy separate handles"
     if separable is None and algorithm != "identity":
-        separable = f"strategy separate measures each marginal with identity, and algorithm '{algorithm}' was chosen"
+        separable = (f"strategy separate measures each marginal with identity, and algorithm {quoted(algorithm)} "
+                     "was chosen")
 
     def summary(errors: list[float]) -> dict:
         cells = [float(np.prod([sizes[c] for c in m], dtype=np.float64)) for m in marginals]
@@ -144,7 +146,7 @@ def plan_marginals(marginals: list[tuple[str, ...]], sizes: dict[str, int], epsi
         full_errors = full_table_errors(marginals, sizes, cell_variance(noise, epsilon, 1))
         expected["full"] = summary(full_errors)
     else:
-        expected["full"] = {"not_computed": f"exact for identity only; algorithm '{algorithm}' was chosen"}
+        expected["full"] = {"not_computed": f"exact for identity only; algorithm {quoted(algorithm)} was chosen"}
     separate_errors = None
     if separable is None or algorithm != "identity":
         variance = cell_variance(noise, epsilon, k)

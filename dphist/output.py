@@ -22,6 +22,8 @@ from . import expected_error
 from .algorithms import Algorithm, Estimate, get_algorithm
 from .counting import TableShape
 from .inference import nonnegative_integer_table
+from .errors import UsageError
+from .io.sources import is_path
 from .io.writers import stage_release, write_release
 from .job import TableRequest, table_name_for
 from .marginal_consistency import consistent_marginals, expected_errors, nonnegative_integer_marginals
@@ -31,6 +33,7 @@ from .privacy import Measurement, PrivacyBudget, format_fraction
 from .privacy.conversions import epsilon_for
 from .tidy import CHUNK_ROWS, Tables, TidyTable
 from .version import __version__
+from .text import quoted
 
 __all__ = ["Release", "MeasuredTable", "table_report", "released_tables", "discovery_report", "release_report",
            "budget_report", "tidy_table", "NOT_PRIVATE", "DELTA_REFERENCE"]
@@ -89,7 +92,12 @@ class Release:
     def write(self, out: str | os.PathLike = "release", format: str = "csv", overwrite: bool = False,
               protect=()) -> list[Path]:
         """Write ``<table>.<format>`` files and ``report.json`` into ``out`` atomically; returns the paths.
-        ``overwrite`` replaces only an earlier dphist release, never a folder holding any of ``protect``."""
+        ``overwrite`` replaces only an earlier dphist release, never a folder holding any of ``protect``.
+        UsageError for an ``out`` that is not a path or an ``overwrite`` that is not True or False."""
+        if not is_path(out):
+            raise UsageError(f"out must be a path (str or os.PathLike), not {quoted(type(out).__name__, '')}")
+        if not isinstance(overwrite, (bool, np.bool_)):
+            raise UsageError(f"overwrite must be True or False, not {quoted(type(overwrite).__name__, '')}")
         return write_release(out, self.tables, self.report, format, overwrite, self._notices(), protect)
 
     def stage(self, staging: Path, format: str = "csv") -> list[str]:
@@ -329,7 +337,7 @@ def discovery_report(plan: ReleasePlan, columns: list[dict], steps: list[Measure
     (by index into the plan) because a column of theirs was not found."""
     failed = {c["column"]: c["failed"] for c in columns if "failed" in c}
     skipped_tables = [{"name": plan.requests[i].name, "epsilon": format_fraction(plan.budgets[i]),
-                       "reason": "; ".join(f"column '{c.name}': {failed[c.name]}" for c in plan.shapes[i].columns
+                       "reason": "; ".join(f"column {quoted(c.name)}: {failed[c.name]}" for c in plan.shapes[i].columns
                                            if c.name in failed)
                        + "; its epsilon was charged before discovery and is counted in epsilon_spent"}
                       for i in skipped]

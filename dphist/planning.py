@@ -12,7 +12,7 @@ Nothing here reads a row or spends budget: a plan can be refused (UsageError, Da
 from __future__ import annotations
 
 import math
-import os
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, fields, replace
 from fractions import Fraction
 from typing import Any
@@ -28,7 +28,7 @@ from .discovery import (AUTO, BINNINGS, DEFAULT_BINS, DEFAULT_MAX_CATEGORIES, DE
                         kind_of)
 from .engines import ENGINES, check_engine
 from .errors import DataError, UsageError
-from .io.sources import Source, open_source, remote_source
+from .io.sources import Source, input_text, is_dataframe, is_path, open_source, remote_source, type_name
 from .job import TableRequest, check_option_names, check_table_names, parse_tables, table_name_for
 from .ledger import ROW_UNIT
 from .marginals import STRATEGIES, MarginalPlan, parse_marginals, plan_marginals, union_of
@@ -36,8 +36,9 @@ from .privacy import (MAX_RHO, MIN_EPSILON, MIN_RHO, exact_fraction, format_frac
                       parse_rho, split_shares)
 from .privacy.conversions import rho_for
 from .schema import MAX_CELLS, MAX_DIMENSIONS, Schema, load_schema, parse_schema
+from .text import quoted, quoted_list
 
-__all__ = ["ReleaseOptions", "ReleasePlan", "make_plan", "unit_bound", "parse_discovery_delta", "column_kinds",
+__all__ = ["ReleaseOptions", "ReleasePlan", "make_plan", "schema_of", "unit_bound", "parse_discovery_delta", "column_kinds",
            "parse_rho", "budget_definition", "DEFAULT_ALGORITHM", "DEFAULT_MAX_CELLS", "MARGINALS_ALGORITHM",
            "VALUE_COLUMNS", "DEFINITIONS", "NOISES", "MIN_RHO", "MAX_RHO"]
 
@@ -105,7 +106,7 @@ class ReleaseOptions:
         known = [f.name for f in fields(cls) if f.init]
         for name in values:
             if name not in known:
-                raise UsageError(f"unknown release option '{name}' (known: {', '.join(known)})")
+                raise UsageError(f"unknown release option {quoted(name)} (known: {', '.join(known)})")
         defaults = {"marginal_strategy", "group_size", "delta", "discovery_share", "discovery_bins",
                     "max_categories", "discovery_binning", "engine", "max_cells"}
         return cls(**{k: v for k, v in values.items() if not (v is None and k in defaults)})
@@ -132,7 +133,7 @@ class ReleaseOptions:
                 raise UsageError("marginals are post-processed to agree with each other: --raw does not apply")
         check_workload(self.workload)
         if self.marginal_strategy not in STRATEGIES:
-            raise UsageError(f"unknown marginal strategy '{self.marginal_strategy}' (choose one of "
+            raise UsageError(f"unknown marginal strategy {quoted(self.marginal_strategy)} (choose one of "
                              f"{', '.join(STRATEGIES)})")
         if self.columns is not None and self.tables is not None:
             raise UsageError("give either columns or tables, not both")
@@ -149,16 +150,21 @@ class ReleaseOptions:
         set_("max_categories", _whole(self.max_categories, 1, MAX_CATEGORIES,
                                       f"the most categories must be a whole number from 1 to {MAX_CATEGORIES:,}"))
         if self.discovery_binning not in BINNINGS:
-            raise UsageError(f"binning must be one of {', '.join(BINNINGS)}, not '{self.discovery_binning}'")
+            raise UsageError(f"binning must be one of {', '.join(BINNINGS)}, not {quoted(self.discovery_binning)}")
         if self.engine not in ENGINES:
-            raise UsageError(f"unknown engine '{self.engine}' (choose one of {', '.join(ENGINES)})")
+            raise UsageError(f"unknown engine {quoted(self.engine)} (choose one of {', '.join(ENGINES)})")
         if self.seed is not None:
             set_("seed", _whole(self.seed, 0, None, "seed must be a non-negative integer"))
         if self.algorithm_options is not None and not isinstance(self.algorithm_options, dict):
             raise UsageError("algorithm options must be a mapping such as {'branching': 16}")
         check_option_names(self.algorithm_options or {}, "algorithm options")
         set_("algorithm_options", dict(self.algorithm_options or {}))
+        if self.raw is not None and not isinstance(self.raw, (bool, np.bool_)):
+            raise UsageError(f"raw must be True or False, not {quoted(type(self.raw).__name__, '')}")
         set_("raw", bool(self.raw))
+        for name in ("algorithm", "master"):  # the other texts are checked against their choices above
+            if getattr(self, name) is not None and not isinstance(getattr(self, name), str):
+                raise UsageError(f"{name} must be a text, not {quoted(type(getattr(self, name)).__name__, '')}")
 
 
 @dataclass
@@ -232,11 +238,9 @@ def make_plan(source: Any, options: ReleaseOptions) -> ReleasePlan:
     rows, spends nothing.  Under "zcdp" and "approximate" every column must be declared in the schema (finding a
     domain privately runs under pure ε only), refused here with one line."""
     o = options
-    schema = o.schema
-    if schema is not None and not isinstance(schema, Schema):
-        schema = parse_schema(schema) if isinstance(schema, dict) else load_schema(schema)
-    remote = o.engine == "spark" and isinstance(source, (str, os.PathLike)) and "://" in os.fspath(source)
-    src = remote_source(os.fspath(source)) if remote else open_source(source)
+    schema = schema_of(o.schema)
+    remote = o.engine == "spark" and not is_dataframe(source) and "://" in input_text(source)
+    src = remote_source(input_text(source)) if remote else open_source(source)
     marginals = None if o.marginals is None else list(o.marginals)
     wanted = ([c for m in marginals for c in m] if marginals is not None else
               _requested_columns(o.columns, o.tables, schema, src, o.unit))
@@ -245,10 +249,10 @@ def make_plan(source: Any, options: ReleaseOptions) -> ReleasePlan:
     discovery = None
     undeclared = list(dict.fromkeys(c for c in wanted if schema is None or c not in schema.columns))
     if undeclared and o.definition != "pure":
-        raise UsageError(_UNDECLARED_UNDER_ZCDP.format(column=undeclared[0], budget=_budget_flags(o.definition)))
+        raise UsageError(_UNDECLARED_UNDER_ZCDP.format(column=quoted(undeclared[0]), budget=_budget_flags(o.definition)))
     if undeclared:
         if marginals is not None:
-            raise UsageError(f"column '{undeclared[0]}' has no declared domain: marginal sets need a schema")
+            raise UsageError(f"column {quoted(undeclared[0])} has no declared domain: marginal sets need a schema")
         discovery = DiscoveryPlan(column_kinds(src, undeclared), o.epsilon * o.discovery_share, o.delta,
                                   o.discovery_bins, o.max_categories, o.discovery_binning)
         schema = Schema({**(schema.columns if schema else {}), **discovery.placeholders()})
@@ -285,7 +289,7 @@ def make_plan(source: Any, options: ReleaseOptions) -> ReleasePlan:
                   for n, t in zip(names, requests)]
     for key in o.algorithm_options:
         if not any(key in applicable_options(n, {key: None}) for n in names):
-            raise UsageError(f"option '{key}' does not apply to {', '.join(sorted(set(names)))}")
+            raise UsageError(f"option {quoted(key)} does not apply to {', '.join(sorted(set(names)))}")
     for algo, shape in zip(algorithms, shapes):
         algo.check_shape(shape.shape)
     budgets = split_shares(table_amount, [Fraction(t.share) for t in requests])
@@ -295,7 +299,7 @@ def make_plan(source: Any, options: ReleaseOptions) -> ReleasePlan:
         src.check_columns({c.name: c for shape in shapes for c in shape.columns
                            if discovery is None or c.name not in discovery.kinds})
     if o.unit is not None and o.unit.column not in src.column_names():
-        raise DataError(f"{src.name}: privacy-unit column '{o.unit.column}' not found in the input")
+        raise DataError(f"{quoted(src.name, '')}: privacy-unit column {quoted(o.unit.column)} not found in the input")
     _check_budgets(requests, budgets, discovery, factor, o.definition)
     return ReleasePlan(src, o.epsilon, requests, shapes, algorithms, budgets, o.seed, o.raw, discovery, o.delta,
                        o.unit, o.group_size, marginal_plan, o.engine, o.master, o.max_cells, o.definition, o.rho)
@@ -307,7 +311,7 @@ def make_plan(source: Any, options: ReleaseOptions) -> ReleasePlan:
 
 
 _UNDECLARED_UNDER_ZCDP = (
-    "column '{column}' has no declared domain: under {budget} every column must be declared in a schema "
+    "column {column} has no declared domain: under {budget} every column must be declared in a schema "
     "(declare the categories of a text column and the bounds of a numeric or date one); finding domains privately "
     "(partition selection needs a delta of its own) runs under pure epsilon only, e.g. 'dphist schema --private' "
     "before the release")
@@ -328,7 +332,7 @@ def budget_definition(epsilon: Any, rho: Any, noise: str | None,
       and so is a δ (zCDP has none).
     UsageError with one line for anything else."""
     if noise is not None and noise not in NOISES:
-        raise UsageError(f"unknown noise '{noise}' (choose laplace or gaussian)")
+        raise UsageError(f"unknown noise {quoted(noise)} (choose laplace or gaussian)")
     if epsilon is not None and rho is not None:
         raise UsageError("give --epsilon or --rho, not both: --epsilon E is pure epsilon-DP (or (epsilon, delta)-DP "
                          "with --delta D --noise gaussian), --rho R is rho-zCDP")
@@ -370,8 +374,8 @@ def unit_bound(column: str | None, max_rows: Any) -> UnitBound | None:
     if not isinstance(column, str) or not column.strip():
         raise UsageError("the privacy unit must be a column name")
     if max_rows is None:
-        raise UsageError(f"--privacy-unit {column} needs --max-rows-per-unit K: the most rows one unit may add "
-                         "to the counts (its other rows are left out at random)")
+        raise UsageError(f"--privacy-unit {quoted(column, '')} needs --max-rows-per-unit K: the most rows one unit may "
+                         "add to the counts (its other rows are left out at random)")
     return UnitBound(column.strip(), _whole(max_rows, 1, None, "--max-rows-per-unit must be a whole number, at "
                                                                  "least 1"))
 
@@ -381,7 +385,7 @@ def parse_discovery_delta(value: Any) -> Fraction:
     delta = parse_delta(value, "delta")
     if delta > MAX_DELTA:
         raise UsageError(f"delta must be between 0 and 1e-3 (it bounds the chance of a failure of privacy), "
-                         f"got '{value}'")
+                         f"got {quoted(value)}")
     return delta
 
 
@@ -392,18 +396,19 @@ def column_kinds(src: Source, names: list[str]) -> dict[str, str]:
         header = src.column_names()
         for name in names:
             if name not in header:
-                raise DataError(f"{src.name}: column '{name}' not found in the input (it has: "
-                                f"{', '.join(header[:20])})")
+                raise DataError(f"{quoted(src.name, '')}: column {quoted(name)} not found in the input (it has: "
+                                f"{quoted_list(header)})")
         return {name: AUTO for name in names}
     types = src.arrow_types()
     kinds = {}
     for name in names:
         if name not in types:
-            shown = ", ".join(list(types)[:20])
-            raise DataError(f"{src.name}: column '{name}' not found in the input (it has: {shown})")
+            raise DataError(f"{quoted(src.name, '')}: column {quoted(name)} not found in the input (it has: "
+                            f"{quoted_list(types)})")
         kind = kind_of(types[name])
         if kind is None:
-            raise DataError(f"{src.name}: column '{name}' holds {types[name]}, which cannot be counted into a table")
+            raise DataError(f"{quoted(src.name, '')}: column {quoted(name)} holds {type_name(types[name])}, "
+                            "which cannot be counted into a table")
         kinds[name] = kind
     return kinds
 
@@ -418,14 +423,41 @@ def _whole(value: Any, lowest: int, highest: int | None, message: str) -> int:
     return int(value)
 
 
+def schema_of(value: Any) -> Schema | None:
+    """The schema a ``schema`` argument gives: None, a :class:`~dphist.schema.Schema`, a mapping laid out like the
+    file (validated), or a path to a YAML or JSON file (read and validated); UsageError for anything else."""
+    if value is None or isinstance(value, Schema):
+        return value
+    if isinstance(value, Mapping):
+        return parse_schema(dict(value))
+    if is_path(value):
+        return load_schema(value)
+    raise UsageError(f"the schema must be a path to a YAML or JSON file, a mapping laid out like one, or a Schema, "
+                     f"not {quoted(type(value).__name__, '')}")
+
+
 def _column_names(columns: Any) -> tuple[str, ...]:
-    names = [c.strip() for c in columns.split(",")] if isinstance(columns, str) else [str(c) for c in columns]
+    """Column names from text ("age,sex") or from any collection of texts but a mapping (a list, a tuple, a
+    DataFrame's ``columns``)."""
+    if isinstance(columns, str):
+        names = [c.strip() for c in columns.split(",")]
+    elif isinstance(columns, Iterable) and not isinstance(columns, (Mapping, bytes)):
+        names = list(columns)
+        if not all(isinstance(c, str) for c in names):
+            raise UsageError("columns must be column names, which are texts (a list of texts or one comma-separated "
+                             "text)")
+    else:
+        raise UsageError("columns must be a list of column names or one comma-separated text, not "
+                         f"{quoted(type(columns).__name__, '')}")
     if not names or not all(names):
         raise UsageError("columns must be a non-empty, comma-separated list of column names")
     return tuple(names)
 
 
 def _table_list(tables: Any) -> list[TableRequest]:
+    if not isinstance(tables, (list, tuple)):
+        raise UsageError("tables must be a list of tables, each a mapping such as {'columns': ['age', 'sex']}, not "
+                         f"{quoted(type(tables).__name__, '')}")
     if tables and all(isinstance(t, TableRequest) for t in tables):
         check_table_names(list(tables))
         for t in tables:
@@ -457,7 +489,7 @@ def _algorithm(name: str, options: dict, workload: str) -> Algorithm:
 def check_workload(workload: str | None, where: str = "") -> None:
     """UsageError unless ``workload`` is None or one of :data:`WORKLOADS`."""
     if workload is not None and workload not in WORKLOADS:
-        raise UsageError(f"{where}unknown workload '{str(workload)[:40]}' (choose one of {', '.join(WORKLOADS)})")
+        raise UsageError(f"{where}unknown workload {quoted(workload)} (choose one of {', '.join(WORKLOADS)})")
 
 
 def _table_requests(default: list[str], columns: tuple[str, ...] | None,
@@ -491,16 +523,16 @@ def _plan_marginal_set(marginals: list[tuple[str, ...]], schema: Schema, amount_
 
 def _table_shape(schema: Schema, request: TableRequest, max_cells: int) -> TableShape:
     if len(request.columns) > MAX_DIMENSIONS:
-        raise UsageError(f"table '{request.name}': at most {MAX_DIMENSIONS} columns per table in this version")
+        raise UsageError(f"table {quoted(request.name)}: at most {MAX_DIMENSIONS} columns per table in this version")
     shape = TableShape(request.name, tuple(schema[c] for c in request.columns))
     labels = [label for column in shape.columns for label in column.label_names] + list(VALUE_COLUMNS)
     for label in labels:
         if labels.count(label) > 1:
-            raise UsageError(f"table '{request.name}': its output would have two columns named '{label}'; "
+            raise UsageError(f"table {quoted(request.name)}: its output would have two columns named {quoted(label)}; "
                              "rename a column in the data and the schema")
     if shape.n_cells > max_cells:
-        raise UsageError(f"table '{request.name}': {shape.n_cells:,} cells is more than the limit of {max_cells:,} "
-                         "(--max-cells); use coarser bins or fewer columns")
+        raise UsageError(f"table {quoted(request.name)}: {shape.n_cells:,} cells is more than the limit of "
+                         f"{max_cells:,} (--max-cells); use coarser bins or fewer columns")
     return shape
 
 
@@ -512,17 +544,19 @@ def _check_budgets(requests: list[TableRequest], budgets: list[Fraction], discov
         for request, budget in zip(requests, budgets):
             if budget / factor ** 2 < MIN_RHO:
                 per_row = "" if factor == 1 else f" ({format_fraction(budget / factor ** 2)} per row of {factor})"
-                raise UsageError(f"table '{request.name}' would get rho {format_fraction(budget)}{per_row}, below the "
+                raise UsageError(f"table {quoted(request.name)} would get rho {format_fraction(budget)}{per_row}, "
+                                 "below the "
                                  f"minimum {format_fraction(MIN_RHO)}: raise the budget or the table's share, or "
                                  "release fewer tables")
         return
     for request, budget in zip(requests, budgets):
         if budget < MIN_EPSILON:
-            raise UsageError(f"table '{request.name}' would get epsilon {format_fraction(budget)}, below the minimum "
+            raise UsageError(f"table {quoted(request.name)} would get epsilon {format_fraction(budget)}, below the "
+                             "minimum "
                              f"{format_fraction(MIN_EPSILON)}: raise epsilon or its share, or release fewer tables")
         if budget / factor < MIN_EPSILON:
-            raise UsageError(f"table '{request.name}': epsilon {format_fraction(budget)} spread over {factor} rows "
-                             f"per protected group is below the minimum {format_fraction(MIN_EPSILON)} per row")
+            raise UsageError(f"table {quoted(request.name)}: epsilon {format_fraction(budget)} spread over {factor} "
+                             f"rows per protected group is below the minimum {format_fraction(MIN_EPSILON)} per row")
     if discovery is not None and discovery.column_epsilon / factor < MIN_EPSILON:
         raise UsageError(f"discovering {len(discovery.kinds)} columns would leave each epsilon "
                          f"{format_fraction(discovery.column_epsilon / factor)} per row, below the minimum "

@@ -15,6 +15,7 @@ import numpy as np
 from .errors import UsageError
 from .io.output_file import atomic_output
 from .synth import choose_table, load_report, read_table
+from .text import quoted
 
 __all__ = ["plot_release", "picture_suffixes", "MAX_PANELS"]
 
@@ -50,12 +51,12 @@ def plot_release(directory: str | Path, out: str | Path, table: str | None = Non
     out = Path(out)
     suffixes = picture_suffixes()
     if out.suffix.lower() not in suffixes:
-        raise UsageError(f"--out {out}: unknown picture type '{out.suffix or '(none)'}' (use "
+        raise UsageError(f"--out {quoted(out, '')}: unknown picture type {quoted(out.suffix or '(none)')} (use "
                          f"{', '.join(sorted(suffixes))})")
     report = load_report(directory)
     meta = choose_table(report, table)
     if len(meta["shape"]) > 3:
-        raise UsageError(f"table '{meta['name']}' has {len(meta['shape'])} columns; plots show at most 3")
+        raise UsageError(f"table {quoted(meta['name'])} has {len(meta['shape'])} columns; plots show at most 3")
     released = read_table(directory, meta)
     plt = _pyplot()
     with np.errstate(over="ignore", invalid="ignore"):  # huge released counts are drawn, not warned about

@@ -27,6 +27,7 @@ from .ledger import ROW_UNIT
 from .planning import column_kinds, parse_discovery_delta, unit_bound
 from .privacy import MIN_EPSILON, BitSource, PrivacyBudget, bit_source, format_fraction, parse_epsilon
 from .schema import Column, declaration
+from .text import first_of, quoted
 
 __all__ = ["PrivateSchemaPlan", "PrivateSchema", "plan_private_schema", "run_private_schema"]
 
@@ -77,7 +78,7 @@ def plan_private_schema(source: Any, epsilon: Any, delta: Any = 0, columns: list
     if len(set(names)) != len(names):
         raise UsageError("a column is named twice in --columns")
     if unit is not None and unit.column not in src.column_names():
-        raise DataError(f"{src.name}: privacy-unit column '{unit.column}' not found in the input")
+        raise DataError(f"{quoted(src.name, '')}: privacy-unit column {quoted(unit.column)} not found in the input")
     plan = DiscoveryPlan(column_kinds(src, names), total, parse_discovery_delta(delta), bins or DEFAULT_BINS,
                          max_categories or DEFAULT_MAX_CATEGORIES, binning)
     if plan.delta > 0 and plan.column_delta == 0:
@@ -103,8 +104,8 @@ def run_private_schema(plan: PrivateSchemaPlan) -> PrivateSchema:
                            factor=plan.rows_per_protected_group)
     found, reports = discover(plan.discovery, plan.source.batches(readers), budget, plan.unit)
     if not found:
-        raise DataError(f"{plan.source.name}: no column's domain could be found privately: "
-                        + "; ".join(f"column '{r['column']}': {r['failed']}" for r in reports))
+        raise DataError(f"{quoted(plan.source.name, '')}: no column's domain could be found privately: "
+                        + first_of(f"column {quoted(r['column'])}: {r['failed']}" for r in reports if "failed" in r))
     # The budget's record: ε as measured (all of it: every column spends its share), δ as charged to the ledger
     # (a CSV column whose type came out numeric leaves its share of δ unused; the charge is not refunded).
     report = {"input": plan.source.public_name, "epsilon": format_fraction(budget.spent),

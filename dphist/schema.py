@@ -31,6 +31,7 @@ import numpy as np
 
 from .errors import UsageError
 from .yamlfile import load_document
+from .text import quoted, quoted_list
 
 __all__ = [
     "NumericColumn",
@@ -211,8 +212,8 @@ class Schema:
         try:
             return self.columns[name]
         except KeyError:
-            declared = ", ".join(self.columns)
-            raise UsageError(f"column '{name}' is not declared in the schema (declared: {declared})") from None
+            raise UsageError(f"column {quoted(name)} is not declared in the schema (declared: "
+                             f"{quoted_list(self.columns)})") from None
 
     def shape(self, names: list[str]) -> tuple[int, ...]:
         return tuple(self[n].n_cells for n in names)
@@ -235,7 +236,7 @@ def declaration(column: Column) -> dict:
         return {"type": "numeric", **bounds, "out_of_domain": column.out_of_domain, "nulls": column.nulls}
     if isinstance(column, CategoricalColumn):
         if column.hierarchy:
-            raise ValueError(f"column '{column.name}': a hierarchy cannot be written back")
+            raise ValueError(f"column {quoted(column.name)}: a hierarchy cannot be written back")
         return {"type": "categorical", "values": list(column.values), "nulls": column.nulls}
     return {"type": "date", "lower": column.lower.isoformat(), "upper": column.upper.isoformat(),
             "unit": column.unit, "width": column.width, "out_of_domain": column.out_of_domain,
@@ -252,13 +253,14 @@ def parse_schema(document: Any, source: str = "schema") -> Schema:
     if isinstance(document, Schema):
         return document
     if not isinstance(document, dict):
-        raise UsageError(f"{source}: a schema must be a mapping with a 'columns' entry")
+        raise UsageError(f"{quoted(source, '')}: a schema must be a mapping with a 'columns' entry")
     unknown = set(document) - {"columns"}
     if unknown:
-        raise UsageError(f"{source}: unknown top-level field '{sorted(map(str, unknown))[0]}' (expected 'columns')")
+        raise UsageError(f"{quoted(source, '')}: unknown top-level field {quoted(sorted(map(str, unknown))[0])} "
+                         "(expected 'columns')")
     columns = document.get("columns")
     if not isinstance(columns, dict) or not columns:
-        raise UsageError(f"{source}: 'columns' must be a non-empty mapping of column name to declaration")
+        raise UsageError(f"{quoted(source, '')}: 'columns' must be a non-empty mapping of column name to declaration")
     parsed: dict[str, Column] = {}
     for name, decl in columns.items():
         name = str(name)
@@ -273,7 +275,8 @@ class _Fields:
         self.name, self.decl, self.source = name, decl, source
 
     def error(self, field_name: str, message: str) -> UsageError:
-        return UsageError(f"{self.source}: column '{self.name}': field '{field_name}' {message}")
+        return UsageError(f"{quoted(self.source, '')}: column {quoted(self.name)}: field {quoted(field_name)} "
+                          f"{message}")
 
     def get(self, key: str, default: Any = None) -> Any:
         return self.decl.get(key, default)
@@ -315,7 +318,8 @@ _FIELDS = {
 
 def _parse_column(name: str, decl: Any, source: str) -> Column:
     if not isinstance(decl, dict):
-        raise UsageError(f"{source}: column '{name}': declaration must be a mapping with a 'type' field")
+        raise UsageError(f"{quoted(source, '')}: column {quoted(name)}: declaration must be a mapping with a 'type' "
+                         "field")
     kind = decl.get("type")
     kind = kind if isinstance(kind, str) else None  # (a list or mapping there is not a type, nor hashable)
     fields = _Fields(name, decl, source)
@@ -410,7 +414,7 @@ def _parse_categorical(f: _Fields) -> CategoricalColumn:
     seen = set()
     for v in values:
         if v in seen:
-            raise f.error("values", f"lists the label '{v}' twice")
+            raise f.error("values", f"lists the label {quoted(v)} twice")
         seen.add(v)
     hierarchy, names = _parse_hierarchy(f, values, nulls == "category") if f.has("hierarchy") else ((), ())
     return CategoricalColumn(f.name, nulls, tuple(values), hierarchy, names)
@@ -431,28 +435,28 @@ def _parse_hierarchy(f: _Fields, values: list[str], null_cell: bool):
     def walk(node, path):
         if isinstance(node, dict):
             if not node:
-                raise f.error("hierarchy", f"group '{'/'.join(path)}' is empty")
+                raise f.error("hierarchy", f"group {quoted('/'.join(path))} is empty")
             for key, child in node.items():
                 walk(child, path + [normalise_label(key)])
         elif isinstance(node, list):
             if not node:
-                raise f.error("hierarchy", f"group '{'/'.join(path)}' is empty")
+                raise f.error("hierarchy", f"group {quoted('/'.join(path))} is empty")
             for label in node:
                 if isinstance(label, (dict, list)) or label is None:
-                    raise f.error("hierarchy", f"group '{'/'.join(path)}' must list labels")
+                    raise f.error("hierarchy", f"group {quoted('/'.join(path))} must list labels")
                 label = normalise_label(label)
                 if label not in declared:
-                    raise f.error("hierarchy", f"names '{label}', which is not in 'values'")
+                    raise f.error("hierarchy", f"names {quoted(label)}, which is not in 'values'")
                 if label in paths:
-                    raise f.error("hierarchy", f"places '{label}' in two groups")
+                    raise f.error("hierarchy", f"places {quoted(label)} in two groups")
                 paths[label] = path
         else:
-            raise f.error("hierarchy", f"group '{'/'.join(path)}' must be a list of labels or a mapping")
+            raise f.error("hierarchy", f"group {quoted('/'.join(path))} must be a list of labels or a mapping")
 
     walk(raw, [])
     missing = [v for v in values if v not in paths]
     if missing:
-        raise f.error("hierarchy", f"does not place '{missing[0]}' in any group")
+        raise f.error("hierarchy", f"does not place {quoted(missing[0])} in any group")
     depth = max(len(p) for p in paths.values())
     levels, names = [], []
     for level in range(depth):

@@ -46,6 +46,7 @@ import pyarrow.parquet as pq
 from .errors import DataError, UsageError
 from .ipf import fit_max_entropy
 from .marginals import derive_marginal
+from .text import quoted, quoted_list
 
 __all__ = ["Axis", "ReleasedTable", "Synthesis", "CHUNK_ROWS", "load_report", "read_table", "choose_table",
            "plan_synthesis", "synthesize"]
@@ -117,26 +118,26 @@ def load_report(directory: str | Path) -> dict:
     directory = Path(directory)
     path = directory / "report.json"
     if not os.path.isfile(path):  # (False for a name stat cannot look up, too long say, rather than raising)
-        raise UsageError(f"{directory}: not a dphist release (no report.json)")
+        raise UsageError(f"{quoted(directory, '')}: not a dphist release (no report.json)")
     try:
         report = json.loads(path.read_bytes())
     except OSError as exc:
-        raise DataError(f"{path}: cannot be read ({exc.strerror or type(exc).__name__})") from None
+        raise DataError(f"{quoted(path, '')}: cannot be read ({exc.strerror or type(exc).__name__})") from None
     except (ValueError, RecursionError):  # not JSON, not UTF-8, or nested beyond the parser's depth
-        raise DataError(f"{path}: not valid JSON, so not a dphist release report") from None
+        raise DataError(f"{quoted(path, '')}: not valid JSON, so not a dphist release report") from None
     if not isinstance(report, dict) or not isinstance(report.get("tables"), list) or not report["tables"]:
-        raise DataError(f"{path}: not a dphist release report (no list of 'tables')")
+        raise DataError(f"{quoted(path, '')}: not a dphist release report (no list of 'tables')")
     seen = set()
     for i, meta in enumerate(report["tables"], 1):
         _check_meta(path, i, meta)
         if meta["name"] in seen:
-            raise DataError(f"{path}: table '{meta['name']}' is listed twice")
+            raise DataError(f"{quoted(path, '')}: table {quoted(meta['name'])} is listed twice")
         seen.add(meta["name"])
     return report
 
 
 def _check_meta(path: Path, i: int, meta) -> None:
-    where = f"{path}: table {i} of 'tables'"
+    where = f"{quoted(path, '')}: table {i} of 'tables'"
     if not isinstance(meta, dict):
         raise DataError(f"{where} is not an object")
     name = meta.get("name")
@@ -144,7 +145,7 @@ def _check_meta(path: Path, i: int, meta) -> None:
     if (not isinstance(name, str) or not name or name.startswith(".") or any(c in name for c in "/\\")
             or not name.isprintable()):
         raise DataError(f"{where}: 'name' must be a plain file name")
-    where = f"{path}: table '{name}'"
+    where = f"{quoted(path, '')}: table {quoted(name)}"
     columns, shape, domain = meta.get("columns"), meta.get("shape"), meta.get("domain")
     if (not isinstance(columns, list) or not columns
             or not all(isinstance(c, str) and c and c.isprintable() for c in columns)
@@ -158,7 +159,7 @@ def _check_meta(path: Path, i: int, meta) -> None:
     for column in columns:
         entry = domain.get(column)
         if not isinstance(entry, dict) or entry.get("type") not in _KINDS:
-            raise DataError(f"{where}: 'domain' gives column '{column}' no type ({', '.join(_KINDS)})")
+            raise DataError(f"{where}: 'domain' gives column {quoted(column)} no type ({', '.join(_KINDS)})")
 
 
 def choose_table(report: dict, table: str | None, joint_hint: bool = False) -> dict:
@@ -168,10 +169,10 @@ def choose_table(report: dict, table: str | None, joint_hint: bool = False) -> d
         if len(names) != 1:
             also = ", or draw over all of them together with --joint" if joint_hint else ""
             raise UsageError(f"the release has {len(names)} tables: choose one with --table "
-                             f"({', '.join(names)}){also}")
+                             f"({quoted_list(names)}){also}")
         table = names[0]
     if table not in names:
-        raise UsageError(f"the release has no table '{table}' (it has: {', '.join(names)})")
+        raise UsageError(f"the release has no table {quoted(table)} (it has: {quoted_list(names)})")
     return report["tables"][names.index(table)]
 
 
@@ -185,15 +186,16 @@ def read_table(directory: str | Path, meta: dict) -> ReleasedTable:
     name = meta["name"]
     path = next((directory / f"{name}{s}" for s in _SUFFIXES if os.path.exists(directory / f"{name}{s}")), None)
     if path is None:
-        raise DataError(f"{directory}: table '{name}' is listed in report.json but its file is missing")
+        raise DataError(f"{quoted(directory, '')}: table {quoted(name)} is listed in report.json but its file is "
+                        "missing")
     if not os.path.isfile(path):
-        raise DataError(f"{path}: not a regular file")
+        raise DataError(f"{quoted(path, '')}: not a regular file")
     kinds = {c: meta["domain"][c]["type"] for c in meta["columns"]}
     needed = [key for c in meta["columns"] for key in _label_columns(c, kinds[c])] + ["count"]
     frame = _read_frame(path, needed)
     n = math.prod(meta["shape"])
     if len(frame) != n:
-        raise DataError(f"{path}: {len(frame)} rows, but report.json gives the table shape {meta['shape']} "
+        raise DataError(f"{quoted(path, '')}: {len(frame)} rows, but report.json gives the table shape {meta['shape']} "
                         f"({n} cells, one row each)")
     for key in frame.columns:
         _check_flat(path, key, frame[key])
@@ -213,7 +215,8 @@ def _closed_ends(path: Path, frame: pd.DataFrame, column: str, position: np.ndar
     """``frame`` with the empty outer labels of the end bins filled in from the domain's bounds."""
     bins = domain.get("bins")
     if not isinstance(bins, int) or bins < 2:
-        raise DataError(f"{path}: report.json: the domain of '{column}' has open ends but not two bins or more")
+        raise DataError(f"{quoted(path, '')}: report.json: the domain of {quoted(column)} has open ends but not two "
+                        "bins or more")
     frame = frame.copy()
     for key, bin_index, bound in ((f"{column}_lower", 0, domain.get("lower")),
                                   (f"{column}_upper", bins - 1, domain.get("upper"))):
@@ -235,8 +238,8 @@ def _read_frame(path: Path, needed: list[str]) -> pd.DataFrame:
             for field in schema:
                 kind = field.type.value_type if pa.types.is_dictionary(field.type) else field.type
                 if field.name in wanted and pa.types.is_nested(kind):
-                    raise DataError(f"{path}: column '{field.name}' is nested ({kind}), but a released table "
-                                    "has one value per cell")
+                    raise DataError(f"{quoted(path, '')}: column {quoted(field.name)} is nested ({kind}), but a "
+                                    "released table has one value per cell")
             table = pq.read_table(path, columns=[c for c in wanted if c in schema.names])
             return table.to_pandas()
         if fmt == "csv":
@@ -246,7 +249,7 @@ def _read_frame(path: Path, needed: list[str]) -> pd.DataFrame:
     except DataError:
         raise
     except (OSError, ValueError, TypeError, OverflowError, RecursionError, pa.ArrowException):
-        raise DataError(f"{path}: cannot be read as a {fmt.upper() if fmt != 'parquet' else 'Parquet'} "
+        raise DataError(f"{quoted(path, '')}: cannot be read as a {fmt.upper() if fmt != 'parquet' else 'Parquet'} "
                         "table (damaged, or not the format its name says)") from None
     _require(path, needed, list(frame.columns))
     return frame[[c for c in wanted if c in frame.columns]]
@@ -255,7 +258,7 @@ def _read_frame(path: Path, needed: list[str]) -> pd.DataFrame:
 def _require(path: Path, needed: list[str], have: list) -> None:
     missing = [c for c in needed if c not in have]
     if missing:
-        raise DataError(f"{path}: no column '{missing[0]}'" + (f" (nor {len(missing) - 1} more)"
+        raise DataError(f"{quoted(path, '')}: no column {quoted(missing[0])}" + (f" (nor {len(missing) - 1} more)"
                                                                 if len(missing) > 1 else ""))
 
 
@@ -265,7 +268,8 @@ def _check_flat(path: Path, key: str, values: pd.Series) -> None:
         return
     nested = np.flatnonzero([isinstance(v, (list, dict, tuple, set, np.ndarray)) for v in values])
     if nested.size:
-        raise DataError(f"{path}: column '{key}' holds a list or object instead of a value (row {nested[0] + 1})")
+        raise DataError(f"{quoted(path, '')}: column {quoted(key)} holds a list or object instead of a value (row "
+                        f"{nested[0] + 1})")
 
 
 def _axis(path: Path, frame: pd.DataFrame, column: str, kind: str, size: int, stride: int,
@@ -297,24 +301,27 @@ def _axis(path: Path, frame: pd.DataFrame, column: str, kind: str, size: int, st
         (lower, null), (upper, null_upper) = bounds
         if (null != null_upper).any():
             row = first[np.flatnonzero(null != null_upper)[0]] + 1
-            raise DataError(f"{path}: row {row}: one of '{column}_lower' and '{column}_upper' is empty, not both")
+            raise DataError(f"{quoted(path, '')}: row {row}: one of {quoted(column + '_lower')} and "
+                            f"{quoted(column + '_upper')} is empty, not both")
         with np.errstate(over="ignore"):
             wide = ~null & ~np.isfinite(upper - lower)
         if wide.any():  # a draw inside it would overflow
-            raise DataError(f"{path}: row {first[np.flatnonzero(wide)[0]] + 1}: the bin of '{column}' is wider than "
-                            "a float holds")
+            raise DataError(f"{quoted(path, '')}: row {first[np.flatnonzero(wide)[0]] + 1}: the bin of "
+                            f"{quoted(column)} is wider than a float holds")
         if (~null & (lower >= upper)).any():
             row = first[np.flatnonzero(~null & (lower >= upper))[0]] + 1
-            raise DataError(f"{path}: row {row}: the bin of '{column}' is empty ({column}_lower is not below "
-                            f"{column}_upper)")
+            raise DataError(f"{quoted(path, '')}: row {row}: the bin of {quoted(column)} is empty "
+                            f"({quoted(column + '_lower', '')} is not "
+                            f"below {quoted(column + '_upper', '')})")
         text = labels[keys[0]]
     for key in keys:
         values = frame[key].to_numpy(object)
         differs = ~_equal(labels[key][position], values)
         if differs.any():
-            raise DataError(f"{path}: row {np.flatnonzero(differs)[0] + 1}: column '{key}' differs from the other "
+            raise DataError(f"{quoted(path, '')}: row {np.flatnonzero(differs)[0] + 1}: column {quoted(key)} differs "
+                            "from the other "
                             f"rows of its bin, so the rows are not in the order report.json describes (C order "
-                            f"over {', '.join(columns)})")
+                            f"over {quoted_list(columns)})")
     return Axis(column, kind, text, lower, upper, null)
 
 
@@ -327,7 +334,7 @@ def _number(path: Path, key: str, value, row: int) -> float:
         else:
             if math.isfinite(number):
                 return number
-    raise DataError(f"{path}: row {row}: column '{key}' holds a value that is not a finite number")
+    raise DataError(f"{quoted(path, '')}: row {row}: column {quoted(key)} holds a value that is not a finite number")
 
 
 def _day(path: Path, key: str, value, row: int) -> float:
@@ -343,7 +350,8 @@ def _day(path: Path, key: str, value, row: int) -> float:
         except ValueError:
             pass
     if day is None:
-        raise DataError(f"{path}: row {row}: column '{key}' holds a value that is not a date (YYYY-MM-DD)")
+        raise DataError(f"{quoted(path, '')}: row {row}: column {quoted(key)} holds a value that is not a date "
+                        "(YYYY-MM-DD)")
     return float(day.toordinal() - _EPOCH.toordinal())
 
 
@@ -351,18 +359,19 @@ def _numbers(path: Path, key: str, values: pd.Series, empty_ok: bool = False) ->
     """A column of numbers as float64: DataError at the first text, true/false, empty (unless ``empty_ok``) or
     infinite cell."""
     if pd.api.types.is_bool_dtype(values.dtype):
-        raise DataError(f"{path}: column '{key}' holds true/false values, not numbers")
+        raise DataError(f"{quoted(path, '')}: column {quoted(key)} holds true/false values, not numbers")
     numbers = pd.to_numeric(values, errors="coerce")
     empty = np.asarray(values.isna(), dtype=bool)
     text = ~empty & np.asarray(pd.isna(numbers), dtype=bool)
     if text.any():
-        raise DataError(f"{path}: row {np.flatnonzero(text)[0] + 1}: column '{key}' holds text, not a number")
+        raise DataError(f"{quoted(path, '')}: row {np.flatnonzero(text)[0] + 1}: column {quoted(key)} holds text, not "
+                        "a number")
     out = np.asarray(numbers, dtype=np.float64)
     if empty.any() and not empty_ok:
-        raise DataError(f"{path}: row {np.flatnonzero(empty)[0] + 1}: column '{key}' is empty")
+        raise DataError(f"{quoted(path, '')}: row {np.flatnonzero(empty)[0] + 1}: column {quoted(key)} is empty")
     infinite = np.isinf(out)
     if infinite.any():
-        raise DataError(f"{path}: row {np.flatnonzero(infinite)[0] + 1}: column '{key}' is infinite")
+        raise DataError(f"{quoted(path, '')}: row {np.flatnonzero(infinite)[0] + 1}: column {quoted(key)} is infinite")
     return out
 
 
@@ -375,8 +384,8 @@ def _counts(path: Path, values: pd.Series, raw: bool) -> np.ndarray:
     for bad, what in ((counts < 0, "a negative count"), (counts != np.floor(counts), "a count that is not a whole "
                                                                                    "number")):
         if bad.any():
-            raise DataError(f"{path}: row {np.flatnonzero(bad)[0] + 1}: column 'count' holds {what}, which only "
-                            "a --raw release has")
+            raise DataError(f"{quoted(path, '')}: row {np.flatnonzero(bad)[0] + 1}: column 'count' holds {what}, which "
+                            "only a --raw release has")
     return counts
 
 
@@ -472,7 +481,7 @@ def plan_synthesis(directory: str | Path, rows: int, table: str | None = None, j
     else:
         released = read_table(directory, choose_table(report, table, joint_hint=True))
         axes, weights = released.axes, released.weights
-        what = f"{released.path}: column 'count'"
+        what = f"{quoted(released.path, '')}: column 'count'"
         with np.errstate(over="ignore"):
             total = float(weights.sum())
         if not math.isfinite(total):
@@ -508,12 +517,12 @@ def _joint(directory: str | Path, report: dict) -> tuple[list[Axis], np.ndarray]
         for axis in t.axes:
             first = axes.setdefault(axis.column, (t.name, axis))
             if not first[1].same_bins(axis):
-                raise DataError(f"column '{axis.column}' has different bins in tables '{first[0]}' and "
-                                f"'{t.name}', so they cannot be fitted together")
+                raise DataError(f"column {quoted(axis.column)} has different bins in tables {quoted(first[0])} and "
+                                f"{quoted(t.name)}, so they cannot be fitted together")
         with np.errstate(over="ignore"):
             total = float(t.weights.sum())
         if not math.isfinite(total):
-            raise DataError(f"{t.path}: column 'count': the counts add up to more than a float holds")
+            raise DataError(f"{quoted(t.path, '')}: column 'count': the counts add up to more than a float holds")
     for a, b in itertools.combinations(tables, 2):
         shared = tuple(c for c in a.columns if c in b.columns)
         # Exact comparison: released counts are integers, exact in float64.
@@ -524,8 +533,8 @@ def _joint(directory: str | Path, report: dict) -> tuple[list[Axis], np.ndarray]
             why = f"their counts over {', '.join(shared)} differ"
         else:
             continue
-        raise DataError(f"tables '{a.name}' and '{b.name}' do not agree ({why}), so IPF has no exact fit: release "
-                        "them together, e.g. with `dphist release --marginals`")
+        raise DataError(f"tables {quoted(a.name)} and {quoted(b.name)} do not agree ({why}), so IPF has no exact fit: "
+                        "release them together, e.g. with `dphist release --marginals`")
     if tables[0].weights.sum() <= 0:
         raise DataError("the released tables: every released count is 0, so there is nothing to sample from")
     sizes = {column: axis.size for column, (_, axis) in axes.items()}

@@ -25,6 +25,7 @@ from typing import Any
 import yaml
 
 from .errors import UsageError
+from .text import quoted
 
 __all__ = ["load_document", "MAX_NODES", "MAX_DEPTH"]
 
@@ -157,17 +158,17 @@ def _check_regular(path: Path, what: str) -> None:
     except OSError:
         return  # missing or unreadable: reading it says which, below
     if stat.S_ISDIR(mode):
-        raise UsageError(f"{what} {path} is a directory, not a file")
+        raise UsageError(f"{what} {quoted(path, '')} is a directory, not a file")
     if not stat.S_ISREG(mode):
         kind = "a named pipe (FIFO)" if stat.S_ISFIFO(mode) else "a device" if stat.S_ISCHR(mode) or \
             stat.S_ISBLK(mode) else "a socket" if stat.S_ISSOCK(mode) else "not a regular file"
-        raise UsageError(f"{what} {path} is {kind}, not a regular file")
+        raise UsageError(f"{what} {quoted(path, '')} is {kind}, not a regular file")
     json_file = path.suffix.lower() == ".json"
     limit = MAX_JSON_BYTES if json_file else MAX_YAML_BYTES
     size = os.stat(path).st_size
     if size > limit:
         hint = "" if json_file else f"; write a longer category list as JSON (.json, up to {MAX_JSON_BYTES >> 20} MB)"
-        raise UsageError(f"{what} {path} is {size / (1 << 20):.0f} MB, more than the {limit >> 20} MB a "
+        raise UsageError(f"{what} {quoted(path, '')} is {size / (1 << 20):.0f} MB, more than the {limit >> 20} MB a "
                          f"{'JSON' if json_file else 'YAML'} {what} may have{hint}")
 
 
@@ -181,13 +182,13 @@ def load_document(path: str | Path, what: str) -> Any:
     try:
         text = path.read_text(encoding="utf-8-sig")
     except FileNotFoundError:
-        raise UsageError(f"{what} not found: {path}") from None
+        raise UsageError(f"{what} not found: {quoted(path, '')}") from None
     except IsADirectoryError:
-        raise UsageError(f"{what} {path} is a directory, not a file") from None
+        raise UsageError(f"{what} {quoted(path, '')} is a directory, not a file") from None
     except UnicodeDecodeError:
-        raise UsageError(f"{what} {path} is not UTF-8 text") from None
+        raise UsageError(f"{what} {quoted(path, '')} is not UTF-8 text") from None
     except OSError as exc:
-        raise UsageError(f"cannot read {what} {path}: {exc.strerror}") from None
+        raise UsageError(f"cannot read {what} {quoted(path, '')}: {exc.strerror}") from None
     if path.suffix.lower() == ".json":
         return _load_json(text, path)
     try:
@@ -196,11 +197,11 @@ def load_document(path: str | Path, what: str) -> Any:
         mark = exc.problem_mark or exc.context_mark
         where = f" at line {mark.line + 1}" if mark is not None else ""
         problem = exc.problem if isinstance(exc, (_Refused, yaml.constructor.ConstructorError)) else None
-        raise UsageError(f"{path}: not valid YAML{where}" + (f": {problem}" if problem else "")) from None
+        raise UsageError(f"{quoted(path, '')}: not valid YAML{where}" + (f": {quoted(problem, '')}" if problem else "")) from None
     except yaml.YAMLError:
-        raise UsageError(f"{path}: not valid YAML") from None
+        raise UsageError(f"{quoted(path, '')}: not valid YAML") from None
     except ValueError:  # a scalar constructor not wrapped by _marked
-        raise UsageError(f"{path}: not valid YAML: a value cannot be read") from None
+        raise UsageError(f"{quoted(path, '')}: not valid YAML: a value cannot be read") from None
 
 
 def _load_json(text: str, path: Path) -> Any:
@@ -210,20 +211,20 @@ def _load_json(text: str, path: Path) -> Any:
         mapping = {}
         for key, value in items:
             if key in mapping:
-                raise UsageError(f"{path}: not valid JSON: the key '{key[:40]}' appears twice")
+                raise UsageError(f"{quoted(path, '')}: not valid JSON: the key {quoted(key)} appears twice")
             mapping[key] = value
         return mapping
 
     try:
         document = json.loads(text, object_pairs_hook=pairs)
     except json.JSONDecodeError as exc:
-        raise UsageError(f"{path}: not valid JSON at line {exc.lineno}") from None
+        raise UsageError(f"{quoted(path, '')}: not valid JSON at line {exc.lineno}") from None
     except RecursionError:  # the parser nests by recursion: far deeper than MAX_DEPTH
-        raise UsageError(f"{path}: not valid JSON: lists and mappings nested more than {MAX_DEPTH} deep") from None
+        raise UsageError(f"{quoted(path, '')}: not valid JSON: lists and mappings nested more than {MAX_DEPTH} deep") from None
     except ValueError:  # int() of a number of thousands of digits
-        raise UsageError(f"{path}: not valid JSON: a number has more digits than can be read") from None
+        raise UsageError(f"{quoted(path, '')}: not valid JSON: a number has more digits than can be read") from None
     if _depth(document) > MAX_DEPTH:
-        raise UsageError(f"{path}: not valid JSON: lists and mappings nested more than {MAX_DEPTH} deep")
+        raise UsageError(f"{quoted(path, '')}: not valid JSON: lists and mappings nested more than {MAX_DEPTH} deep")
     return document
 
 

@@ -16,6 +16,7 @@ import numpy as np
 
 from ..errors import UsageError
 from ..privacy import PrivacyBudget
+from ..text import quoted
 
 __all__ = ["Algorithm", "Estimate"]
 
@@ -73,11 +74,11 @@ class Algorithm(ABC):
         for key, value in options.items():
             if key not in self.options:
                 known = ", ".join(sorted(self.options)) or "none"
-                raise UsageError(f"algorithm '{self.name}' has no option '{key}' (its options: {known})")
+                raise UsageError(f"algorithm {quoted(self.name)} has no option {quoted(key)} (its options: {known})")
             try:
                 self.params[key] = self.options[key][1](value)
             except (ValueError, TypeError, ArithmeticError) as exc:  # ArithmeticError: OverflowError of int(inf)
-                raise UsageError(f"algorithm '{self.name}': option '{key}': {exc}") from None
+                raise UsageError(f"algorithm {quoted(self.name)}: option {quoted(key)}: {exc}") from None
         for key, (default, _) in self.options.items():
             self.params.setdefault(key, default)
 

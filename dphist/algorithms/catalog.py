@@ -18,6 +18,7 @@ from .partitioning import DPCube, KDTree, NoiseFirst
 from .privelet import Privelet
 from .privtree import PrivTree
 from .structurefirst import StructureFirst
+from ..text import quoted
 
 __all__ = ["REGISTRY", "applicable_options", "get_algorithm", "register"]
 
@@ -27,7 +28,7 @@ REGISTRY: dict[str, type[Algorithm]] = {}
 def register(cls: type[Algorithm]) -> type[Algorithm]:
     """Add an algorithm class to the registry under ``cls.name``."""
     if cls.name in REGISTRY:
-        raise ValueError(f"algorithm '{cls.name}' registered twice")
+        raise ValueError(f"algorithm {quoted(cls.name)} registered twice")
     REGISTRY[cls.name] = cls
     return cls
 
@@ -45,7 +46,7 @@ def get_algorithm(name: str, **options) -> Algorithm:
     """An instance of the named algorithm with validated options; UsageError naming the problem otherwise."""
     key = str(name).strip().lower()
     if key not in REGISTRY:
-        raise UsageError(f"unknown algorithm '{name}' (available: {', '.join(sorted(REGISTRY))})")
+        raise UsageError(f"unknown algorithm {quoted(name)} (available: {', '.join(sorted(REGISTRY))})")
     return REGISTRY[key](**options)
 
 

@@ -25,6 +25,7 @@ from ..io.sources import Source
 from ..privacy import BitSource
 from ..progress import Progress
 from ..schema import Column
+from ..text import quoted
 
 __all__ = ["ENGINES", "check_engine", "count"]
 
@@ -34,7 +35,7 @@ _EXTRA = {"dask": ("dask", "distributed"), "spark": ("pyspark",)}
 def check_engine(engine: str, master: str | None, source: Source, unit: UnitBound | None, discovery: bool) -> None:
     """Fail (UsageError) before anything is read if ``engine`` cannot run this release."""
     if engine not in ENGINES:
-        raise UsageError(f"unknown engine '{engine}' (choose one of {', '.join(ENGINES)})")
+        raise UsageError(f"unknown engine {quoted(engine)} (choose one of {', '.join(ENGINES)})")
     if engine == "local":
         if master is not None:
             raise UsageError("--master applies to --engine spark or dask")

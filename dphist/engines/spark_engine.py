@@ -21,6 +21,7 @@ from ..counting import Axis, TableShape, inner_cells
 from ..errors import DataError
 from ..io.sources import Source
 from ..schema import CategoricalColumn, Column, DateColumn
+from ..text import quoted
 
 DEFAULT_MASTER = "local[*]"
 
@@ -54,7 +55,7 @@ def _read(spark, source: Source, columns: dict[str, Column]):
         frame = spark.read.parquet(*paths)
     missing = [n for n in columns if n not in frame.columns]
     if missing:
-        raise DataError(f"{source.name}: column '{missing[0]}' not found in the input")
+        raise DataError(f"{quoted(source.name, '')}: column {quoted(missing[0])} not found in the input")
     return frame
 
 
@@ -153,7 +154,7 @@ def count_spark(source: Source, columns: dict[str, Column], tables: list[TableSh
         result = grouped.toArrow()
     except (PySparkException, Py4JError) as exc:
         # Spark's messages can quote the data; say only what kind of failure it was.
-        raise DataError(f"{source.name}: Spark could not read or count the input ({type(exc).__name__}); "
+        raise DataError(f"{quoted(source.name, '')}: Spark could not read or count the input ({type(exc).__name__}); "
                         "check the path and that the declared types match the data") from None
     which = result.column("t").to_numpy()
     cell = result.column("cell").to_numpy()

@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..errors import DataError, UsageError
+from ..text import quoted
 
 __all__ = ["MARKER", "Destination", "Mismatch", "clipped", "read_marker", "release_mismatch", "sweep_orphans"]
 
@@ -214,7 +215,7 @@ class Destination:
         try:
             return self._check()
         except (OSError, ValueError) as exc:  # a name too long, a NUL byte, a loop of links
-            raise UsageError(f"output path {str(self.out)!r} cannot be used "
+            raise UsageError(f"output path {quoted(self.out)} cannot be used "
                              f"({getattr(exc, 'strerror', None) or exc})") from None
 
     def _check(self) -> "Destination":
@@ -223,29 +224,31 @@ class Destination:
         if out.is_symlink():
             target = out.resolve()
             if not target.exists():
-                raise UsageError(f"output path {given} is a symbolic link to {target}, which does not exist")
+                raise UsageError(f"output path {quoted(given, '')} is a symbolic link to {quoted(target, '')}, which "
+                                 "does not exist")
             out = target
         for path in self.protect:
             path = Path(os.path.abspath(path))
             if path == out or out in path.parents:
-                raise UsageError(f"output directory {given} contains {path}, which a release must never replace; "
-                                 "choose another --out")
+                raise UsageError(f"output directory {quoted(given, '')} contains {quoted(path, '')}, which a release "
+                                 "must never replace; choose another --out")
         if out.exists():
             if not out.is_dir():
-                raise UsageError(f"output path {given} exists and is not a directory")
+                raise UsageError(f"output path {quoted(given, '')} exists and is not a directory")
             if any(out.iterdir()):
                 if not self.overwrite:
-                    raise UsageError(f"output directory {given} is not empty (use --overwrite to replace it)")
+                    raise UsageError(f"output directory {quoted(given, '')} is not empty (use --overwrite to replace "
+                                     "it)")
                 if not holds_release(out):
-                    raise UsageError(f"output directory {given} does not hold a dphist release, so --overwrite "
-                                     "will not replace it; choose another --out or empty it yourself")
+                    raise UsageError(f"output directory {quoted(given, '')} does not hold a dphist release, so "
+                                     "--overwrite will not replace it; choose another --out or empty it yourself")
         parent = out.parent
         while not parent.exists() and parent != parent.parent:
             parent = parent.parent
         if not parent.is_dir():
-            raise UsageError(f"cannot write to {out.parent}: {parent} is not a directory")
+            raise UsageError(f"cannot write to {quoted(out.parent, '')}: {quoted(parent, '')} is not a directory")
         if not os.access(parent, os.W_OK | os.X_OK):
-            raise UsageError(f"cannot write to {parent}: permission denied")
+            raise UsageError(f"cannot write to {quoted(parent, '')}: permission denied")
         self.out = out
         return self
 
@@ -265,15 +268,15 @@ class Destination:
             staging = self.staging_path(run_id)
             staging.mkdir()
         except OSError as exc:
-            raise DataError(f"cannot write the release to {self.out}: {exc.strerror or exc}") from None
+            raise DataError(f"cannot write the release to {quoted(self.out, '')}: {exc.strerror or exc}") from None
         return staging
 
     def publish(self, staging: Path, run_id: str) -> None:
         """Move the complete staging folder onto ``out`` (replacing an earlier release there)."""
         out = self.out
         if out.exists() and any(out.iterdir()) and not (self.overwrite and holds_release(out)):
-            raise DataError(f"output directory {out} was filled by something else while the release was being "
-                            "made; the release was not published")
+            raise DataError(f"output directory {quoted(out, '')} was filled by something else while the release was "
+                            "being made; the release was not published")
         old = self._old_path(run_id)
         if out.exists():
             os.rename(out, old)

@@ -23,6 +23,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from ..errors import DataError, UsageError
+from ..text import quoted
 
 if TYPE_CHECKING:  # the frames come from callers that have pandas loaded; checking a path needs none of it
     import pandas as pd
@@ -59,7 +60,7 @@ def _check_path(path: Path, shown: str, overwrite: bool, suffixes: Collection[st
     if path.is_dir():
         raise UsageError(f"{option} {shown} is a folder: give a file name")
     if suffixes is not None and path.suffix.lower() not in suffixes:
-        raise UsageError(f"{option} {shown}: unknown file type '{_shown(path.suffix) or '(none)'}' (use "
+        raise UsageError(f"{option} {shown}: unknown file type {quoted(path.suffix or '(none)')} (use "
                          f"{', '.join(sorted(suffixes))})")
     if path.exists() or path.is_symlink():
         if path.exists() and not path.is_file():
@@ -195,9 +196,8 @@ def _temp_beside(path: Path) -> tuple[int, str]:
 
 
 def _shown(path) -> str:
-    """A path for a one-line message: control characters (a newline in a file name) escaped."""
-    text = os.fspath(path)
-    return text if text.isprintable() else text.encode("unicode_escape", "backslashreplace").decode("ascii")
+    """A path for a one-line message (:func:`~dphist.text.quoted`: escaped, bounded)."""
+    return quoted(os.fspath(path), "")
 
 
 def _mode(path: Path) -> int:

@@ -18,7 +18,7 @@ import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -26,15 +26,17 @@ import pyarrow.csv as pacsv
 import pyarrow.parquet as pq
 
 from ..counting import days_since_epoch
-from ..errors import DataError
+from ..errors import DataError, UsageError
 from ..progress import Progress
 from ..schema import Column
+from ..text import quoted, quoted_list
 
 if TYPE_CHECKING:  # pandas is imported by whoever passes a DataFrame; reading files needs none of it
     import pandas as pd
     import pyarrow.dataset as pads
 
-__all__ = ["Source", "open_source", "parquet_pieces", "remote_source"]
+__all__ = ["Source", "open_source", "parquet_pieces", "remote_source", "kinds_of", "type_name", "input_text",
+           "is_dataframe", "is_path"]
 
 _CSV_BLOCK = 1 << 20  # bytes per CSV block; Arrow's streaming reader keeps a few dozen in flight
 _PARQUET_BATCH = 1 << 17  # rows per Parquet batch
@@ -70,23 +72,24 @@ class Source:
             for path in self.files:
                 header = _csv_header(path)
                 if names is not None and header != names:
-                    raise DataError(f"{path}: header differs from the first file's header ({self.files[0]})")
+                    raise DataError(f"{quoted(path, '')}: header differs from the first file's header "
+                                    f"({quoted(self.files[0], '')})")
                 names = header
         elif self.format == "parquet":
             for path in self.files:  # every file's footer, before any row is read (not only the first file's)
                 try:
                     names_here = pq.read_schema(path).names
                 except (pa.ArrowInvalid, OSError) as exc:
-                    raise DataError(f"{path}: {_parquet_problem(exc)}") from None
+                    raise DataError(f"{quoted(path, '')}: {_parquet_problem(exc)}") from None
                 dup = _first_duplicate(names_here)
                 if dup is not None:
-                    raise DataError(f"{path}: column name '{dup}' appears more than once in the file")
+                    raise DataError(f"{quoted(path, '')}: column name {quoted(dup)} appears more than once in the file")
             names = self._dataset().schema.names
         else:
             names = [str(c) for c in self.frame.columns]
         dup = _first_duplicate(names)
         if dup is not None:
-            raise DataError(f"{self.name}: column name '{dup}' appears more than once in the header")
+            raise DataError(f"{quoted(self.name, '')}: column name {quoted(dup)} appears more than once in the header")
         return names
 
     def arrow_types(self) -> dict[str, pa.DataType]:
@@ -98,8 +101,8 @@ class Source:
                                         convert_options=pacsv.ConvertOptions(null_values=[""],
                                                                              strings_can_be_null=True))
             except (pa.ArrowInvalid, UnicodeDecodeError):
-                raise DataError(f"{self.files[0]}: cannot be read as UTF-8 CSV with consistent column types; "
-                                "declare the columns in a schema") from None
+                raise DataError(f"{quoted(self.files[0], '')}: cannot be read as UTF-8 CSV with consistent column "
+                                "types; declare the columns in a schema") from None
             schema = reader.schema
         elif self.format == "parquet":
             schema = self._dataset().schema
@@ -112,8 +115,8 @@ class Source:
         names = self.column_names()
         for name, col in columns.items():
             if name not in names:
-                shown = ", ".join(names[:20]) + (", ..." if len(names) > 20 else "")
-                raise DataError(f"{self.name}: column '{name}' not found in the input (it has: {shown})")
+                raise DataError(f"{quoted(self.name, '')}: column {quoted(name)} not found in the input (it has: "
+                                f"{quoted_list(names)})")
         if self.format == "csv":
             return  # CSV cells are text; their conversion is checked while reading
         types = self._arrow_schema()
@@ -131,7 +134,7 @@ class Source:
             try:
                 return sum(pq.read_metadata(p).num_rows for p in self.files), "rows"
             except (pa.ArrowInvalid, OSError) as exc:
-                raise DataError(f"{self.name}: {_parquet_problem(exc)}") from None
+                raise DataError(f"{quoted(self.name, '')}: {_parquet_problem(exc)}") from None
         return len(self.frame), "rows"
 
     def batches(self, columns: dict[str, Column], progress: Progress | None = None) -> Iterator[pa.RecordBatch]:
@@ -164,12 +167,12 @@ class Source:
                     dataset = pads.dataset(str(path), format=fmt)
                     missing = [n for n in names if n not in dataset.schema.names]
                     if missing:
-                        raise DataError(f"{path}: column '{missing[0]}' is missing from this file")
+                        raise DataError(f"{quoted(path, '')}: column {quoted(missing[0])} is missing from this file")
                     for batch in dataset.to_batches(columns=names, batch_size=_PARQUET_BATCH,
                                                     batch_readahead=4, fragment_readahead=1):
                         yield batch
                 except (pa.ArrowInvalid, OSError) as exc:
-                    raise DataError(f"{path}: {_parquet_problem(exc)}") from None
+                    raise DataError(f"{quoted(path, '')}: {_parquet_problem(exc)}") from None
         else:
             frame = self.frame[names]
             try:
@@ -194,7 +197,7 @@ class Source:
             for batch in reader.iter_batches(batch_size=_PARQUET_BATCH, row_groups=groups, columns=names):
                 yield batch.select(names)
         except (pa.ArrowInvalid, OSError) as exc:
-            raise DataError(f"{path}: {_parquet_problem(exc)}") from None
+            raise DataError(f"{quoted(path, '')}: {_parquet_problem(exc)}") from None
 
     def inferred_batches(self) -> Iterator[pa.RecordBatch]:
         """Every column with the types the file itself suggests (for drafting a schema, not for releases)."""
@@ -205,14 +208,14 @@ class Source:
                     for batch, _ in _csv_blocks(path, options):
                         yield batch
                 except (pa.ArrowInvalid, UnicodeDecodeError):
-                    raise DataError(f"{path}: cannot be read as UTF-8 CSV with consistent column types; "
+                    raise DataError(f"{quoted(path, '')}: cannot be read as UTF-8 CSV with consistent column types; "
                                     "write the schema by hand") from None
         elif self.format == "parquet":
             for path in self.files:
                 try:
                     yield from pq.ParquetFile(path, pre_buffer=False).iter_batches(batch_size=_PARQUET_BATCH)
                 except (pa.ArrowInvalid, OSError) as exc:
-                    raise DataError(f"{path}: {_parquet_problem(exc)}") from None
+                    raise DataError(f"{quoted(path, '')}: {_parquet_problem(exc)}") from None
         else:
             yield from pa.Table.from_pandas(self.frame, preserve_index=False).to_batches()
 
@@ -222,7 +225,7 @@ class Source:
         try:
             return pads.dataset([str(p) for p in self.files], format="parquet")
         except (pa.ArrowInvalid, OSError) as exc:
-            raise DataError(f"{self.name}: {_parquet_problem(exc)}") from None
+            raise DataError(f"{quoted(self.name, '')}: {_parquet_problem(exc)}") from None
 
     def _arrow_schema(self) -> pa.Schema:
         if self.format == "parquet":
@@ -237,32 +240,69 @@ def _is_dataframe(source) -> bool:
     return pandas is not None and isinstance(source, pandas.DataFrame)
 
 
+# What to do instead, for inputs a caller of the Python API may plausibly pass (checked by type name, so that
+# neither pandas nor numpy need be imported).
+_INPUT_HINTS = {
+    "Series": "a pandas Series is one column without a table: pass series.to_frame()",
+    "ndarray": "a numpy array has no column names: pass pandas.DataFrame(array, columns=[...])",
+    "list": "for several files pass their directory or a glob pattern such as 'data/*.csv'",
+    "tuple": "for several files pass their directory or a glob pattern such as 'data/*.csv'",
+    "bytes": "decode a bytes path with os.fsdecode()",
+}
+
+
+def is_path(value: Any) -> bool:
+    """Whether ``value`` is a path as dphist takes one: a str, or an os.PathLike that gives a str."""
+    return isinstance(value, (str, os.PathLike)) and isinstance(os.fspath(value), str)
+
+
+def input_text(source: Any) -> str:
+    """The path ``source`` names, as text (a str, or an os.PathLike giving one); UsageError naming its type for
+    anything else (a pandas DataFrame is a source too, but not a path: see :func:`is_dataframe`)."""
+    if is_path(source):
+        return os.fspath(source)
+    kind = type(os.fspath(source) if isinstance(source, os.PathLike) else source).__name__
+    hint = _INPUT_HINTS.get(kind)
+    raise UsageError(f"the input must be a path (str or os.PathLike) or a pandas DataFrame, not {quoted(kind, '')}"
+                     + (f"; {hint}" if hint else ""))
+
+
+def is_dataframe(source: Any) -> bool:
+    """Whether ``source`` is a pandas DataFrame (see :func:`_is_dataframe`)."""
+    return _is_dataframe(source)
+
+
 def open_source(source) -> Source:
     """Resolve a path (file, directory, or glob pattern) or a pandas DataFrame into a Source.
 
-    Raises DataError if nothing readable is there.  Reads no rows.
+    Raises UsageError for anything else (:func:`input_text`), DataError if nothing readable is there.  Reads no
+    rows.
     """
     if _is_dataframe(source):
+        other = next((c for c in source.columns if not isinstance(c, str)), None)
+        if other is not None:  # a file's columns are named by text, and so are a schema's and the tables'
+            raise UsageError(f"DataFrame: column names must be texts, not {quoted(type(other).__name__, '')} "
+                             f"({quoted(other)}): rename them, e.g. frame.rename(columns=str)")
         dup = _first_duplicate([str(c) for c in source.columns])
         if dup is not None:
-            raise DataError(f"DataFrame: column name '{dup}' appears more than once")
+            raise DataError(f"DataFrame: column name {quoted(dup)} appears more than once")
         return Source("DataFrame", [], "dataframe", source)
-    text = os.fspath(source)
+    text = input_text(source)
     path = Path(text)
     try:
         path.stat()
     except FileNotFoundError:
         pass
     except OSError as exc:  # a name too long, a loop of links, a component that is a file: no input there
-        raise DataError(f"input cannot be opened: {text}: {exc.strerror}") from None
+        raise DataError(f"input cannot be opened: {quoted(text, '')}: {exc.strerror}") from None
     except ValueError:  # a NUL character, which no file name can hold
-        raise DataError(f"input name holds a NUL character: {text!r}") from None
+        raise DataError(f"input name holds a NUL character: {quoted(text)}") from None
     # A path that exists is taken as written, even with glob characters in its name (data[1].csv); only a
     # path that does not exist is expanded as a pattern.
     if path.is_dir():
         files = sorted(p for p in path.rglob("*") if p.is_file() and _format_of(p) is not None)
         if not files:
-            raise DataError(f"{text}: directory holds no .csv or .parquet files")
+            raise DataError(f"{quoted(text, '')}: directory holds no .csv or .parquet files")
     elif path.exists():
         _check_regular(path)
         files = [path]
@@ -270,18 +310,18 @@ def open_source(source) -> Source:
         # is_file() (a stat, nothing opened) leaves out named pipes, devices and sockets.
         files = sorted(Path(p) for p in _glob.glob(text, recursive=True) if Path(p).is_file())
         if not files:
-            raise DataError(f"no files match {text}")
+            raise DataError(f"no files match {quoted(text, '')}")
     else:
-        raise DataError(f"input not found: {text}")
+        raise DataError(f"input not found: {quoted(text, '')}")
     formats = {_format_of(p) or "csv" for p in files}
     if len(formats) > 1:
-        raise DataError(f"{text}: mixes CSV and Parquet files; point at one kind")
+        raise DataError(f"{quoted(text, '')}: mixes CSV and Parquet files; point at one kind")
     fmt = formats.pop()
     if fmt == "parquet" or (len(files) == 1 and _looks_like_parquet(files[0])):
         fmt = "parquet"
     for p in files:
         if not os.access(p, os.R_OK):
-            raise DataError(f"{p}: permission denied")
+            raise DataError(f"{quoted(p, '')}: permission denied")
     return Source(text, files, fmt)
 
 
@@ -298,7 +338,7 @@ def parquet_pieces(source: Source, rows: int) -> list[tuple[str, list[int]]]:
         try:
             meta = pq.read_metadata(path)
         except (pa.ArrowInvalid, OSError) as exc:
-            raise DataError(f"{path}: {_parquet_problem(exc)}") from None
+            raise DataError(f"{quoted(path, '')}: {_parquet_problem(exc)}") from None
         groups, held = [], 0
         for i in range(meta.num_row_groups):
             groups.append(i)
@@ -321,11 +361,12 @@ def _check_regular(path: Path) -> None:
     try:
         mode = path.stat().st_mode
     except OSError:
-        raise DataError(f"input not found or not accessible: {path}") from None
+        raise DataError(f"input not found or not accessible: {quoted(path, '')}") from None
     if not stat.S_ISREG(mode):
         kind = ("a named pipe (FIFO)" if stat.S_ISFIFO(mode) else "a device" if stat.S_ISCHR(mode) or stat.S_ISBLK(mode)
                 else "a socket" if stat.S_ISSOCK(mode) else "not a regular file")
-        raise DataError(f"{path}: is {kind}; the input must be a regular file, a directory or a glob of files")
+        raise DataError(f"{quoted(path, '')}: is {kind}; the input must be a regular file, a directory or a glob of "
+                        "files")
 
 
 def _format_of(path: Path) -> str | None:
@@ -366,22 +407,50 @@ def _parquet_problem(exc: Exception) -> str:
     return "damaged or unreadable Parquet data"
 
 
-def _check_type(where: str, name: str, col: Column, typ: pa.DataType) -> None:
+_EVERY_KIND = frozenset({"numeric", "date", "categorical"})
+
+
+def kinds_of(typ: pa.DataType) -> frozenset[str]:
+    """The kinds a column of this stored type can be counted as (the one table every reader, the draft and
+    discovery go by): numbers (integers, floats of any width, decimals) as numeric or as their text labels; dates
+    and timestamps (with or without a time zone) as dates or labels; text as labels or ISO dates; booleans,
+    times of day and durations as labels; a column of nulls only as anything.  Empty for what no table can count:
+    nested values (lists, structs, maps, unions), bytes (binary: not text), intervals and the rest."""
     if pa.types.is_dictionary(typ):
         typ = typ.value_type
-    textual = pa.types.is_string(typ) or pa.types.is_large_string(typ)
-    if col.kind == "numeric":
-        ok = pa.types.is_integer(typ) or pa.types.is_floating(typ) or pa.types.is_decimal(typ) or pa.types.is_null(typ)
-        if not ok:
-            held = "text" if textual else str(typ)
-            raise DataError(f"{where}: column '{name}' is declared numeric but holds {held}")
-    elif col.kind == "date":
-        ok = pa.types.is_date(typ) or pa.types.is_timestamp(typ) or textual or pa.types.is_null(typ)
-        if not ok:
-            raise DataError(f"{where}: column '{name}' is declared date but holds {typ}")
-    else:
-        if pa.types.is_nested(typ) or pa.types.is_binary(typ):
-            raise DataError(f"{where}: column '{name}' is declared categorical but holds {typ}")
+    if pa.types.is_null(typ):
+        return _EVERY_KIND
+    if pa.types.is_string(typ) or pa.types.is_large_string(typ):
+        return frozenset({"categorical", "date"})
+    if pa.types.is_integer(typ) or pa.types.is_floating(typ) or pa.types.is_decimal(typ):
+        return frozenset({"numeric", "categorical"})
+    if pa.types.is_date(typ) or pa.types.is_timestamp(typ):
+        return frozenset({"date", "categorical"})
+    if pa.types.is_boolean(typ) or pa.types.is_time(typ) or pa.types.is_duration(typ) or _is_string_view(typ):
+        return frozenset({"categorical"})
+    return frozenset()
+
+
+def _is_string_view(typ: pa.DataType) -> bool:
+    return getattr(pa.types, "is_string_view", lambda t: False)(typ)
+
+
+def type_name(typ: pa.DataType) -> str:
+    """A stored type for a message: "text" for strings, else Arrow's name, quoted (a struct's name lists its
+    fields', which the file chose)."""
+    if pa.types.is_dictionary(typ):
+        typ = typ.value_type
+    if pa.types.is_string(typ) or pa.types.is_large_string(typ):
+        return "text"
+    return quoted(typ, "")
+
+
+def _check_type(where: str, name: str, col: Column, typ: pa.DataType) -> None:
+    kinds = kinds_of(typ)
+    if col.kind not in kinds:
+        held = type_name(typ)
+        why = f"{held}, which no table can count" if not kinds else held
+        raise DataError(f"{quoted(where, '')}: column {quoted(name)} is declared {col.kind} but holds {why}")
 
 
 # ---- CSV --------------------------------------------------------------------------------------------------------
@@ -393,19 +462,19 @@ def _csv_header(path: Path) -> list[str]:
         with open(path, "rb") as fh:
             raw = fh.readline(1 << 20)
     except IsADirectoryError:
-        raise DataError(f"{path}: is a directory, not a file") from None
+        raise DataError(f"{quoted(path, '')}: is a directory, not a file") from None
     if not raw:
-        raise DataError(f"{path}: the file is empty (no header row)")
+        raise DataError(f"{quoted(path, '')}: the file is empty (no header row)")
     try:
         line = raw.decode("utf-8-sig")
     except UnicodeDecodeError:
-        raise DataError(f"{path}: the header row is not valid UTF-8 text") from None
+        raise DataError(f"{quoted(path, '')}: the header row is not valid UTF-8 text") from None
     try:
         header = next(csv.reader([line], strict=True))
     except (csv.Error, StopIteration):
-        raise DataError(f"{path}: the header row is not valid CSV") from None
+        raise DataError(f"{quoted(path, '')}: the header row is not valid CSV") from None
     if not header or all(not h.strip() for h in header):
-        raise DataError(f"{path}: the header row is empty")
+        raise DataError(f"{quoted(path, '')}: the header row is empty")
     return header
 
 
@@ -457,8 +526,8 @@ def _csv_batches(path: Path, columns: dict[str, Column], progress: Progress | No
         raise DataError(_diagnose_csv(path, columns, exc)) from None
     unclosed = _unclosed_quote(path)
     if unclosed is not None:
-        raise DataError(f"{path}: line {unclosed}: a quoted field is never closed (unbalanced quotes); the rows "
-                        "after it would be read as part of that field")
+        raise DataError(f"{quoted(path, '')}: line {unclosed}: a quoted field is never closed (unbalanced quotes); the "
+                        "rows after it would be read as part of that field")
     if progress is not None:
         progress.add(size - told)  # compressed files, and the last block's rounding
 
@@ -554,40 +623,42 @@ def _diagnose_csv(path: Path, columns: dict[str, Column], exc: Exception) -> str
             for row in reader:
                 line = reader.line_num
                 if len(row) != len(header):
-                    return f"{path}: line {line}: expected {len(header)} fields, found {len(row)}"
+                    return f"{quoted(path, '')}: line {line}: expected {len(header)} fields, found {len(row)}"
                 for name, col in columns.items():
                     cell = row[index[name]]
                     if cell == "" or hasattr(col, "from_text"):  # (a column converting its own text never fails)
                         continue
                     if col.kind == "numeric" and not _is_number(cell):
-                        return f"{path}: line {line}, column '{name}': value is not a number (declared numeric)"
+                        return (f"{quoted(path, '')}: line {line}, column {quoted(name)}: value is not a number "
+                                "(declared numeric)")
                     if col.kind == "date" and not _is_date(cell):
-                        return f"{path}: line {line}, column '{name}': value is not a date YYYY-MM-DD (declared date)"
+                        return (f"{quoted(path, '')}: line {line}, column {quoted(name)}: value is not a date "
+                                "YYYY-MM-DD (declared date)")
     except UnicodeDecodeError:
-        return f"{path}: the file is not valid UTF-8 text (re-encode it as UTF-8)"
+        return f"{quoted(path, '')}: the file is not valid UTF-8 text (re-encode it as UTF-8)"
     except csv.Error as error:
         if "field larger than field limit" in str(error):
             return _too_long(path)
         if "end of data" in str(error) or "EOF" in str(error):
-            return f"{path}: line {reader.line_num}: a quoted field is never closed (unbalanced quotes)"
-        return f"{path}: line {reader.line_num}: malformed CSV (a quote inside an unquoted field, or text after a " \
-               "closing quote)"
+            return f"{quoted(path, '')}: line {reader.line_num}: a quoted field is never closed (unbalanced quotes)"
+        return (f"{quoted(path, '')}: line {reader.line_num}: malformed CSV (a quote inside an unquoted field, or "
+                "text after a closing quote)")
     finally:
         csv.field_size_limit(limit)
     if _straddles(exc):
         return _too_long(path)
     message = str(exc)
     if "UTF8" in message or "UTF-8" in message:
-        return f"{path}: the file is not valid UTF-8 text (re-encode it as UTF-8)"
+        return f"{quoted(path, '')}: the file is not valid UTF-8 text (re-encode it as UTF-8)"
     column = re.search(r"column #(\d+)", message)
     if column and int(column.group(1)) < len(header):
-        return f"{path}: column '{header[int(column.group(1))]}': a value cannot be read as declared"
-    return f"{path}: malformed CSV that the reader rejects (check quoting and line ends)"
+        return f"{quoted(path, '')}: column {quoted(header[int(column.group(1))])}: a value cannot be read as declared"
+    return f"{quoted(path, '')}: malformed CSV that the reader rejects (check quoting and line ends)"
 
 
 def _too_long(path: Path) -> str:
-    return (f"{path}: a row is longer than {_CSV_MAX_BLOCK / (1 << 20):g} MB, the longest row dphist reads; "
-            "shorten its long text fields or leave them out of the file")
+    return (f"{quoted(path, '')}: a row is longer than {_CSV_MAX_BLOCK / (1 << 20):g} MB, the longest row dphist "
+            "reads; shorten its long text fields or leave them out of the file")
 
 
 # Unambiguous (one way to match each digit), so a 6 MB run of digits is matched in linear time, not backtracked.

@@ -22,6 +22,7 @@ from ..choices import FORMATS
 from ..errors import DataError, UsageError
 from ..faults import checkpoint
 from .destination import Destination, remove_tree, write_marker
+from ..text import quoted
 
 __all__ = ["FORMATS", "check_destination", "stage_release", "write_release", "write_text_atomic"]
 
@@ -36,7 +37,7 @@ def stage_release(staging: Path, tables: dict[str, pd.DataFrame], report: dict, 
     """Write one ``<table>.<fmt>`` per table, ``report.json`` and any ``notices`` (file name -> text) into the
     existing folder ``staging``, each fsynced; returns the file names in order."""
     if fmt not in FORMATS:
-        raise UsageError(f"unknown format '{fmt}' (choose one of {', '.join(FORMATS)})")
+        raise UsageError(f"unknown format {quoted(fmt)} (choose one of {', '.join(FORMATS)})")
     names = []
     try:
         for name in tables:
@@ -69,7 +70,7 @@ def write_release(out: str | os.PathLike, tables: dict[str, pd.DataFrame], repor
         checkpoint("staged")
         destination.publish(staging, run_id)
     except OSError as exc:
-        raise DataError(f"cannot write the release to {destination.out}: {exc.strerror or exc}") from None
+        raise DataError(f"cannot write the release to {quoted(destination.out, '')}: {exc.strerror or exc}") from None
     finally:
         remove_tree(staging if staging.exists() else None)
     return [destination.out / n for n in names]

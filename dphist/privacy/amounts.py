@@ -13,6 +13,7 @@ from fractions import Fraction
 from typing import Any
 
 from ..errors import UsageError
+from ..text import quoted
 
 __all__ = ["MAX_EPSILON", "MIN_EPSILON", "MAX_RHO", "MIN_RHO", "exact_fraction", "parse_epsilon", "parse_rho",
            "parse_delta", "parse_share", "format_fraction"]
@@ -46,19 +47,19 @@ def exact_fraction(value: Any, what: str) -> Fraction:
         raise UsageError(f"{what} must be a number such as 0.5 (got {len(text)} characters)")
     if not _NUMBER_TEXT.fullmatch(text) and text.lower().lstrip("+-") not in ("inf", "infinity", "nan"):
         # Decimal() and Fraction() also take '1_0' and non-ASCII digits: not what anyone means by a budget.
-        raise UsageError(f"{what} must be a number such as 0.5, got '{text}'")
+        raise UsageError(f"{what} must be a number such as 0.5, got {quoted(text)}")
     try:
         if "/" in text:
             return Fraction(text)
         number = Decimal(text)
     except (InvalidOperation, ValueError, ZeroDivisionError):
-        raise UsageError(f"{what} must be a number such as 0.5, got '{text}'") from None
+        raise UsageError(f"{what} must be a number such as 0.5, got {quoted(text)}") from None
     if not number.is_finite():
-        raise UsageError(f"{what} must be a finite number, got '{text}'")
+        raise UsageError(f"{what} must be a finite number, got {quoted(text)}")
     if number and abs(number.adjusted()) > _MAX_EXPONENT:
         # Refused from the exponent alone: Fraction('1e-999999999') would build a billion-digit integer.
         raise UsageError(f"{what} is out of range (a number between 1e-{_MAX_EXPONENT} and 1e{_MAX_EXPONENT} in "
-                         f"size, or 0), got '{text}'")
+                         f"size, or 0), got {quoted(text)}")
     return Fraction(number)
 
 
@@ -93,9 +94,9 @@ def parse_delta(value: Any, what: str = "delta") -> Fraction:
 
 def parse_share(value: Any, table: str) -> Fraction:
     """A table's budget share: a positive number (only the ratios between shares matter)."""
-    share = exact_fraction(value, f"table '{table}': share")
+    share = exact_fraction(value, f"table {quoted(table)}: share")
     if share <= 0:
-        raise UsageError(f"table '{table}': share must be greater than 0")
+        raise UsageError(f"table {quoted(table)}: share must be greater than 0")
     return share
 
 

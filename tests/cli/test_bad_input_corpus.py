@@ -5,7 +5,7 @@ For each case, built in a fresh directory that is the working directory of the r
 - the exit code is one the case allows (always within 0-4: 5 is a bug, and no case allows it);
 - no traceback, and no data value (the planted ``zzzsecret``) in anything printed;
 - a failure prints exactly one line on stderr (``Error: ...``, or one JSON object with ``--log-format json``),
-  after the TEST MODE banner when ``--seed`` is given, and nothing on stdout;
+  after the TEST MODE banner when ``--seed`` is given, of at most MESSAGE_LIMIT characters, and nothing on stdout;
 - with ``--log-format json`` every stderr line, on success too, is one JSON object;
 - a failure leaves the directory exactly as it was (hidden entries such as ``.out.staging-*`` included), apart
   from the ledger the case names, which a run may create or write;
@@ -52,6 +52,7 @@ SIDECARS = ("-wal", "-shm", "-journal")
 # ---- running --------------------------------------------------------------------------------------------------
 
 
+MESSAGE_LIMIT = 2_000  # characters in an error line: a few quoted pieces of input and the message's own words
 IN_PROCESS_LIMIT = 30  # seconds: an in-process case that runs longer has hung (every case takes well under 5 s)
 
 
@@ -159,6 +160,8 @@ def verify(name: str, case: cc.Case, outcome: Outcome, d: Path, before: dict, le
     assert "internal error" not in message, seen
     for word in case.keywords:
         assert word in message, f"{word!r} missing from the error message\n{seen}"
+    # A message quotes at most about 200 characters of any one piece of input (dphist.text.quoted).
+    assert len(message) <= MESSAGE_LIMIT, f"an error line of {len(message):,} characters\n{seen}"
 
     after = corpus_snapshot(d)
     exempt = set(case.may_create)

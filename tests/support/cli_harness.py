@@ -273,9 +273,12 @@ class Started:
 
 
 def start(argv: Sequence[str | os.PathLike], *, cwd: str | os.PathLike | None = None,
-          env: Mapping[str, str | None] | None = None) -> Started:
+          env: Mapping[str, str | None] | None = None, stdout: int | None = None,
+          stderr: int | None = None) -> Started:
     """Start ``python ARGV`` as a forked process (see the module docstring): ``argv`` is ``["-m", "dphist",
-    *ARGS]`` or ``["-c", CODE, *ARGS]``.  Returns at once; the server forks it as soon as it can."""
+    *ARGS]`` or ``["-c", CODE, *ARGS]``.  Returns at once; the server forks it as soon as it can.  ``stdout`` or
+    ``stderr``, a file descriptor (a pipe, /dev/full), replaces that stream's capture (its Outcome text is then
+    empty)."""
     argv = [str(a) for a in argv]
     if len(argv) < 2 or argv[0] not in ("-m", "-c"):
         raise ValueError(f"argv starts with -m MODULE or -c CODE, not {argv[:2]}")
@@ -284,13 +287,14 @@ def start(argv: Sequence[str | os.PathLike], *, cwd: str | os.PathLike | None = 
     environment["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), environment.get("PYTHONPATH")]))
     request = json.dumps({"argv": argv, "cwd": str(cwd) if cwd is not None else os.getcwd(),
                           "env": environment}).encode()
-    stdout, stderr = tempfile.TemporaryFile(), tempfile.TemporaryFile()
+    captured = [tempfile.TemporaryFile() if fd is None else None for fd in (stdout, stderr)]
+    fds = [fd if file is None else file.fileno() for fd, file in zip((stdout, stderr), captured)]
     connection = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     connection.connect(start_fork_server())
     with open(os.devnull, "rb") as stdin:
-        socket.send_fds(connection, [b"R"], [stdin.fileno(), stdout.fileno(), stderr.fileno()])
+        socket.send_fds(connection, [b"R"], [stdin.fileno(), *fds])
     connection.sendall(struct.pack("q", len(request)) + request)
-    return Started(connection, stdout, stderr)
+    return Started(connection, *captured)
 
 
 def run_forked(args: Sequence[str | os.PathLike], *, cwd: str | os.PathLike | None = None,
@@ -310,7 +314,10 @@ def _read_number(connection: socket.socket) -> int:
 
 
 def _text(file) -> str:
-    """A captured stream as subprocess's text mode reads it (locale encoding, universal newlines)."""
+    """A captured stream as subprocess's text mode reads it (locale encoding, universal newlines); "" for one
+    that was not captured."""
+    if file is None:
+        return ""
     file.seek(0)
     with open(os.dup(file.fileno()), encoding=locale.getpreferredencoding(False), errors="replace") as text:
         content = text.read()

@@ -2278,3 +2278,100 @@ def accounts_input_path_with_a_line_break_and_an_id(d):
     write(d, "schema.yaml", SCHEMA)
     write(d, "new\nline.csv", GOOD_CSV)
     return Case(release("new\nline.csv", "--dataset-id", "census", "--quiet"), 0, check=wrote_release("age.csv"))
+
+# --- messages: hostile values and column types, long input echoed in messages ---------------------------------------
+# Every column type through release, schema and schema --private (tests/cli/test_arrow_types.py has the full table
+# of types); int64's and float64's extremes beside infinities and nan; and input of a megabyte (a file, column or
+# table name, an option's value) in a message, which quotes at most about 200 characters of it.
+
+_EXTREMES_CSV = "big,flt,cat\n" + "".join(
+    f"{(9223372036854775807, -9223372036854775808, i)[i % 3]},{('nan', 'inf', '-inf', '1.7e308', '-1.7e308', i)[i % 6]},"
+    f"{SECRET if i == 7 else 'abc'[i % 3]}\n" for i in range(3000))
+# Without --delta a CSV column may turn out to be text: refused before reading (exit 2), nothing charged.
+add("csv_int64_extremes_beside_nan_inf_floats", _discover(_EXTREMES_CSV, code=2, keywords=("delta",), delta=False,
+                                                          epsilon="1", may_charge=False))
+add("csv_int64_extremes_beside_nan_inf_floats_delta", _discover(_EXTREMES_CSV, code=(0, 1), epsilon="1"))
+add("csv_float64_extremes_discovered", _discover(
+    "x\n" + "".join(f"{('1.7e308', '-1.7e308', '1e300')[i % 3]}\n" for i in range(3000)), "--columns", "x",
+    code=(0, 1)))
+_NESTED_TYPES = {"list": pa.array([[1, 2], [3], [4]]), "struct": pa.array([{"a": 1}, {"a": 2}, {"a": 3}]),
+                 "map": pa.array([[("k", 1)], [("k", 2)], [("k", 3)]], type=pa.map_(pa.string(), pa.int64())),
+                 "binary": pa.array([SECRET.encode(), b"\xff", b"x"])}
+
+
+def _typed(kind: str, args: list[str], code, keywords=(), schema: str | None = None, column=None):
+    """A Parquet file with a column ``col`` of ``kind`` (a nested type, bytes, float64's extremes) and ``age``."""
+    def build(d: Path) -> Case:
+        column_values = column if column is not None else _NESTED_TYPES[kind]
+        parquet(d, "data.parquet", pa.table({"col": column_values, "age": pa.array([10, 20, 30])}))
+        if schema is not None:
+            write(d, "schema.yaml", schema)
+        return Case(list(args), code, keywords, may_charge=False)
+    return build
+
+
+for _kind in _NESTED_TYPES:
+    add(f"parquet_{_kind}_column_draft", _typed(_kind, ["schema", "data.parquet"], 0))
+    add(f"parquet_{_kind}_column_release", _typed(_kind, release("data.parquet", "--columns", "col", schema=None),
+                                                 1, ("'col'", "cannot be counted")))
+    add(f"parquet_{_kind}_column_private_schema", _typed(
+        _kind, ["schema", "data.parquet", "--private", "--epsilon", "1", "--delta", "1e-6"], 1,
+        ("'col'", "cannot be counted")))
+    add(f"parquet_{_kind}_column_declared_categorical", _typed(
+        _kind, release("data.parquet", "--columns", "col"), 1, ("'col'", "declared categorical but holds"),
+        schema="columns:\n  col: {type: categorical, values: [a, b]}\n"))
+add("parquet_float_extremes_declared_categorical", _typed(
+    "floats", release("data.parquet", "--columns", "col"), 0,
+    schema="columns:\n  col: {type: categorical, values: ['1', inf]}\n",
+    column=pa.array([float("inf"), float("nan"), 1.7e308])))
+add("parquet_half_floats_declared_numeric", _typed(
+    "half", release("data.parquet", "--columns", "col"), 0,
+    schema="columns:\n  col: {type: numeric, lower: 0, upper: 10, bins: 2}\n",
+    column=pa.array(np.array([1, 2.5, 9], np.float16))))
+add("parquet_half_floats_draft", _typed("half", ["schema", "data.parquet"], 0,
+                                        column=pa.array(np.array([1, 2.5, 9], np.float16))))
+
+_LONG = "n" * 1_000_000
+
+
+def _long(args: list[str], code, *keywords: str, files: dict[str, str | bytes] | None = None,
+          table: pa.Table | None = None):
+    """A command line with a megabyte of input in it: the error line quotes a bounded part (the corpus checks its
+    length) and says how long the input was."""
+    def build(d: Path) -> Case:
+        good(d)
+        for name, content in (files or {}).items():
+            write(d, name, content)
+        if table is not None:
+            parquet(d, "data.parquet", table)
+        return Case(list(args), code, keywords)
+    return build
+
+
+add("long_column_name_in_csv_header", _long(release("long.csv", "--columns", "zz", schema=None), 1, "(100,000 characters)",
+                                            files={"long.csv": f"{_LONG[:100_000]},b\n1,2\n"}))
+add("long_column_name_in_parquet", _long(release("data.parquet", "--columns", "zz", schema=None), 1,
+                                         "(1,000,000 characters)", table=pa.table({_LONG: [1, 2]})))
+add("long_nested_column_name_in_parquet", _long(release("data.parquet", "--columns", _LONG, schema=None), 1,
+                                                "(1,000,000 characters)", "cannot be counted",
+                                                table=pa.table({_LONG: [[1], [2]]})))
+add("long_columns_option", _long(release("data.csv", "--columns", _LONG), (1, 2), "(1,000,000 characters)"))
+add("long_table_name_in_spec", _long(release("data.csv", "--spec", "spec.yaml", epsilon=None), 2,
+                                     "(1,000,000 characters)",
+                                     files={"spec.yaml": f"epsilon: 1\ntables:\n  - {{name: {_LONG}, columns: [age]}}\n"}))
+add("long_field_name_in_spec", _long(release("data.csv", "--spec", "spec.yaml", epsilon=None), 2,
+                                     "(1,000,000 characters)",
+                                     files={"spec.yaml": f"epsilon: 1\n? {_LONG}\n: 1\ntables:\n  - {{columns: [age]}}\n"}))
+add("long_category_label_in_schema", _long(release("data.csv"), 2, "(1,000,000 characters)", files={
+    "schema.yaml": f"columns:\n  sex: {{type: categorical, values: [{_LONG}, {_LONG}]}}\n"}))
+add("long_option_key", _long(release("data.csv", "--columns", "age", "--option", f"{_LONG}=1"), 2,
+                             "(1,000,000 characters)"))
+add("long_algorithm_name", _long(release("data.csv", "--columns", "age", "--algorithm", _LONG), 2,
+                                 "(1,000,000 characters)"))
+add("long_choice_value_for_click", _long(release("data.csv", "--noise", _LONG), 2, "--noise", "characters)"))
+add("long_unknown_option_for_click", _long(release("data.csv", "--" + _LONG), 2, "characters)"))
+add("long_input_path", _long(release(_LONG), 1, "characters)"))
+add("long_schema_path", _long(release("data.csv", schema=_LONG), 2, "characters)"))
+add("long_out_path", _long(release("data.csv", "--columns", "age", out=_LONG), 2, "characters)"))
+add("long_draft_out_path", _long(["schema", "data.csv", "--out", _LONG + ".yaml"], 2, "characters)"))
+add("newline_in_column_name_is_escaped", _long(release("data.csv", "--columns", "a\nb\x1b[31m"), (1, 2), "'a\\nb\\x1b[31m'"))

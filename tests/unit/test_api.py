@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from fractions import Fraction
 
 import numpy as np
@@ -240,3 +241,121 @@ def test_adult_release_matches_truth_within_noise(shared_real, name):
     bound = 3 * discrete_laplace_halfwidth(1)
     for key, value in merged.items():
         assert abs(value - truth.get(key, 0)) <= bound
+
+
+# ---- arguments checked like the command line's ------------------------------------------------------------------------
+
+
+class _Neither:
+    """An object of no type any argument takes."""
+
+
+# keyword -> bad values; each must be a UsageError before any row is read (dataset_id and run keys are checked with
+# the ledger's identifiers, tests/unit/test_ledger.py)
+BAD_ARGUMENTS = {
+    "source": [5, None, 3.5, pd.Series([1, 2]), np.arange(3), [DATA], {"a": 1}, b"data.csv", _Neither(),
+               pd.DataFrame({0: [1, 2]})],
+    "epsilon": [[1], {}, _Neither(), b"1", np.array([1.0]), complex(1, 1), -1, float("nan"), "", "1e999999"],
+    "schema": [5, 3.5, ["a"], b"x.yaml", _Neither(), pd.DataFrame(), {"columns": 5}],
+    "rho": [[1], _Neither(), "x", 0],
+    "noise": [5, ["laplace"], _Neither(), "gauss"],
+    "ledger": [5, 3.5, ["x"], _Neither(), b"/tmp/ledger.sqlite"],
+    "columns": [5, [5], [["age"]], {"age": 1}, _Neither(), [], "", [None], b"age"],
+    "tables": [5, "age", [5], [{"columns": 5}], [{"columns": ["age"], "share": "x"}], {}, _Neither()],
+    "algorithm": [5, ["h"], _Neither(), "nosuch"],
+    "algorithm_options": [5, "x", [1], {5: 1}, {"branching": _Neither()}],
+    "seed": ["x", -1, 1.5, True, _Neither(), [1]],
+    "raw": ["yes", 5, _Neither()],
+    "marginals": [5, [5], _Neither(), "age;age"],
+    "marginal_strategy": [5, "x", _Neither()],
+    "privacy_unit": [5, ["sex"], _Neither(), ""],
+    "max_rows_per_unit": ["x", 0, 1.5, _Neither(), True],
+    "group_size": ["x", 0, 1.5, _Neither()],
+    "delta": ["x", [1], _Neither(), 2],
+    "discovery_share": ["x", 5, _Neither(), [0.1]],
+    "discovery_bins": ["x", 0, _Neither(), 1.5],
+    "max_categories": ["x", 0, _Neither()],
+    "discovery_binning": [5, "x", _Neither()],
+    "engine": [5, "x", _Neither(), ["local"]],
+    "master": [5, _Neither(), ["x"]],
+    "max_cells": ["x", 0, _Neither(), 1.5],
+    "workload": [5, "x", _Neither(), ["ranges"]],
+    "no_such_option": [1],
+}
+
+
+def _keywords(key: str, value) -> tuple[object, dict]:
+    """(source, keywords) of a test-mode release that is valid but for ``key`` = ``value``."""
+    keywords = {"epsilon": "0.1", "schema": SCHEMA, "columns": ["age"], "seed": 1, key: value}
+    if key == "source":
+        return keywords.pop("source"), keywords
+    if key == "rho":
+        keywords.pop("epsilon")
+    if key in ("tables", "marginals"):
+        keywords.pop("columns")
+    if key == "privacy_unit":
+        keywords["max_rows_per_unit"] = 1
+    if key == "max_rows_per_unit":
+        keywords["privacy_unit"] = "sex"
+    return DATA, keywords
+
+
+@pytest.mark.parametrize("key, value", [(k, v) for k, values in BAD_ARGUMENTS.items() for v in values],
+                         ids=[f"{k}-{i}" for k, values in BAD_ARGUMENTS.items() for i in range(len(values))])
+def test_bad_arguments_are_usage_errors_before_any_row_is_read(monkeypatch, key, value):
+    from dphist.io.sources import Source
+
+    def no_rows(*args, **kwargs):
+        raise AssertionError("a row was read")
+    for method in ("batches", "inferred_batches", "piece_batches"):
+        monkeypatch.setattr(Source, method, no_rows)
+    source, keywords = _keywords(key, value)
+    with pytest.raises(UsageError) as raised:
+        dphist.release(source, **keywords)
+    message = str(raised.value)
+    assert "\n" not in message and len(message) < 600, message
+
+
+def test_the_argument_errors_name_what_to_do():
+    cases = [(pd.Series([1, 2]), "to_frame()"), (np.arange(3), "pandas.DataFrame(array"), ([DATA], "glob"),
+             (5, "not int"), (pd.DataFrame({0: [1]}), "rename(columns=str)")]
+    for source, hint in cases:
+        with pytest.raises(UsageError, match=re.escape(hint)):
+            dphist.release(source, epsilon=1, seed=1)
+    with pytest.raises(UsageError, match="the schema must be a path to a YAML or JSON file, a mapping"):
+        dphist.release(DATA, epsilon=1, schema=5, seed=1)
+    with pytest.raises(UsageError, match=r"ledger must be a path \(str or os.PathLike\) or a dphist.ledger.Ledger"):
+        dphist.release(DATA, epsilon=1, ledger=5, seed=1)
+
+
+def test_unreadable_data_is_a_data_error(tmp_path):
+    from dphist.errors import DataError
+
+    (tmp_path / "bad.csv").write_text("age,sex\n10,F\nabc,M\n")
+    for source in [tmp_path / "nosuch.csv", tmp_path / "bad.csv"]:
+        with pytest.raises(DataError):
+            dphist.release(source, epsilon=1, schema=SCHEMA, columns="age", seed=1)
+
+
+def test_good_arguments_of_every_accepted_type_work(tmp_path):
+    from pathlib import Path
+
+    from dphist.ledger import Ledger
+    from dphist.schema import load_schema
+
+    frame = pd.read_csv(DATA, nrows=2000)
+    # Each argument in each of its forms, the others in one form.
+    runs = [(source, SCHEMA, "age,sex") for source in (Path(DATA), frame)]
+    runs += [(frame, schema, "age,sex") for schema in (Path(SCHEMA), load_schema(SCHEMA), yaml.safe_load(open(SCHEMA)))]
+    runs += [(frame, SCHEMA, columns) for columns in (["age", "sex"], ("age", "sex"), frame.columns[:2])]
+    for source, schema, columns in runs:
+        result = dphist.release(source, epsilon="0.5", schema=schema, columns=columns, seed=1, raw=np.True_)
+        assert list(result.tables) == ["age_sex"]
+    for ledger in (tmp_path / "a.sqlite", str(tmp_path / "b.sqlite"), Ledger(tmp_path / "c.sqlite")):
+        dphist.release(frame, epsilon="0.01", schema=SCHEMA, columns="age", ledger=ledger)
+    result = dphist.release(frame, epsilon="0.5", schema=SCHEMA, columns="age", seed=1)
+    for out in (5, None, b"out"):
+        with pytest.raises(UsageError, match="out must be a path"):
+            result.write(out)
+    with pytest.raises(UsageError, match="overwrite must be True or False"):
+        result.write(tmp_path / "out", overwrite="yes")

@@ -223,8 +223,6 @@ def test_the_grid_serves_common_domains_and_cuts_few_cells():
                           ({"lower": 0.1, "upper": 30.1, "bins": 100}, False),
                           ({"edges": [0, 0.3, 18, 65, 99.99999, 100]}, False)):
         column = parse_schema({"columns": {"x": {"type": "numeric", **spec}}})["x"]
-        from dphist.counting import Axis
-
         axis = Axis(column)
         grid = _FineGrid.build(axis.edges, axis.position_code, axis.drop)
         assert grid is not None

@@ -410,3 +410,23 @@ def test_discovered_date_bounds_are_cut_to_the_calendar(lower, upper):
     calendar (years 1 to 9999)."""
     column = parse_schema({"columns": {"d": discovery._bins("date", lower, upper, 16)}})["d"]
     assert dt.date(1, 1, 1) <= column.lower < column.upper <= dt.date(9999, 12, 31)
+
+
+@pytest.mark.parametrize("kind", ["integer", "float", "date"])
+def test_log_bins_hold_float64s_extremes_in_the_end_bins(kind):
+    """Values (or distances from a median) near float64's largest, and infinities, are in the last bin on their
+    side; |v|/s used to overflow to inf, which has no bin index (bincount refused a negative one)."""
+    s, big = discovery.LOG_BINS[kind]
+    values = np.array([1.7e308, -1.7e308, np.inf, -np.inf, np.finfo(np.float64).max, 2.0 ** 70, -(2.0 ** 70)])
+    for fine in (1, 2):
+        with np.errstate(all="raise"):  # no overflow warning either (the CLI would print it)
+            bins = discovery._log_bin(values, s, big, fine)
+        assert list(bins) == [2 * big * fine, 0, 2 * big * fine, 0, 2 * big * fine, 2 * big * fine, 0]
+
+
+def test_discovery_of_float64s_extremes_finds_a_domain():
+    data = np.where(np.arange(4000) % 2 == 0, 1.7e308, -1.7e308)
+    plan = DiscoveryPlan({"x": "float"}, Fraction(10), Fraction(0))
+    with np.errstate(all="raise"):
+        column, report = numeric_domain("x", "float", data, plan, PrivacyBudget(Fraction(10), bits=SeededBits(1)))
+    assert column is not None and "failed" not in report
