@@ -54,7 +54,8 @@ from .privacy import format_fraction
 from .errors import DataError, DphistError, Terminated, UsageError
 from . import identifiers
 from .faults import checkpoint
-from .io.destination import (Destination, Mismatch, clipped, read_marker, release_mismatch, remove_tree,
+from .text import quoted
+from .io.destination import (Destination, Mismatch, read_marker, release_mismatch, remove_tree,
                              sweep_orphans, write_marker)
 from .ledger import (ROW_UNIT, Existing, Ledger, LedgerError, LedgerLocked, OpenRun, Reservation, RunKeyBusy,
                      RunKeySpent)
@@ -227,11 +228,11 @@ def _in_place(ledger: Ledger, dataset: str, run_key: str, existing: Existing) ->
         if run.alive:
             raise RunKeyBusy(f"run key '{run_key}' of data set '{dataset}' is held by another run (process "
                              f"{run.detail.get('pid')} on {run.detail.get('host')}) that committed its release and "
-                             f"has not finished moving it to {clipped(out)}; nothing was read or spent (retry in a "
+                             f"has not finished moving it to {quoted(out, '')}; nothing was read or spent (retry in a "
                              "moment; if that run was killed on another host, run 'dphist budget recover' there)")
         raise _left_error(run, dataset, run_key)
     raise RunKeyUnpublished(
-        f"run key '{run_key}' of data set '{dataset}': its release was committed to {clipped(out)}, but that folder "
+        f"run key '{run_key}' of data set '{dataset}': its release was committed to {quoted(out, '')}, but that folder "
         f"{mismatch}; that run's budget stays spent, no new noise is drawn under this key, and this run read and "
         "spent nothing (restore the release there as it was committed, from a backup; or release again under a "
         "new --run-key, which spends the budget again)")
@@ -365,7 +366,7 @@ class _Found:
     def describe(self) -> str:
         """The folder and what is wrong with it, as a clause ("its staging folder X holds 'y', ...")."""
         where = "its staging folder" if self.place == "staging" else "its release at"
-        return f"{where} {clipped(str(self.folder))} {self.mismatch}"
+        return f"{where} {quoted(self.folder, '')} {self.mismatch}"
 
 
 def _folders(run: OpenRun) -> tuple[Path | None, Path | None]:

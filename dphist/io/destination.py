@@ -25,7 +25,7 @@ from pathlib import Path
 from ..errors import DataError, UsageError
 from ..text import quoted
 
-__all__ = ["MARKER", "Destination", "Mismatch", "clipped", "read_marker", "release_mismatch", "sweep_orphans"]
+__all__ = ["MARKER", "Destination", "Mismatch", "read_marker", "release_mismatch", "sweep_orphans"]
 
 MARKER = ".dphist-release.json"
 _STAGING = "dphist-staging"
@@ -90,16 +90,10 @@ def read_marker(folder: Path) -> dict | None:
     return marker
 
 
-def clipped(text: str, limit: int = 200) -> str:
-    """``text`` as a message may quote it: whole up to ``limit`` characters, else its end (a path's last parts
-    say the most) after an ellipsis."""
-    return text if len(text) <= limit else "…" + text[-(limit - 1):]
-
-
 @dataclass(frozen=True)
 class Mismatch:
     """How a folder differs from the release it should hold; ``str()`` says so in one phrase whose subject is the
-    folder ("… does not exist", "… holds 'x', which is not part of the release").  File names are quoted clipped."""
+    folder ("… does not exist", "… holds 'x', which is not part of the release").  File names are quoted as every echo is (dphist.text.quoted)."""
 
     absent: bool = False  # the folder is not there (or not a folder)
     marker: str | None = None  # what is wrong with its marker, if anything
@@ -131,8 +125,8 @@ class Mismatch:
 
 
 def _names(names: tuple[str, ...], quote: bool = True, shown: int = 3) -> str:
-    """At most ``shown`` names, each clipped (a name on disk is anyone's input), as "'a', 'b' and 2 more"."""
-    texts = [repr(clipped(n, 60)) if quote else clipped(n, 100) for n in names[:shown]]
+    """At most ``shown`` names, each quoted short (a name on disk is anyone's input), as "'a', 'b' and 2 more"."""
+    texts = [quoted(n, "'" if quote else "", 40 if quote else 100) for n in names[:shown]]
     if len(names) > shown:
         return ", ".join(texts) + f" and {len(names) - shown} more"
     return texts[0] if len(texts) == 1 else ", ".join(texts[:-1]) + " and " + texts[-1]
@@ -166,7 +160,7 @@ def release_mismatch(folder: Path, run_id: str, files: dict[str, str], *, alone:
             if path.is_symlink() or not path.is_file() or sha256_file(path) != digest:
                 changed.append(name)
         except OSError as exc:
-            unreadable.append(f"{clipped(name, 60)!r}: {exc.strerror or exc}")
+            unreadable.append(f"{quoted(name, limit=60)}: {exc.strerror or exc}")
     extra = sorted(set(present) - set(files) - {MARKER}) if alone else []
     found = Mismatch(False, problem, tuple(missing), tuple(changed), tuple(unreadable), tuple(extra))
     return None if found == Mismatch() else found
