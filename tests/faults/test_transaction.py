@@ -158,6 +158,7 @@ def test_signals_exit_130_or_143_leaving_nothing_partial(tmp_path, signame, code
     stopped = run(release_args(out, "--run-key", "k"), ledger, fault=f"{point}:{signame}")
     assert stopped.exit_code == code, stopped.stderr
     assert stopped.stderr.count("\n") == 1 and stopped.stderr.startswith("Error: ") and "Traceback" not in stopped.stderr
+    assert ("stays spent" in stopped.stderr) == (not given_back), stopped.stderr  # said after READ only
     assert not out.exists() and leftovers(tmp_path) == []
     assert kinds(ledger)[-1] == ("ABORT" if given_back else "FAIL")
     assert spent(ledger) == (0 if given_back else Fraction(1, 2))
@@ -187,6 +188,7 @@ def test_private_schema_signalled_after_reading_exits_with_one_line_and_stays_ch
     stopped = run(private_schema_args(out), ledger, fault=f"read:{signame}")
     assert stopped.exit_code == code, stopped.stderr
     assert stopped.stderr.count("\n") == 1 and stopped.stderr.startswith("Error: ") and "Traceback" not in stopped.stderr
+    assert "stays spent" in stopped.stderr
     assert not out.exists() and kinds(ledger)[-1] == "FAIL" and spent(ledger) == Fraction(1, 2)
 
 
