@@ -25,7 +25,7 @@ from .choices import DEFAULT_ALGORITHM, DEFAULT_MAX_CELLS
 from .contribution import UnitBound
 from .counting import TableShape
 from .discovery import (AUTO, BINNINGS, DEFAULT_BINS, DEFAULT_MAX_CATEGORIES, DEFAULT_SHARE, DiscoveryPlan,
-                        kind_of)
+                        kind_of, needs_delta)
 from .engines import ENGINES, check_engine
 from .errors import DataError, UsageError
 from .io.sources import Source, open_source, remote_source
@@ -38,6 +38,7 @@ from .privacy.conversions import rho_for
 from .schema import MAX_CELLS, MAX_DIMENSIONS, Schema, load_schema, parse_schema
 
 __all__ = ["ReleaseOptions", "ReleasePlan", "make_plan", "unit_bound", "parse_discovery_delta", "column_kinds",
+           "usable_delta",
            "parse_rho", "budget_definition", "DEFAULT_ALGORITHM", "DEFAULT_MAX_CELLS", "MARGINALS_ALGORITHM",
            "VALUE_COLUMNS", "DEFINITIONS", "NOISES", "MIN_RHO", "MAX_RHO"]
 
@@ -194,6 +195,9 @@ class ReleasePlan:
     max_cells: int = DEFAULT_MAX_CELLS
     definition: str = "pure"
     rho: Fraction | None = None
+    #: The δ the options asked for; under "pure" ``delta`` is the part of it a step can use (0 when no
+    #: undeclared column may be text), which is what the ledger is charged.
+    delta_requested: Fraction | None = None
 
     @property
     def amount(self) -> Fraction:
@@ -248,13 +252,13 @@ def make_plan(source: Any, options: ReleaseOptions) -> ReleasePlan:
     if undeclared:
         if marginals is not None:
             raise UsageError(f"column '{undeclared[0]}' has no declared domain: marginal sets need a schema")
-        discovery = DiscoveryPlan(column_kinds(src, undeclared), o.epsilon * o.discovery_share, o.delta,
+        kinds = column_kinds(src, undeclared)
+        discovery = DiscoveryPlan(kinds, o.epsilon * o.discovery_share, usable_delta(o.delta, kinds),
                                   o.discovery_bins, o.max_categories, o.discovery_binning)
         schema = Schema({**(schema.columns if schema else {}), **discovery.placeholders()})
-    elif o.delta > 0 and o.definition == "pure":
-        raise UsageError("delta is only used to discover categories of undeclared columns; every column is declared, "
-                         "so leave --delta out (or add --noise gaussian for an (epsilon, delta) release with Gaussian "
-                         "noise)")
+    # Under pure ε, δ is what partition selection may use: a δ no step can use is charged as 0 (the report says
+    # so), never refused, so that one recipe or job spec with a δ works on any input.
+    delta = o.delta if o.definition != "pure" else (discovery.delta if discovery else Fraction(0))
     amount = o.epsilon if o.definition == "pure" else o.rho
     table_amount = amount - (discovery.epsilon if discovery else 0)
     factor = (o.unit.max_rows if o.unit else 1) * o.group_size  # rows one protected group can change
@@ -299,8 +303,9 @@ def make_plan(source: Any, options: ReleaseOptions) -> ReleasePlan:
     if o.unit is not None and o.unit.column not in src.column_names():
         raise DataError(f"{src.name}: privacy-unit column '{o.unit.column}' not found in the input")
     _check_budgets(requests, budgets, discovery, factor, o.definition)
-    return ReleasePlan(src, o.epsilon, requests, shapes, algorithms, budgets, o.seed, o.raw, discovery, o.delta,
-                       o.unit, o.group_size, marginal_plan, o.engine, o.master, o.max_cells, o.definition, o.rho)
+    return ReleasePlan(src, o.epsilon, requests, shapes, algorithms, budgets, o.seed, o.raw, discovery, delta,
+                       o.unit, o.group_size, marginal_plan, o.engine, o.master, o.max_cells, o.definition, o.rho,
+                       delta_requested=o.delta)
 
 
 
@@ -385,6 +390,12 @@ def parse_discovery_delta(value: Any) -> Fraction:
         raise UsageError(f"delta must be between 0 and 1e-3 (it bounds the chance of a failure of privacy), "
                          f"got '{value}'")
     return delta
+
+
+def usable_delta(delta: Fraction, kinds: dict[str, str]) -> Fraction:
+    """The part of a pure run's ``delta`` that discovering columns of ``kinds`` can use: all of it when some
+    column may be text (partition selection), else 0.  Both a release and ``schema --private`` charge this."""
+    return delta if needs_delta(kinds) else Fraction(0)
 
 
 def column_kinds(src: Source, names: list[str]) -> dict[str, str]:
