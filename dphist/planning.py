@@ -26,7 +26,7 @@ from .contribution import UnitBound
 from .counting import TableShape
 from .discovery import (AUTO, BINNINGS, DEFAULT_BINS, DEFAULT_MAX_CATEGORIES, DEFAULT_SHARE, DiscoveryPlan,
                         kind_of, needs_delta)
-from .engines import ENGINES, check_engine
+from .engines import ENGINES, check_engine, preflight
 from .errors import DataError, UsageError
 from .io.sources import Source, open_source, remote_source
 from .job import TableRequest, check_table_names, parse_tables, table_name_for
@@ -303,6 +303,7 @@ def make_plan(source: Any, options: ReleaseOptions) -> ReleasePlan:
     if o.unit is not None and o.unit.column not in src.column_names():
         raise DataError(f"{src.name}: privacy-unit column '{o.unit.column}' not found in the input")
     _check_budgets(requests, budgets, discovery, factor, o.definition)
+    preflight(o.engine, o.master)  # last: it may connect to a scheduler or start Spark's JVM
     return ReleasePlan(src, o.epsilon, requests, shapes, algorithms, budgets, o.seed, o.raw, discovery, delta,
                        o.unit, o.group_size, marginal_plan, o.engine, o.master, o.max_cells, o.definition, o.rho,
                        delta_requested=o.delta)
