@@ -933,6 +933,8 @@ def algorithms_command():
                      "workload": "from the columns"}.get(key) if default is None else default
             note = f": {cls.option_help[key]}" if key in cls.option_help else ""
             click.echo(f"{'':<15}option {key} ({'required' if shown is None else f'default {shown}'}){note}")
+        for ceiling in cls.ceilings:  # checked before any row is read
+            click.echo(f"{'':<15}ceiling on {', '.join(ceiling.options)}: {ceiling.describe()}")
 
 
 if __name__ == "__main__":  # pragma: no cover

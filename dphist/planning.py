@@ -293,7 +293,7 @@ def make_plan(source: Any, options: ReleaseOptions) -> ReleasePlan:
         if "workload" in a.options:
             a.params["workload"] = t.workload
     for algo, shape in zip(algorithms, shapes):
-        algo.check_shape(shape.shape)
+        algo.check(shape.shape)  # its shape, and the work its options ask for (ceilings)
     budgets = split_shares(table_amount, [Fraction(t.share) for t in requests])
 
     check_engine(o.engine, o.master, src, o.unit, discovery is not None)

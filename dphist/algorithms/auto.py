@@ -138,8 +138,10 @@ def nearest_rule(rules: dict, dims: int, cells: int, signal: float) -> tuple[str
 
 
 def _takes(name: str, shape: tuple[int, ...]) -> bool:
+    """Whether ``name`` with its default options can release a table of ``shape``: its shape checks and its
+    work ceilings (a choice that would pass a ceiling gives way as one that cannot take the shape)."""
     try:
-        get_algorithm(name).check_shape(tuple(shape))
+        get_algorithm(name).check(tuple(shape))
     except UsageError:
         return False
     return True

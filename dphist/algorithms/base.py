@@ -7,6 +7,7 @@ from the noisy answers.  It never draws noise or adds up budgets itself.
 
 from __future__ import annotations
 
+import math
 from abc import ABC, abstractmethod
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -17,7 +18,24 @@ import numpy as np
 from ..errors import UsageError
 from ..privacy import PrivacyBudget
 
-__all__ = ["Algorithm", "Estimate"]
+__all__ = ["Algorithm", "Estimate", "Ceiling"]
+
+
+@dataclass(frozen=True)
+class Ceiling:
+    """A limit on what an algorithm's cost-driving ``options`` may ask for on a table (time or memory), checked
+    before any row is read (:meth:`Algorithm.check`): at most ``limit`` ``unit``, counted by ``formula`` (in the
+    user's terms); ``why`` says what the limit stands for."""
+
+    options: tuple[str, ...]
+    unit: str
+    formula: str
+    limit: int
+    why: str
+
+    def describe(self) -> str:
+        """One line for ``dphist algorithms``."""
+        return f"{self.formula}: at most {self.limit:,} {self.unit} ({self.why})"
 
 
 @dataclass
@@ -67,6 +85,8 @@ class Algorithm(ABC):
     option_help: ClassVar[dict[str, str]] = {}
     #: Where an Estimate's ``with_total`` puts a total measured elsewhere, for the report.
     total_refit: ClassVar[str] = "one more measurement of the table's total (least squares)"
+    #: The ceilings on what the options that drive its cost may ask for; :meth:`work` gives the amounts.
+    ceilings: ClassVar[tuple[Ceiling, ...]] = ()
 
     def __init__(self, **options: Any):
         self.params: dict[str, Any] = {}
@@ -83,6 +103,24 @@ class Algorithm(ABC):
 
     def check_shape(self, shape: tuple[int, ...]) -> None:
         """Raise UsageError if the algorithm cannot release a table of this shape (checked before reading data)."""
+
+    def work(self, shape: tuple[int, ...]) -> tuple[int, ...]:
+        """What a run on a table of ``shape`` asks for, one amount per entry of :attr:`ceilings` (the most it
+        can be, whatever the data: from the shape and the options only)."""
+        return ()
+
+    def check(self, shape: tuple[int, ...]) -> None:
+        """Every check of this algorithm that needs no data, run before the budget is reserved: the shape
+        (:meth:`check_shape`) and the work its options ask for (:attr:`ceilings`).  UsageError naming the
+        options, the ceiling and why."""
+        shape = tuple(int(n) for n in shape)
+        self.check_shape(shape)
+        for ceiling, amount in zip(self.ceilings, self.work(shape)):
+            if amount > ceiling.limit:
+                given = ", ".join(f"{k}={self.params[k]}" for k in ceiling.options)
+                raise UsageError(f"algorithm '{self.name}': {given} on a table of {math.prod(shape):,} cells ask for "
+                                 f"{amount:,} {ceiling.unit} ({ceiling.formula}), more than the ceiling of "
+                                 f"{ceiling.limit:,} ({ceiling.why}); lower {' or '.join(ceiling.options)}")
 
     @abstractmethod
     def run(self, counts: np.ndarray, budget: PrivacyBudget, columns=None) -> Estimate:

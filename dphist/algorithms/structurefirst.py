@@ -19,6 +19,7 @@ sensitivity of 2F + 1 plus twice that bound, so the stated ε₁ is an upper bou
 
 from __future__ import annotations
 
+import math
 from fractions import Fraction
 
 import numpy as np
@@ -27,7 +28,7 @@ from ..errors import UsageError
 from ..privacy import PrivacyBudget
 from . import options as option
 from .base import Algorithm, Estimate
-from .partitioning import v_optimal_costs
+from .partitioning import dp_ceilings, dp_work, v_optimal_costs
 
 __all__ = ["StructureFirst", "score_rounding_bound", "guarded_structure_share"]
 
@@ -88,6 +89,11 @@ class StructureFirst(Algorithm):
                    "structure_share": "share of ε for the boundaries, or auto (the guarded error proxy, else 1/2)",
                    "grid": "boundaries are restricted to this many equal steps over the domain (4096 cells at "
                            "full resolution take about a second; 1024 about 0.1 s)"}
+
+    ceilings = dp_ceilings("buckets", "buckets − 1")
+
+    def work(self, shape: tuple[int, ...]) -> tuple[int, ...]:
+        return dp_work(math.prod(shape), self.params["grid"], self.params["buckets"] - 1)
 
     def check_shape(self, shape: tuple[int, ...]) -> None:
         if len(shape) != 1:
