@@ -32,8 +32,8 @@ from .io.sources import Source, open_source, remote_source
 from .job import TableRequest, check_table_names, parse_tables, table_name_for
 from .ledger import ROW_UNIT
 from .marginals import STRATEGIES, MarginalPlan, parse_marginals, plan_marginals, union_of
-from .privacy import (MAX_RHO, MIN_EPSILON, MIN_RHO, exact_fraction, format_fraction, parse_delta, parse_epsilon,
-                      parse_rho, split_shares)
+from .privacy import (MAX_RHO, MIN_EPSILON, MIN_RHO, PrivacyBudget, SeededBits, ZCDPBudget, exact_fraction,
+                      format_fraction, parse_delta, parse_epsilon, parse_rho, split_shares)
 from .privacy.conversions import rho_for
 from .schema import MAX_CELLS, MAX_DIMENSIONS, Schema, load_schema, parse_schema
 
@@ -303,6 +303,11 @@ def make_plan(source: Any, options: ReleaseOptions) -> ReleasePlan:
     if o.unit is not None and o.unit.column not in src.column_names():
         raise DataError(f"{src.name}: privacy-unit column '{o.unit.column}' not found in the input")
     _check_budgets(requests, budgets, discovery, factor, o.definition)
+    for request, algo, shape, budget in zip(requests, algorithms, shapes, budgets):
+        try:  # every noisy step it may take, tried on this table's budget: refused now, not after reading
+            algo.check_budget(shape.shape, table_budget(budget, o.definition, factor), shape.columns)
+        except UsageError as exc:
+            raise UsageError(f"table '{request.name}': {exc}") from None
     preflight(o.engine, o.master)  # last: it may connect to a scheduler or start Spark's JVM
     return ReleasePlan(src, o.epsilon, requests, shapes, algorithms, budgets, o.seed, o.raw, discovery, delta,
                        o.unit, o.group_size, marginal_plan, o.engine, o.master, o.max_cells, o.definition, o.rho,
@@ -507,6 +512,14 @@ def _table_shape(schema: Schema, request: TableRequest, max_cells: int) -> Table
         raise UsageError(f"table '{request.name}': {shape.n_cells:,} cells is more than the limit of {max_cells:,} "
                          "(--max-cells); use coarser bins or fewer columns")
     return shape
+
+
+def table_budget(amount: Fraction, definition: str, factor: int) -> PrivacyBudget:
+    """A budget like the one a table of ``amount`` (in the plan's unit) gets in a run, on seeded bits: for
+    trying its algorithm's steps before any row is read (it never meets data)."""
+    if definition == "pure":
+        return PrivacyBudget(amount, bits=SeededBits(0), factor=factor)
+    return ZCDPBudget(amount, bits=SeededBits(0), factor=factor)
 
 
 def _check_budgets(requests: list[TableRequest], budgets: list[Fraction], discovery: DiscoveryPlan | None,

@@ -60,7 +60,7 @@ import numpy as np
 from ..errors import UsageError
 from ..privacy import PrivacyBudget
 from . import options as option
-from .base import Algorithm, Ceiling, Estimate
+from .base import Algorithm, Ceiling, Estimate, Step
 
 __all__ = ["MWEM", "candidate_ranges", "candidate_count"]
 
@@ -151,6 +151,16 @@ class MWEM(Algorithm):
         rounds = self.params["rounds"]
         T = min(max(ROUNDS_TABLE) if rounds == "auto" else rounds, candidates)
         return (self.params["replay"] * T * (T + 1) // 2 * (STEP_NS + cells),)
+
+    def steps(self, shape: tuple[int, ...], columns=None, noise: str = "laplace") -> list[Step]:
+        """The total, then T selections and T measurements of the rest, at T's largest (as :meth:`work`)."""
+        total, selection = self.params["total_share"], self.params["selection_share"]
+        rounds = self.params["rounds"]
+        T = min(max(ROUNDS_TABLE) if rounds == "auto" else rounds,
+                candidate_count(math.prod(shape), self.params["workload"]))
+        return [Step("the grand total", "measure", total),
+                Step("the range query of each round", "selection", (1 - total) * selection, count=T),
+                Step("each round's selected range", "measure", (1 - total) * (1 - selection) / T)]
 
     def plan(self, n: int) -> tuple[np.ndarray, np.ndarray]:
         """The public candidate ranges (lo, hi), from n and the options only."""

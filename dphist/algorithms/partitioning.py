@@ -44,7 +44,7 @@ from ..errors import UsageError
 from ..inference import with_sum_measurement
 from ..privacy import PrivacyBudget, discrete_laplace_variance
 from . import options as option
-from .base import Algorithm, Ceiling, Estimate
+from .base import Algorithm, Ceiling, Estimate, Step
 
 __all__ = ["NoiseFirst", "DPCube", "KDTree", "v_optimal_costs", "dp_ceilings", "dp_work"]
 
@@ -138,6 +138,9 @@ class NoiseFirst(Algorithm):
 
     def work(self, shape: tuple[int, ...]) -> tuple[int, ...]:
         return dp_work(math.prod(shape), self.params["grid"], self.params["max_buckets"])
+
+    def steps(self, shape: tuple[int, ...], columns=None, noise: str = "laplace") -> list[Step]:
+        return [Step("every cell", "laplace", Fraction(1))]
 
     def run(self, counts: np.ndarray, budget: PrivacyBudget, columns=None) -> Estimate:
         self.check_shape(counts.shape)
@@ -416,6 +419,14 @@ class DPCube(Algorithm):
         levels = min(self.params["max_depth"], sum(n - 1 for n in shape))
         return (levels * math.prod(shape) * len(shape),)
 
+    def steps(self, shape: tuple[int, ...], columns=None, noise: str = "laplace") -> list[Step]:
+        """A noisy total (block=auto), then phase 1 and phase 2 on the rest (Δ = 1 each), all Laplace."""
+        total = self.params["total_share"] if self.params["block"] == "auto" else Fraction(0)
+        alpha = self.params["refine_alpha" if self._release(len(shape)) == "refine" else "alpha"]
+        rest = 1 - total
+        steps = [Step("phase 1: every block of cells", "laplace", rest * alpha),
+                 Step("phase 2: every partition's total", "laplace", rest * (1 - alpha))]
+        return ([Step("the grand total", "laplace", total)] if total else []) + steps
 
     # Phase 1 keeps at least this many blocks along every axis (all of an axis's cells when it is shorter), so
     # that it can always split.  Without it a noisy total far below the truth (at 1,000 records and ε = 0.1,
