@@ -225,15 +225,20 @@ class MWEM(Algorithm):
     def refit_scale(estimate, history, variances, noisy_total, total_variance):
         """The estimate's shape f = x̂/Σx̂ times the weighted least-squares scale s from every noisy answer that
         bears on it: N̂ ≈ s (variance v₀) and m_j ≈ s·q_j(f) (variance v_j), so
-        s = (N̂/v₀ + Σ q_j(f)·m_j/v_j) / (1/v₀ + Σ q_j(f)²/v_j), clamped to at least 1.  Post-processing."""
+        s = (N̂/v₀ + Σ q_j(f)·m_j/v_j) / (1/v₀ + Σ q_j(f)²/v_j), clamped to at least 1.  Post-processing.
+        A variance that is 0 in float64 (ε in the hundreds: the noise is below the float's range) makes its
+        answer exact: then s is fitted from the exact answers alone."""
         mass = float(estimate.sum())
         shape = estimate / mass
         prefix = np.concatenate([[0.0], np.cumsum(shape)])
-        num, den = noisy_total / total_variance, 1.0 / total_variance
-        for (a, b, m), v in zip(history, variances):
-            q = prefix[b] - prefix[a]
-            num += q * m / v
-            den += q * q / v
+        answers = [(1.0, noisy_total, total_variance)]
+        answers += [(prefix[b] - prefix[a], m, v) for (a, b, m), v in zip(history, variances)]
+        exact = [(q, m) for q, m, v in answers if v == 0 and q != 0]
+        if exact:
+            num, den = sum(q * m for q, m in exact), sum(q * q for q, _ in exact)
+        else:  # every v > 0 (a 0 with q = 0 says nothing of s), and the total's q is 1: den > 0
+            noisy = [(q, m, v) for q, m, v in answers if v > 0]
+            num, den = sum(q * m / v for q, m, v in noisy), sum(q * q / v for q, _, v in noisy)
         return shape * max(num / den, 1.0)
 
     @staticmethod
