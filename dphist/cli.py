@@ -29,7 +29,7 @@ from click.core import ParameterSource
 # Only light modules here: `dphist --version` and `--help` must not load pandas, scipy or the algorithms
 # (tests/test_startup.py, bench/startup.py).  Each command imports the machinery it runs.
 from .choices import DEFAULT_ALGORITHM, DEFAULT_MAX_CELLS, ENGINES, EVALUATE_WORKLOADS, FORMATS, RELEASE_WORKLOADS
-from .errors import DataError, DphistError, Terminated, UsageError
+from .errors import BUDGET_STAYS_SPENT, DataError, DphistError, Terminated, UsageError, read_data
 from .text import QUOTE_LIMIT, quoted
 from .version import __version__
 
@@ -229,22 +229,27 @@ class _Group(click.Group):
                 code = exc.exit_code
             except _StdoutClosed:
                 pass  # exit 0 (see _standard_streams)
-            except KeyboardInterrupt:
-                code = _interrupted(130, "interrupted (SIGINT)")
-            except Terminated:
-                code = _interrupted(143, "stopped (SIGTERM)")
+            except KeyboardInterrupt as exc:
+                code = _interrupted(130, "interrupted (SIGINT)", exc)
+            except Terminated as exc:
+                code = _interrupted(143, "stopped (SIGTERM)", exc)
             except Exception as exc:  # a bug: keep the promise of no traceback, but make it debuggable
                 if os.environ.get("DPHIST_DEBUG"):
                     traceback.print_exc()
-                _error_line(f"internal error ({type(exc).__name__}); nothing was written. "
+                _error_line(f"internal error ({type(exc).__name__}); nothing was written{_spent(exc)}. "
                             "Set DPHIST_DEBUG=1 to see the traceback and please report it.", INTERNAL_ERROR)
                 code = INTERNAL_ERROR
         sys.exit(code)
 
 
-def _interrupted(code: int, what: str) -> int:
-    _error_line(f"{what}; no partial output was left (a run that had started reading stays charged: see "
-                "'dphist budget show')", code)
+def _spent(exc: BaseException) -> str:
+    """What the line of an error that is not a DphistError adds when the release transaction marked it as
+    raised after reading data (dphist.errors.after_reading; a DphistError's own message says it already)."""
+    return f"; {BUDGET_STAYS_SPENT}" if read_data(exc) else ""
+
+
+def _interrupted(code: int, what: str, exc: BaseException | None = None) -> int:
+    _error_line(f"{what}; no partial output was left{'' if exc is None else _spent(exc)}", code)
     return code
 
 
@@ -1147,6 +1152,8 @@ def algorithms_command():
                      "budget_split": getattr(cls, "default_split", None)}.get(key) if default is None else default
             note = f": {cls.option_help[key]}" if key in cls.option_help else ""
             click.echo(f"{'':<15}option {key} ({'required' if shown is None else f'default {shown}'}){note}")
+        for ceiling in cls.ceilings:  # checked before any row is read
+            click.echo(f"{'':<15}ceiling on {', '.join(ceiling.options)}: {ceiling.describe()}")
 
 
 if __name__ == "__main__":  # pragma: no cover

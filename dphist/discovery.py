@@ -81,7 +81,7 @@ from .privacy import PrivacyBudget, format_fraction
 from .schema import Column, normalise_label, parse_schema
 from .text import quoted
 
-__all__ = ["KINDS", "AUTO", "TextAs", "typed_text", "BINNINGS", "DiscoveryPlan", "kind_of", "discover",
+__all__ = ["KINDS", "AUTO", "needs_delta", "TextAs", "typed_text", "BINNINGS", "DiscoveryPlan", "kind_of", "discover",
            "present_labels", "choose_kind", "numeric_domain", "categorical_domain", "rank_scores", "tail_threshold",
            "DEFAULT_SHARE", "DEFAULT_BINS", "DEFAULT_MAX_CATEGORIES", "TAIL"]
 
@@ -147,6 +147,12 @@ def _may_need_delta(kind: str) -> bool:
     return kind in ("categorical", AUTO)
 
 
+def needs_delta(kinds: dict[str, str]) -> bool:
+    """Whether discovering columns of ``kinds`` may need partition selection (a text column, or a CSV column of
+    unknown type): only then can it use a δ."""
+    return any(_may_need_delta(k) for k in kinds.values())
+
+
 @dataclass
 class DiscoveryPlan:
     """The columns to discover, their kinds, and the budget: ``epsilon`` (and ``delta``, for categorical
@@ -173,6 +179,11 @@ class DiscoveryPlan:
     def column_epsilon(self) -> Fraction:
         """The ε each column gets (for checks before reading; :func:`discover` splits the budget it is given)."""
         return self.epsilon / len(self.kinds)
+
+    @property
+    def needs_delta(self) -> bool:
+        """Whether some column may need partition selection (:func:`needs_delta`)."""
+        return needs_delta(self.kinds)
 
     @property
     def column_delta(self) -> Fraction:

@@ -207,7 +207,7 @@ def _discover_domains(plan: ReleasePlan, budget: PrivacyBudget) -> _Discovered:
                         + first_of(f"column {quoted(c['column'])}: {c['failed']}" for c in columns if "failed" in c))
     final = {i: TableShape(shapes[i].name, tuple(found.get(c.name, c) for c in shapes[i].columns)) for i in usable}
     for i, shape in final.items():
-        plan.algorithms[i].check_shape(shape.shape)
+        plan.algorithms[i].check(shape.shape)
         if shape.n_cells > plan.max_cells:
             raise DataError(f"table {quoted(shape.name)}: its discovered domain has {shape.n_cells:,} cells, more than "
                             f"the limit of {plan.max_cells:,} (--max-cells); declare coarser bins in a schema")

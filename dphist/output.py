@@ -55,6 +55,9 @@ GAUSSIAN_TEST_SAMPLER = ("exact discrete Gaussian (and discrete Laplace for data
 #: ρ spend at the same reference δ).  zCDP itself has no δ: this is a reading aid, not part of the guarantee.
 DELTA_REFERENCE = Fraction(1, 10**6)
 #: How ρ becomes (ε, δ) in the report.
+#: Why a pure release charged none of the δ it was given.
+DELTA_UNUSED = ("no step of this release can use delta (only finding the categories of an undeclared text "
+                "column can), so none was charged")
 CONVERSION = ("tight conversion of Canonne, Kamath and Steinke 2020 (Prop. 12): rho-zCDP implies (epsilon, delta)-DP "
               "for the smallest epsilon with inf over alpha > 1 of exp((alpha-1)(alpha*rho-epsilon))/(alpha-1) * "
               "(1-1/alpha)^alpha <= delta; epsilon rounded up to 6 significant digits")
@@ -121,6 +124,8 @@ class Release:
         if definition == "pure":
             spent = (f"epsilon {r['epsilon_spent']} spent of {r['epsilon_requested']} requested, "
                      f"delta {r['delta_spent']}")
+            if "delta_note" in r:
+                spent += f" ({r['delta_requested']} requested: {r['delta_note']})"
         elif definition == "zcdp":
             spent = (f"rho {r['rho_spent']} spent of {r['rho_requested']} requested (implies epsilon "
                      f"{r['epsilon_implied']} at the reference delta {r['delta_reference']})")
@@ -398,17 +403,20 @@ def budget_report(plan: ReleasePlan, budget: PrivacyBudget, skipped: Fraction = 
     definition = plan.definition
     spent = budget.spent + skipped
     if definition == "pure":
+        requested = plan.delta if plan.delta_requested is None else plan.delta_requested
         return {
             "definition": "pure",
             "guarantee": GUARANTEES["pure" if plan.delta == 0 else "pure_delta"],
             "epsilon_requested": format_fraction(plan.epsilon),
             "epsilon_spent": format_fraction(spent),
-            "delta_requested": format_fraction(plan.delta),
+            "delta_requested": format_fraction(requested),
             # All of δ is reserved for discovery and charged in the ledger before any row is read; a CSV column
             # whose type turns out to be a number leaves its share of δ unused, which only makes the guarantee
             # stronger.  The report states what was charged, as the ledger does, and what partition selection used.
+            # A δ that no step could use (no undeclared column may be text) is not charged at all.
             "delta_spent": format_fraction(plan.delta),
             **({"delta_used": format_fraction(budget.spent_delta)} if budget.spent_delta != plan.delta else {}),
+            **({"delta_note": DELTA_UNUSED} if requested != plan.delta else {}),
         }
     # The implied ε is of the ρ charged (the requested one): what the ledger holds the data set to.
     reference = plan.delta if definition == "approximate" else DELTA_REFERENCE

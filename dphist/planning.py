@@ -25,20 +25,21 @@ from .choices import DEFAULT_ALGORITHM, DEFAULT_MAX_CELLS
 from .contribution import UnitBound
 from .counting import TableShape
 from .discovery import (AUTO, BINNINGS, DEFAULT_BINS, DEFAULT_MAX_CATEGORIES, DEFAULT_SHARE, DiscoveryPlan,
-                        kind_of)
-from .engines import ENGINES, check_engine
+                        kind_of, needs_delta)
+from .engines import ENGINES, check_engine, preflight
 from .errors import DataError, UsageError
 from .io.sources import Source, input_text, is_dataframe, is_path, open_source, remote_source, type_name
 from .job import TableRequest, check_option_names, check_table_names, parse_tables, table_name_for
 from .ledger import ROW_UNIT
 from .marginals import STRATEGIES, MarginalPlan, parse_marginals, plan_marginals, union_of
-from .privacy import (MAX_RHO, MIN_EPSILON, MIN_RHO, exact_fraction, format_fraction, parse_delta, parse_epsilon,
-                      parse_rho, split_shares)
+from .privacy import (MAX_RHO, MIN_EPSILON, MIN_RHO, PrivacyBudget, SeededBits, ZCDPBudget, exact_fraction,
+                      format_fraction, parse_delta, parse_epsilon, parse_rho, split_shares)
 from .privacy.conversions import rho_for
 from .schema import MAX_CELLS, MAX_DIMENSIONS, Schema, load_schema, parse_schema
 from .text import quoted, quoted_list
 
-__all__ = ["ReleaseOptions", "ReleasePlan", "make_plan", "schema_of", "unit_bound", "parse_discovery_delta", "column_kinds",
+__all__ = ["ReleaseOptions", "ReleasePlan", "make_plan", "schema_of", "usable_delta", "unit_bound",
+           "parse_discovery_delta", "column_kinds",
            "parse_rho", "budget_definition", "DEFAULT_ALGORITHM", "DEFAULT_MAX_CELLS", "MARGINALS_ALGORITHM",
            "VALUE_COLUMNS", "DEFINITIONS", "NOISES", "MIN_RHO", "MAX_RHO"]
 
@@ -201,6 +202,9 @@ class ReleasePlan:
     max_cells: int = DEFAULT_MAX_CELLS
     definition: str = "pure"
     rho: Fraction | None = None
+    #: The δ the options asked for; under "pure" ``delta`` is the part of it a step can use (0 when no
+    #: undeclared column may be text), which is what the ledger is charged.
+    delta_requested: Fraction | None = None
 
     @property
     def amount(self) -> Fraction:
@@ -253,13 +257,13 @@ def make_plan(source: Any, options: ReleaseOptions) -> ReleasePlan:
     if undeclared:
         if marginals is not None:
             raise UsageError(f"column {quoted(undeclared[0])} has no declared domain: marginal sets need a schema")
-        discovery = DiscoveryPlan(column_kinds(src, undeclared), o.epsilon * o.discovery_share, o.delta,
+        kinds = column_kinds(src, undeclared)
+        discovery = DiscoveryPlan(kinds, o.epsilon * o.discovery_share, usable_delta(o.delta, kinds),
                                   o.discovery_bins, o.max_categories, o.discovery_binning)
         schema = Schema({**(schema.columns if schema else {}), **discovery.placeholders()})
-    elif o.delta > 0 and o.definition == "pure":
-        raise UsageError("delta is only used to discover categories of undeclared columns; every column is declared, "
-                         "so leave --delta out (or add --noise gaussian for an (epsilon, delta) release with Gaussian "
-                         "noise)")
+    # Under pure ε, δ is what partition selection may use: a δ no step can use is charged as 0 (the report says
+    # so), never refused, so that one recipe or job spec with a δ works on any input.
+    delta = o.delta if o.definition != "pure" else (discovery.delta if discovery else Fraction(0))
     amount = o.epsilon if o.definition == "pure" else o.rho
     table_amount = amount - (discovery.epsilon if discovery else 0)
     factor = (o.unit.max_rows if o.unit else 1) * o.group_size  # rows one protected group can change
@@ -291,7 +295,7 @@ def make_plan(source: Any, options: ReleaseOptions) -> ReleasePlan:
         if not any(key in applicable_options(n, {key: None}) for n in names):
             raise UsageError(f"option {quoted(key)} does not apply to {', '.join(sorted(set(names)))}")
     for algo, shape in zip(algorithms, shapes):
-        algo.check_shape(shape.shape)
+        algo.check(shape.shape)  # its shape, and the work its options ask for (ceilings)
     budgets = split_shares(table_amount, [Fraction(t.share) for t in requests])
 
     check_engine(o.engine, o.master, src, o.unit, discovery is not None)
@@ -301,8 +305,15 @@ def make_plan(source: Any, options: ReleaseOptions) -> ReleasePlan:
     if o.unit is not None and o.unit.column not in src.column_names():
         raise DataError(f"{quoted(src.name, '')}: privacy-unit column {quoted(o.unit.column)} not found in the input")
     _check_budgets(requests, budgets, discovery, factor, o.definition)
-    return ReleasePlan(src, o.epsilon, requests, shapes, algorithms, budgets, o.seed, o.raw, discovery, o.delta,
-                       o.unit, o.group_size, marginal_plan, o.engine, o.master, o.max_cells, o.definition, o.rho)
+    for request, algo, shape, budget in zip(requests, algorithms, shapes, budgets):
+        try:  # every noisy step it may take, tried on this table's budget: refused now, not after reading
+            algo.check_budget(shape.shape, table_budget(budget, o.definition, factor), shape.columns)
+        except UsageError as exc:
+            raise UsageError(f"table '{request.name}': {exc}") from None
+    preflight(o.engine, o.master)  # last: it may connect to a scheduler or start Spark's JVM
+    return ReleasePlan(src, o.epsilon, requests, shapes, algorithms, budgets, o.seed, o.raw, discovery, delta,
+                       o.unit, o.group_size, marginal_plan, o.engine, o.master, o.max_cells, o.definition, o.rho,
+                       delta_requested=o.delta)
 
 
 
@@ -387,6 +398,12 @@ def parse_discovery_delta(value: Any) -> Fraction:
         raise UsageError(f"delta must be between 0 and 1e-3 (it bounds the chance of a failure of privacy), "
                          f"got {quoted(value)}")
     return delta
+
+
+def usable_delta(delta: Fraction, kinds: dict[str, str]) -> Fraction:
+    """The part of a pure run's ``delta`` that discovering columns of ``kinds`` can use: all of it when some
+    column may be text (partition selection), else 0.  Both a release and ``schema --private`` charge this."""
+    return delta if needs_delta(kinds) else Fraction(0)
 
 
 def column_kinds(src: Source, names: list[str]) -> dict[str, str]:
@@ -534,6 +551,14 @@ def _table_shape(schema: Schema, request: TableRequest, max_cells: int) -> Table
         raise UsageError(f"table {quoted(request.name)}: {shape.n_cells:,} cells is more than the limit of "
                          f"{max_cells:,} (--max-cells); use coarser bins or fewer columns")
     return shape
+
+
+def table_budget(amount: Fraction, definition: str, factor: int) -> PrivacyBudget:
+    """A budget like the one a table of ``amount`` (in the plan's unit) gets in a run, on seeded bits: for
+    trying its algorithm's steps before any row is read (it never meets data)."""
+    if definition == "pure":
+        return PrivacyBudget(amount, bits=SeededBits(0), factor=factor)
+    return ZCDPBudget(amount, bits=SeededBits(0), factor=factor)
 
 
 def _check_budgets(requests: list[TableRequest], budgets: list[Fraction], discovery: DiscoveryPlan | None,

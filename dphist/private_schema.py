@@ -24,7 +24,7 @@ from .discovery import DEFAULT_BINS, DEFAULT_MAX_CATEGORIES, DiscoveryPlan, disc
 from .errors import DataError, UsageError
 from .io.sources import Source, open_source
 from .ledger import ROW_UNIT
-from .planning import column_kinds, parse_discovery_delta, unit_bound
+from .planning import column_kinds, parse_discovery_delta, unit_bound, usable_delta
 from .privacy import MIN_EPSILON, BitSource, PrivacyBudget, bit_source, format_fraction, parse_epsilon
 from .schema import Column, declaration
 from .text import first_of, quoted
@@ -79,11 +79,10 @@ def plan_private_schema(source: Any, epsilon: Any, delta: Any = 0, columns: list
         raise UsageError("a column is named twice in --columns")
     if unit is not None and unit.column not in src.column_names():
         raise DataError(f"{quoted(src.name, '')}: privacy-unit column {quoted(unit.column)} not found in the input")
-    plan = DiscoveryPlan(column_kinds(src, names), total, parse_discovery_delta(delta), bins or DEFAULT_BINS,
+    kinds = column_kinds(src, names)
+    # As in a release: a δ no column can use (none may be text) is charged as 0, not refused.
+    plan = DiscoveryPlan(kinds, total, usable_delta(parse_discovery_delta(delta), kinds), bins or DEFAULT_BINS,
                          max_categories or DEFAULT_MAX_CATEGORIES, binning)
-    if plan.delta > 0 and plan.column_delta == 0:
-        raise UsageError("delta is only used to find the categories of text columns, and there are none: leave "
-                         "--delta out")
     factor = unit.max_rows if unit else 1
     if plan.column_epsilon / factor < MIN_EPSILON:
         raise UsageError(f"{len(names)} columns would leave each epsilon {format_fraction(plan.column_epsilon / factor)}"

@@ -51,7 +51,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from .privacy import format_fraction
-from .errors import DataError, DphistError, Terminated, UsageError
+from .errors import DataError, DphistError, Terminated, UsageError, after_reading
 from . import identifiers
 from .faults import checkpoint
 from .text import quoted
@@ -179,16 +179,13 @@ def charged_run(plan, work: Callable[[dict], object], ledger: Ledger, dataset_id
                 except DphistError:
                     pass  # the release is in place; recovery records PUBLISH once this process has ended
                 checkpoint("published")
-    except (LedgerError, LedgerLocked) as exc:
-        remove_tree(staging)
-        if not reading:
-            raise
-        # Exit codes 2 and 4 promise that nothing was read; this run had read the data.
-        raise DataError(f"{exc}; the run had read the data, so its budget stays spent, and its release was not "
-                        "published") from None
     except BaseException as exc:
         remove_tree(staging)
-        if not reading:  # stopped between the reservation and the read: give it back
+        if reading:
+            # The one place that knows the run read data: every failure from here on says its budget stays spent
+            # (and none says so before), whatever raised it.
+            raise after_reading(exc) from None
+        if not isinstance(exc, (LedgerError, LedgerLocked)):  # stopped before the read: give the budget back
             try:
                 ledger.abort(reserved, f"{_reason(exc)} before reading any data")
             except DphistError:

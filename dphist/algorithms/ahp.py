@@ -43,7 +43,7 @@ import numpy as np
 from ..errors import UsageError
 from ..privacy import PrivacyBudget
 from . import options as option
-from .base import Algorithm, Estimate
+from .base import Algorithm, Estimate, Step
 
 __all__ = ["AHP", "greedy_clusters", "err_star"]
 
@@ -145,6 +145,10 @@ class AHP(Algorithm):
     def check_shape(self, shape: tuple[int, ...]) -> None:
         if int(np.prod(shape, dtype=np.int64)) < 1:
             raise UsageError("algorithm 'ahp' needs a table with at least one cell")
+
+    def steps(self, shape: tuple[int, ...], columns=None, noise: str = "laplace") -> list[Step]:
+        ratio = self.params["ratio"]
+        return [Step("every cell", "laplace", ratio), Step("every cluster's total", "laplace", 1 - ratio)]
 
     def threshold(self, n: int, scale1) -> float:
         """The public cutoff η·ln(n)·b₁ (noisy cells at or below it count as 0): n cells, b₁ the cell noise

@@ -47,6 +47,7 @@ columns, single categories along categorical ones, whose axes factorise) is comp
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from fractions import Fraction
 
@@ -57,7 +58,7 @@ from ..errors import UsageError
 from ..privacy import PrivacyBudget, format_fraction
 from . import options as option
 from .auto_rules import RULES
-from .base import Algorithm, Estimate
+from .base import Algorithm, Estimate, Step
 from .catalog import REGISTRY, get_algorithm
 from .partitioning import DPCube
 
@@ -137,9 +138,21 @@ def nearest_rule(rules: dict, dims: int, cells: int, signal: float) -> tuple[str
     return algorithm, regret, datasets, (d, size), dec
 
 
+def candidates(workload: str, shape: tuple[int, ...]) -> list[str]:
+    """Every algorithm the rule table of ``workload`` (or its fallbacks, hb and identity) may run on a table of
+    ``shape``: those named anywhere in it that can take the shape."""
+    names = {FALLBACK, "identity"}
+    for decades in RULES[workload].values():
+        for entry in decades.values():
+            names.update(n for i, n in enumerate(entry) if i in (0, 3))
+    return sorted(n for n in names if _takes(n, shape))
+
+
 def _takes(name: str, shape: tuple[int, ...]) -> bool:
+    """Whether ``name`` with its default options can release a table of ``shape``: its shape checks and its
+    work ceilings (a choice that would pass a ceiling gives way as one that cannot take the shape)."""
     try:
-        get_algorithm(name).check_shape(tuple(shape))
+        get_algorithm(name).check(tuple(shape))
     except UsageError:
         return False
     return True
@@ -222,6 +235,23 @@ class Auto(Algorithm):
             self.served = None if workload is None else option.choice(*WORKLOADS)(workload)
         except ValueError as exc:
             raise UsageError(f"algorithm 'auto': workload: {exc}") from None
+
+    def steps(self, shape: tuple[int, ...], columns=None, noise: str = "laplace") -> list[Step]:
+        """Under zCDP the chosen algorithm's steps (a choice from public facts); with every column categorical,
+        identity's; otherwise the noisy total, then the steps of every algorithm the rules may choose for this
+        shape (with its default options), on the rest."""
+        shape = tuple(shape)
+        if noise == "gaussian":
+            chosen = choose_gaussian(shape, columns, self.workload(columns))["chosen"]
+            return get_algorithm(chosen).steps(shape, columns, noise)
+        if len(_unordered_axes(columns)) == len(shape):
+            return get_algorithm("identity").steps(shape, columns, noise)
+        share = self.params["total_share"]
+        steps = [Step("the table's total", "laplace", share)]
+        for name in candidates(self.workload(columns), shape):
+            steps += [dataclasses.replace(s, what=f"{name}: {s.what}", share=s.share * (1 - share))
+                      for s in get_algorithm(name).steps(shape, columns, noise)]
+        return steps
 
     def workload(self, columns=None) -> str:
         """The workload the choice serves: the one it was made for, else :func:`default_workload` of ``columns``."""

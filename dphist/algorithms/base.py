@@ -7,9 +7,11 @@ from the noisy answers.  It never draws noise or adds up budgets itself.
 
 from __future__ import annotations
 
+import math
 from abc import ABC, abstractmethod
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from fractions import Fraction
 from typing import Any, ClassVar
 
 import numpy as np
@@ -18,7 +20,56 @@ from ..errors import UsageError
 from ..privacy import PrivacyBudget
 from ..text import quoted
 
-__all__ = ["Algorithm", "Estimate"]
+__all__ = ["Algorithm", "Estimate", "Ceiling", "Step"]
+
+
+@dataclass(frozen=True)
+class Ceiling:
+    """A limit on what an algorithm's cost-driving ``options`` may ask for on a table (time or memory), checked
+    before any row is read (:meth:`Algorithm.check`): at most ``limit`` ``unit``, counted by ``formula`` (in the
+    user's terms); ``why`` says what the limit stands for."""
+
+    options: tuple[str, ...]
+    unit: str
+    formula: str
+    limit: int
+    why: str
+
+    def describe(self) -> str:
+        """One line for ``dphist algorithms``."""
+        return f"{self.formula}: at most {self.limit:,} {self.unit} ({self.why})"
+
+
+@dataclass(frozen=True)
+class Step:
+    """One noisy step a run may take, as planning tries it on the table's budget before any row is read
+    (:meth:`Algorithm.check_budget`): ``kind`` names the budget call ("measure": linear queries with the budget's
+    own noise, "laplace": discrete Laplace in any definition, "selection": ``count`` permute-and-flip draws),
+    ``share`` the part of the algorithm's budget that pays for it (all ``count`` draws of a selection), ``l1`` and
+    ``l2_squared`` its one-record sensitivities and ``relative`` its largest relative noise scale (weighted
+    measurements).  Where the data decide how many steps there are, the step is the smallest they can make."""
+
+    what: str
+    kind: str
+    share: Fraction
+    l1: Fraction = Fraction(1)
+    l2_squared: Fraction = Fraction(1)
+    relative: Fraction = Fraction(1)
+    count: int = 1
+
+    def tried(self, budget: PrivacyBudget) -> None:
+        """Take this step on a probe of ``budget`` (:meth:`PrivacyBudget.probe`): it raises as the real step
+        would (ValueError, BudgetExceeded), drawing one throw-away value from no data."""
+        part = budget.probe(self.share)
+        one = np.zeros(1, dtype=np.int64)
+        relative = Fraction(self.relative)
+        relative = int(relative) if relative.denominator == 1 else float(relative)  # as the algorithms pass it
+        if self.kind == "selection":
+            part.selection(self.count, part.amount, self.l1, self.what)
+        elif self.kind == "laplace" and part.noise == "gaussian":  # a Laplace step under zCDP: ε = √(2ρ)
+            part.laplace(one, self.l1 * Fraction(self.relative), part.amount, self.what)
+        else:
+            part.measure_weighted(one, [relative], self.l1, self.l2_squared, part.amount, self.what, "probe")
 
 
 @dataclass
@@ -68,6 +119,8 @@ class Algorithm(ABC):
     option_help: ClassVar[dict[str, str]] = {}
     #: Where an Estimate's ``with_total`` puts a total measured elsewhere, for the report.
     total_refit: ClassVar[str] = "one more measurement of the table's total (least squares)"
+    #: The ceilings on what the options that drive its cost may ask for; :meth:`work` gives the amounts.
+    ceilings: ClassVar[tuple[Ceiling, ...]] = ()
 
     def __init__(self, **options: Any):
         self.params: dict[str, Any] = {}
@@ -85,6 +138,48 @@ class Algorithm(ABC):
     def check_shape(self, shape: tuple[int, ...]) -> None:
         """Raise UsageError if the algorithm cannot release a table of this shape (checked before reading data)."""
 
+    def work(self, shape: tuple[int, ...]) -> tuple[int, ...]:
+        """What a run on a table of ``shape`` asks for, one amount per entry of :attr:`ceilings` (the most it
+        can be, whatever the data: from the shape and the options only)."""
+        return ()
+
+    def steps(self, shape: tuple[int, ...], columns=None, noise: str = "laplace") -> list[Step]:
+        """The noisy steps a run on a table of ``shape`` may take under ``noise`` ("laplace": a pure budget,
+        "gaussian": a zCDP one), each at the smallest share and largest sensitivity the data can give it:
+        from the shape, the column declarations and the options only.  Default: one measurement of every cell
+        with the whole budget."""
+        return [Step("every cell", "measure", Fraction(1))]
+
+    def check_budget(self, shape: tuple[int, ...], budget: PrivacyBudget, columns=None) -> None:
+        """Before any row is read: UsageError unless every step of :meth:`steps` can be taken on ``budget`` (the
+        table's: its amount, definition and protected unit), which would otherwise refuse it after the data
+        were read (a noise scale or variance beyond the samplers' range)."""
+        from ..privacy import BudgetExceeded  # noqa: PLC0415
+
+        shape = tuple(int(n) for n in shape)
+        for step in self.steps(shape, columns, budget.noise):
+            try:
+                step.tried(budget)
+            except (ValueError, BudgetExceeded):
+                raise UsageError(f"algorithm '{self.name}': its step '{step.what}' would get "
+                                 f"{budget._unit} {format_share(step.share * budget.amount)} of the table's "
+                                 f"{format_share(budget.amount)}, too little for exact noise (its scale would be "
+                                 f"past the samplers' range); raise the budget or the table's share"
+                                 f"{_option_hint(self)}") from None
+
+    def check(self, shape: tuple[int, ...]) -> None:
+        """Every check of this algorithm that needs no data, run before the budget is reserved: the shape
+        (:meth:`check_shape`) and the work its options ask for (:attr:`ceilings`).  UsageError naming the
+        options, the ceiling and why."""
+        shape = tuple(int(n) for n in shape)
+        self.check_shape(shape)
+        for ceiling, amount in zip(self.ceilings, self.work(shape)):
+            if amount > ceiling.limit:
+                given = ", ".join(f"{k}={self.params[k]}" for k in ceiling.options)
+                raise UsageError(f"algorithm '{self.name}': {given} on a table of {math.prod(shape):,} cells ask for "
+                                 f"{amount:,} {ceiling.unit} ({ceiling.formula}), more than the ceiling of "
+                                 f"{ceiling.limit:,} ({ceiling.why}); lower {' or '.join(ceiling.options)}")
+
     @abstractmethod
     def run(self, counts: np.ndarray, budget: PrivacyBudget, columns=None) -> Estimate:
         """Publish ``counts`` (int64, any shape) measuring only through ``budget``: ε-DP for ε = budget.amount on
@@ -98,3 +193,18 @@ class Algorithm(ABC):
         only on ``counts.shape``, the budget and the options, never on the values of ``counts``, and carries
         any leading axes of the noisy answers through (a replicated budget draws many runs at once).
         """
+
+
+def format_share(amount: Fraction) -> str:
+    """An exact amount for a message, shortened: the fraction when it is short, else a decimal of 3 digits."""
+    from ..privacy import format_fraction  # noqa: PLC0415
+
+    text = format_fraction(amount)
+    return text if len(text) <= 24 else f"{float(amount):.3g}"
+
+
+def _option_hint(algorithm: Algorithm) -> str:
+    """"", or the share options the algorithm was given (their extremes are what starve a step)."""
+    given = [f"{k}={algorithm.params[k]}" for k, (default, _) in algorithm.options.items()
+             if isinstance(default, Fraction) and algorithm.params[k] != default]
+    return f", or move {', '.join(given)} away from its extreme" if given else ""

@@ -138,7 +138,7 @@ from ..inference import NNLS_MAX_LEAVES, tree_least_squares, tree_nonnegative_le
 from ..privacy import PrivacyBudget
 from ..trees import range_tree
 from . import options as option
-from .base import Algorithm, Estimate
+from .base import Algorithm, Estimate, Step
 from .hierarchical import LEVEL_L1, LEVEL_L2_SQUARED, with_root_measurement
 from .hilbert import hilbert_order
 
@@ -540,6 +540,18 @@ class DAWA(Algorithm):
             raise UsageError("algorithm 'dawa' needs at least 2 cells")
         if cells > MAX_CELLS:
             raise UsageError(f"algorithm 'dawa' works on at most {MAX_CELLS:,} cells (here {cells:,})")
+
+    def steps(self, shape: tuple[int, ...], columns=None, noise: str = "laplace") -> list[Step]:
+        """The deviations (one weighted Laplace call at ``ratio``), then the bucket tree's levels on the rest: at
+        their smallest, a level below a root of the largest share in a binary tree over as many buckets as cells."""
+        n = math.prod(shape)
+        ratio = self.setting("ratio", len(shape))
+        starts, stops = dyadic_candidates(n)
+        relative = int(((stops - starts) * candidate_weights(n, starts, stops)).max())
+        below_root = max(1, math.ceil(math.log2(n)))
+        level = min(min(ROOT_SHARES), (1 - max(ROOT_SHARES)) / below_root, Fraction(1, below_root))
+        return [Step("bucket deviations", "laplace", ratio, self.partition_sensitivity(n), relative=relative),
+                Step("a level of the bucket tree", "measure", (1 - ratio) * level)]
 
     def stage2(self, dims: int) -> str:
         """The bucket tree's target workload: the ``stage2`` option, or for "auto" "prefix" in 1-D and

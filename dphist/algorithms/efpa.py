@@ -54,7 +54,7 @@ import numpy as np
 from ..errors import UsageError
 from ..privacy import PrivacyBudget
 from . import options as option
-from .base import Algorithm, Estimate
+from .base import Algorithm, Estimate, Step
 
 __all__ = ["EFPA", "RoundedDFT", "MAX_CELLS"]
 
@@ -205,6 +205,15 @@ class EFPA(Algorithm):
             raise UsageError("algorithm 'efpa' works on one-column tables")
         if shape[0] > MAX_CELLS:
             raise UsageError(f"algorithm 'efpa' works on at most {MAX_CELLS:,} cells (here {shape[0]:,})")
+
+    def steps(self, shape: tuple[int, ...], columns=None, noise: str = "laplace") -> list[Step]:
+        """One selection at ``select_share``; the coefficients' measurement is sized by :func:`weight_bits`,
+        which :meth:`check_budget` runs."""
+        return [Step("frequencies kept", "selection", self.params["select_share"])]
+
+    def check_budget(self, shape: tuple[int, ...], budget: PrivacyBudget, columns=None) -> None:
+        super().check_budget(shape, budget, columns)
+        weight_bits(math.prod(shape), budget.probe(1 - self.params["select_share"]))
 
     def run(self, counts: np.ndarray, budget: PrivacyBudget, columns=None) -> Estimate:
         self.check_shape(counts.shape)

@@ -55,7 +55,7 @@ import numpy as np
 from ..errors import UsageError
 from ..privacy import PrivacyBudget
 from . import options as option
-from .base import Algorithm, Estimate
+from .base import Algorithm, Estimate, Step
 
 __all__ = ["UGrid", "AGrid", "block_edges", "grid_blocks", "equivalent_epsilon", "L1", "L2_SQUARED"]
 
@@ -176,6 +176,10 @@ class UGrid(_Grid):
     options = {**_COMMON_OPTIONS, "total_share": (Fraction(1, 10), option.fraction_between_0_and_1)}
     option_help = dict(_COMMON_HELP)
 
+    def steps(self, shape: tuple[int, ...], columns=None, noise: str = "laplace") -> list[Step]:
+        share = self.params["total_share"]
+        return [Step("the table's total", "measure", share), Step("every grid block's count", "measure", 1 - share)]
+
     def run(self, counts: np.ndarray, budget: PrivacyBudget, columns=None) -> Estimate:
         self.check_shape(counts.shape)
         c, share = self.params["c"], self.params["total_share"]
@@ -205,6 +209,12 @@ class AGrid(_Grid):
 
     #: The least number of level-1 blocks per side (the paper's and the reference's 10).
     MIN_LEVEL1 = 10
+
+    def steps(self, shape: tuple[int, ...], columns=None, noise: str = "laplace") -> list[Step]:
+        share, alpha = self.params["total_share"], self.params["alpha"]
+        return [Step("the table's total", "measure", share),
+                Step("every level-1 block's count", "measure", (1 - share) * alpha),
+                Step("every level-2 block's count", "measure", (1 - share) * (1 - alpha))]
 
     def level1_blocks(self, shape: tuple[int, int], n_hat: int, eps: float) -> tuple[int, int]:
         """Level-1 blocks per axis: m₁ = max(10, ⌈√(N̂ε̃/c)/4⌉) per side, as M₁ = m₁² blocks on ``shape``."""

@@ -36,7 +36,7 @@ from ..inference import tree_least_squares, tree_nonnegative_integers
 from ..privacy import PrivacyBudget
 from ..trees import Tree, height_for, product_tree, range_tree
 from . import options as option
-from .base import Algorithm, Estimate
+from .base import Algorithm, Estimate, Step
 
 __all__ = ["H", "Hb", "QuadTree", "best_branching", "released_branching", "level_weights", "l2_range_error",
            "with_root_measurement"]
@@ -194,6 +194,17 @@ class _TreeMethod(Algorithm):
         if b == "auto":
             b = released_branching(shape, noise)
         return product_tree(shape, b), b
+
+    def steps(self, shape: tuple[int, ...], columns=None, noise: str = "laplace") -> list[Step]:
+        """One measurement per measured level of the public tree (Δ = 1 each), at its share of the levels."""
+        tree, _ = self.tree_for(shape, noise)
+        keep_root = self.params["root"] == "keep" or tree.levels == 1
+        measured = list(range(0 if keep_root else 1, tree.levels))
+        weights = level_weights(measured, tree.levels - 1, self.params["budget_split"] or self.default_split,
+                                len(shape), noise)
+        total = sum(weights, Fraction(0))
+        return [Step(f"tree level {level}", "measure", w / total, Fraction(LEVEL_L1), Fraction(LEVEL_L2_SQUARED))
+                for level, w in zip(measured, weights)]
 
     def run(self, counts: np.ndarray, budget: PrivacyBudget, columns=None) -> Estimate:
         # select: the public tree and the levels to measure

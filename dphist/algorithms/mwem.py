@@ -54,6 +54,7 @@ estimate built from them.  The selection pays from the budget because the score 
 
 from __future__ import annotations
 
+import math
 from fractions import Fraction
 
 import numpy as np
@@ -61,14 +62,22 @@ import numpy as np
 from ..errors import UsageError
 from ..privacy import PrivacyBudget
 from . import options as option
-from .base import Algorithm, Estimate
+from .base import Algorithm, Ceiling, Estimate, Step
 
-__all__ = ["MWEM", "candidate_ranges"]
+__all__ = ["MWEM", "candidate_ranges", "candidate_count"]
 
 # T by the signal N̂·ε (module docstring): the reference's MWEM* 1-D table with T = 2 up to 100.
 ROUNDS_SIGNAL = (0.0, 100.0, 1e3, 1e4, 1e5, 1e6, 1e7)
 ROUNDS_TABLE = (2, 2, 8, 12, 60, 80, 140)
 MAX_STEP = 20.0  # largest |exponent| of one multiplicative-weights step
+#: The cost of a run, in nanoseconds of one core: the updates dominate, replay × T(T + 1)/2 steps (round t
+#: replays the t measurements so far), each about 20 µs of Python plus about 1 ns per cell of the range it scales
+#: (measured on 2 cores: 17-19 µs a step at 256-4096 cells, 50-70 µs at 65,536).  The defaults at their most
+#: (T = 140, replay 100) are about 2.4·10^10 at 4096 cells; the ceiling is a minute.
+STEP_NS = 20_000
+WORK = Ceiling(("rounds", "replay"), "ns of work",
+               f"replay × T(T + 1)/2 update steps × ({STEP_NS:,} + cells) ns, T = rounds (with rounds=auto up to "
+               f"{max(ROUNDS_TABLE)})", 60 * 10**9, "about a minute of one core")
 
 
 def candidate_ranges(n: int, queries: str) -> tuple[np.ndarray, np.ndarray]:
@@ -88,6 +97,18 @@ def candidate_ranges(n: int, queries: str) -> tuple[np.ndarray, np.ndarray]:
             break
         width *= 2
     return np.concatenate(lo_parts), np.concatenate(hi_parts)
+
+
+def candidate_count(n: int, workload: str) -> int:
+    """How many ranges :func:`candidate_ranges` gives for ``n`` cells, without making them."""
+    if workload == "prefix":
+        return n
+    count, width = 0, 1
+    while True:
+        count += -(-n // width)
+        if width >= n:
+            return count
+        width *= 2
 
 
 def _rounds(value):
@@ -117,11 +138,31 @@ class MWEM(Algorithm):
     def check_shape(self, shape: tuple[int, ...]) -> None:
         if len(shape) != 1:
             raise UsageError("algorithm 'mwem' works on one-column tables")
-        candidates = candidate_ranges(shape[0], self.params["queries"])[0].size
+        candidates = candidate_count(shape[0], self.params["queries"])
         rounds = self.params["rounds"]
         if rounds != "auto" and rounds > candidates:
             raise UsageError(f"algorithm 'mwem': option 'rounds' must be at most the number of candidate queries "
                              f"({candidates} for {shape[0]} cells with queries={self.params['queries']})")
+
+    ceilings = (WORK,)
+
+    def work(self, shape: tuple[int, ...]) -> tuple[int, ...]:
+        """The most work a run may take (:data:`WORK`): T at its largest, every update over the whole table."""
+        cells = math.prod(shape)
+        candidates = candidate_count(cells, self.params["workload"])
+        rounds = self.params["rounds"]
+        T = min(max(ROUNDS_TABLE) if rounds == "auto" else rounds, candidates)
+        return (self.params["replay"] * T * (T + 1) // 2 * (STEP_NS + cells),)
+
+    def steps(self, shape: tuple[int, ...], columns=None, noise: str = "laplace") -> list[Step]:
+        """The total, then T selections and T measurements of the rest, at T's largest (as :meth:`work`)."""
+        total, selection = self.params["total_share"], self.params["selection_share"]
+        rounds = self.params["rounds"]
+        T = min(max(ROUNDS_TABLE) if rounds == "auto" else rounds,
+                candidate_count(math.prod(shape), self.params["workload"]))
+        return [Step("the grand total", "measure", total),
+                Step("the range query of each round", "selection", (1 - total) * selection, count=T),
+                Step("each round's selected range", "measure", (1 - total) * (1 - selection) / T)]
 
     def plan(self, n: int) -> tuple[np.ndarray, np.ndarray]:
         """The public candidate ranges (lo, hi), from n and the options only."""
@@ -186,15 +227,20 @@ class MWEM(Algorithm):
     def refit_scale(estimate, history, variances, noisy_total, total_variance):
         """The estimate's shape f = x̂/Σx̂ times the weighted least-squares scale s from every noisy answer that
         bears on it: N̂ ≈ s (variance v₀) and m_j ≈ s·q_j(f) (variance v_j), so
-        s = (N̂/v₀ + Σ q_j(f)·m_j/v_j) / (1/v₀ + Σ q_j(f)²/v_j), clamped to at least 1.  Post-processing."""
+        s = (N̂/v₀ + Σ q_j(f)·m_j/v_j) / (1/v₀ + Σ q_j(f)²/v_j), clamped to at least 1.  Post-processing.
+        A variance that is 0 in float64 (ε in the hundreds: the noise is below the float's range) makes its
+        answer exact: then s is fitted from the exact answers alone."""
         mass = float(estimate.sum())
         shape = estimate / mass
         prefix = np.concatenate([[0.0], np.cumsum(shape)])
-        num, den = noisy_total / total_variance, 1.0 / total_variance
-        for (a, b, m), v in zip(history, variances):
-            q = prefix[b] - prefix[a]
-            num += q * m / v
-            den += q * q / v
+        answers = [(1.0, noisy_total, total_variance)]
+        answers += [(prefix[b] - prefix[a], m, v) for (a, b, m), v in zip(history, variances)]
+        exact = [(q, m) for q, m, v in answers if v == 0 and q != 0]
+        if exact:
+            num, den = sum(q * m for q, m in exact), sum(q * q for q, _ in exact)
+        else:  # every v > 0 (a 0 with q = 0 says nothing of s), and the total's q is 1: den > 0
+            noisy = [(q, m, v) for q, m, v in answers if v > 0]
+            num, den = sum(q * m / v for q, m, v in noisy), sum(q * q / v for q, _, v in noisy)
         return shape * max(num / den, 1.0)
 
     @staticmethod

@@ -50,7 +50,7 @@ from ..inference import sum_by_parent
 from ..privacy import PrivacyBudget
 from ..trees import LabelTree, height_for, range_boundaries
 from . import options as option
-from .base import Algorithm, Estimate
+from .base import Algorithm, Estimate, Step
 
 __all__ = ["HaarAxis", "NominalAxis", "Privelet"]
 
@@ -366,6 +366,21 @@ class Privelet(Algorithm):
         if weights == "l2" and noise != "gaussian":
             raise UsageError("privelet: weights=l2 is for zCDP budgets (Gaussian noise); use weights=uniform")
         return weights
+
+    def steps(self, shape: tuple[int, ...], columns=None, noise: str = "laplace") -> list[Step]:
+        """One weighted measurement of every coefficient with the whole budget: Δ the product of the axes'
+        factors, the largest relative scale the product of theirs."""
+        weights = self.weights_for(noise)
+        axes = self.axes_for(shape, columns)
+        if weights == "l2":
+            for axis in axes:
+                if isinstance(axis, HaarAxis):
+                    axis.use_weights(axis.l2_weights())
+        relative = math.prod((Fraction(float(np.max(a.relative_scales))) for a in axes), start=Fraction(1))
+        l2_squared = (math.prod((a.l2_squared for a in axes), start=Fraction(1)) if noise == "gaussian"
+                      else Fraction(1))
+        return [Step("wavelet coefficients", "measure", Fraction(1), Fraction(math.prod(a.sensitivity for a in axes)),
+                     l2_squared, relative)]
 
     def run(self, counts: np.ndarray, budget: PrivacyBudget, columns=None) -> Estimate:
         gaussian = budget.noise == "gaussian"

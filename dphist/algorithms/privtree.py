@@ -55,7 +55,7 @@ import numpy as np
 from ..errors import UsageError
 from ..privacy import PrivacyBudget
 from . import options as option
-from .base import Algorithm, Estimate
+from .base import Algorithm, Estimate, Step
 
 __all__ = ["PrivTree", "bias", "full_tree"]
 
@@ -149,6 +149,11 @@ class PrivTree(Algorithm):
             raise UsageError(f"algorithm 'privtree' works on tables of 1 to {MAX_AXES} columns, got {len(shape)}")
         if any(n < 1 for n in shape):
             raise UsageError("algorithm 'privtree' needs at least one cell on every axis")
+
+    def steps(self, shape: tuple[int, ...], columns=None, noise: str = "laplace") -> list[Step]:
+        share = self.params["structure_share"]
+        return [Step("the tree's split tests", "laplace", share, structure_sensitivity(self.fanout(shape))),
+                Step("every leaf's count", "measure", 1 - share)]
 
     @staticmethod
     def fanout(shape: tuple[int, ...]) -> int:

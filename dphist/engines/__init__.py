@@ -27,7 +27,7 @@ from ..progress import Progress
 from ..schema import Column
 from ..text import quoted
 
-__all__ = ["ENGINES", "check_engine", "count"]
+__all__ = ["ENGINES", "check_engine", "preflight", "count"]
 
 _EXTRA = {"dask": ("dask", "distributed"), "spark": ("pyspark",)}
 
@@ -50,6 +50,19 @@ def check_engine(engine: str, master: str | None, source: Source, unit: UnitBoun
     if discovery:
         raise UsageError(f"--engine {engine} counts declared columns only: declare every column in the schema "
                          "(dphist schema --private can find domains first)")
+
+
+def preflight(engine: str, master: str | None) -> None:
+    """The checks of ``engine`` that reach outside this process, run last before the budget is reserved: Dask's
+    scheduler answers at ``master``; Spark's master is one, and its session starts (the JVM, which takes seconds,
+    is started here rather than after the reservation).  UsageError with one line otherwise.  Run after
+    :func:`check_engine`."""
+    if engine == "dask":
+        from .dask_engine import preflight_dask
+        preflight_dask(master)
+    elif engine == "spark":
+        from .spark_engine import preflight_spark
+        preflight_spark(master)
 
 
 def count(engine: str, master: str | None, source: Source, columns: dict[str, Column], tables: list[TableShape],

@@ -13,20 +13,80 @@ form of each declared label, not normalised in general; timestamps are floored t
 
 from __future__ import annotations
 
+import os
+import re
+import socket
+import sys
+import tempfile
 import unicodedata
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 import numpy as np
 
 from ..counting import Axis, TableShape, inner_cells
-from ..errors import DataError
+from ..errors import DataError, UsageError
 from ..io.sources import Source
 from ..schema import CategoricalColumn, Column, DateColumn
 from ..text import quoted
 
 DEFAULT_MASTER = "local[*]"
+#: The masters Spark accepts (its SparkSubmit): local, local[N], local[*], local[N,F], local-cluster[N,C,M],
+#: spark://host:port[,host:port...], yarn and k8s://...
+MASTER = re.compile(r"local(\[(\d+|\*)(,\d+)?\])?|local-cluster\[\d+,\d+,\d+\]|yarn|k8s://\S+"
+                    r"|spark://[^\s,/:]+:\d+(,[^\s,/:]+:\d+)*")
+#: Seconds the preflight waits for a standalone master's port to accept a connection.
+CONNECT_TIMEOUT = 10
 
 
-def _session(master: str | None):
+def preflight_spark(master: str | None) -> None:
+    """Before the reservation: ``master`` is a Spark master, a standalone master's port answers, and the session
+    starts (:func:`session`: the JVM starts here, not after the budget is reserved).  UsageError with one line
+    otherwise; what the JVM printed is in the log file the line names."""
+    chosen = master or DEFAULT_MASTER
+    if not MASTER.fullmatch(chosen):
+        raise UsageError(f"--master {_shown(chosen)} is not a Spark master: give local[*], local[N], "
+                         "spark://host:port, yarn or k8s://https://host:port")
+    if chosen.startswith("spark://"):
+        _reachable(chosen)
+    session(master)
+
+
+def _reachable(master: str, timeout: float = CONNECT_TIMEOUT) -> None:
+    """UsageError unless one of a standalone master's host:port pairs accepts a TCP connection in time."""
+    for address in master[len("spark://"):].split(","):
+        host, _, port = address.rpartition(":")
+        try:
+            socket.create_connection((host, int(port)), timeout=timeout).close()
+            return
+        except OSError:
+            continue
+    raise UsageError(f"--master {_shown(master)}: no Spark master accepted a connection there within "
+                     f"{timeout:g} s")
+
+
+def session(master: str | None):
+    """The Spark session for ``master``, started once per process.  Starting it launches the JVM, whose output
+    (log lines, a Java stack trace when it cannot start) goes to a log file rather than the user's terminal: the
+    file is removed once the session is up, and named by the one-line UsageError when it does not start."""
+    from pyspark.sql import SparkSession
+
+    if SparkSession.getActiveSession() is not None:
+        return _built(master)
+    fd, log = tempfile.mkstemp(prefix="dphist-spark-", suffix=".log")
+    try:
+        with _output_to(fd):
+            spark = _built(master)
+    except Exception as exc:  # PySparkRuntimeError (the JVM exited), Py4JError, ...
+        raise UsageError(f"--engine spark: Spark did not start with --master {_shown(master or DEFAULT_MASTER)} "
+                         f"({type(exc).__name__}); what it printed is in {log}") from None
+    finally:
+        os.close(fd)
+    os.unlink(log)  # the JVM keeps writing to it, unseen, until it ends
+    return spark
+
+
+def _built(master: str | None):
     from pyspark.sql import SparkSession
 
     spark = (SparkSession.builder.master(master or DEFAULT_MASTER).appName("dphist counting")
@@ -35,6 +95,33 @@ def _session(master: str | None):
              .getOrCreate())
     spark.sparkContext.setLogLevel("ERROR")
     return spark
+
+
+@contextmanager
+def _output_to(fd: int) -> Iterator[None]:
+    """This process's stdout and stderr (the file descriptors, which a child such as the JVM inherits) go to
+    ``fd`` inside the block."""
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError):
+            pass
+    saved = [os.dup(1), os.dup(2)]
+    try:
+        os.dup2(fd, 1)
+        os.dup2(fd, 2)
+        yield
+    finally:
+        os.dup2(saved[0], 1)
+        os.dup2(saved[1], 2)
+        for copy in saved:
+            os.close(copy)
+
+
+def _shown(value: str) -> str:
+    """A user's value quoted for a message, at most 100 characters of it."""
+    text = str(value)
+    return repr(text if len(text) <= 100 else text[:100] + "...")
 
 
 _EMPTY = "\u0000dphist-empty\u0000"
@@ -139,7 +226,7 @@ def count_spark(source: Source, columns: dict[str, Column], tables: list[TableSh
     from pyspark.errors import PySparkException
     from pyspark.sql import functions as F
 
-    spark = _session(master)
+    spark = session(master)
     try:
         frame = _read(spark, source, columns)
         codes = {name: _code(col, frame).cast("long") for name, col in columns.items()}

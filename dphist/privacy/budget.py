@@ -176,6 +176,17 @@ class PrivacyBudget:
         self._entries.extend(children)
         return children
 
+    def probe(self, share) -> PrivacyBudget:
+        """A detached budget of ``share`` × this one's amount, with its definition and protected unit's factor and
+        a throw-away seeded bit source: a plan tries one step's noise on it, before any row is read, to learn
+        whether the real step would be refused (a noise scale or variance beyond the samplers' range, an ε below
+        what a ρ can buy).  It is no part of this budget, spends nothing of it and is never used for data."""
+        from .bits import SeededBits  # noqa: PLC0415  (the test-mode source: nothing it draws is published)
+
+        probe = self._child(Fraction(share) * self.amount, Fraction(0))
+        probe._bits, probe._trace = SeededBits(0), None
+        return probe
+
     def _child(self, amount: Fraction, delta: Fraction) -> PrivacyBudget:
         child = object.__new__(type(self))
         child.__dict__.update(self.__dict__)

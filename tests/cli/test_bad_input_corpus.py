@@ -12,6 +12,8 @@ For each case, built in a fresh directory that is the working directory of the r
 - no charge unless data was read: after exit 2, 3 or 4, or an exit 1 found before any row is read, the ledger
   shows nothing spent; a damaged ledger stays byte-identical.  A test-mode run never charges.  Whether a failed
   run charged is recorded as the test's ``charged`` property (``--junitxml`` shows it).
+- the error line says that the budget stays spent exactly when the run read data (its ledger has a READ entry),
+  and never otherwise.
 - after exit 0, no hidden leftovers outside the release directory.
 
 Most cases run in-process through CliRunner (cli_harness.invoke, with a watchdog).  Cases that could hang (a FIFO
@@ -28,6 +30,7 @@ from __future__ import annotations
 
 import json
 import os
+import sqlite3
 from fractions import Fraction
 from pathlib import Path
 
@@ -36,6 +39,7 @@ import pytest
 import cli_harness
 from cli_harness import Outcome, invoke, snapshot, start
 import corpus_cases as cc
+from dphist.errors import BUDGET_STAYS_SPENT
 from dphist.ledger import Ledger
 
 # The process cases are started by a module fixture when the module's first test runs: every test of the module
@@ -97,6 +101,19 @@ def process_runs(request, tmp_path_factory):
     for run in runs.values():  # a test that did not run (stopped by -x) leaves its process
         if run[0] != "skip":
             run[-1].wait(run[1].timeout)
+
+
+def read_recorded(path: Path) -> bool:
+    """Whether the ledger at ``path`` records that a run read data (a READ entry; no case starts with one)."""
+    if not path.is_file():
+        return False
+    db = sqlite3.connect(f"{path.absolute().as_uri()}?mode=ro", uri=True)
+    try:
+        return db.execute("SELECT 1 FROM entries WHERE kind = 'READ' LIMIT 1").fetchone() is not None
+    except sqlite3.DatabaseError:  # a ledger that was never made
+        return False
+    finally:
+        db.close()
 
 
 # ---- the contract ---------------------------------------------------------------------------------------------
@@ -178,6 +195,10 @@ def verify(name: str, case: cc.Case, outcome: Outcome, d: Path, before: dict, le
         facts["charged"] = bool(charged)
         if outcome.exit_code in (2, 3, 4) or not case.may_charge:
             assert not charged, f"charged after exit {outcome.exit_code} (no data read): {charged}\n{seen}"
+        read = read_recorded(ledger)
+        assert (BUDGET_STAYS_SPENT in message) == read, (
+            f"the error line of a run that {'read' if read else 'did not read'} data must "
+            f"{'' if read else 'not '}say that its budget stays spent\n{seen}")
     return facts
 
 

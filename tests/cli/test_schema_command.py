@@ -48,7 +48,6 @@ def test_cli_private_schema_is_charged_to_the_ledger(tmp_path):
     (["--private"], 2, "--private needs --epsilon"),
     (["-e", "1"], 2, "--epsilon applies to --private only"),
     (["--private", "-e", "1"], 2, "needs delta > 0"),
-    (["--private", "-e", "1", "-c", "age", "--delta", "1e-6"], 2, "leave --delta out"),
     (["--private", "-e", "1", "-c", "nosuch", "--delta", "1e-6"], 1, "column 'nosuch' not found"),
     (["--private", "-e", "1e-9", "--delta", "1e-6"], 2, "below the minimum"),
     (["--private", "-e", "1", "--delta", "1e-6", "--privacy-unit", "city"], 2, "needs --max-rows-per-unit"),
@@ -63,6 +62,19 @@ def test_cli_private_schema_errors_charge_nothing(tmp_path, args, code, message)
     assert message in result.stderr and len(result.stderr.strip().splitlines()) == 1
     assert "Traceback" not in result.output
     assert not ledger.exists() or Ledger(ledger).status() == []
+
+
+def test_cli_private_schema_charges_no_delta_when_no_column_is_text(tmp_path):
+    """A δ that no column can use (no text column) is accepted and charged as 0, as in a release."""
+    path = tmp_path / "people.parquet"
+    people(500).to_parquet(path)
+    ledger = tmp_path / "ledger.sqlite"
+    result = invoke(["schema", str(path), "--private", "-e", "1", "-c", "age", "--delta", "1e-6", "--ledger",
+                     str(ledger), "--dataset-id", "people"])
+    assert result.exit_code == 0, result.output
+    assert "# Spent: epsilon 1, delta 0." in result.stdout
+    (row,) = Ledger(ledger).status("people")
+    assert row["epsilon_spent"] == "1" and row["delta_spent"] == "0"
 
 
 def test_private_schema_of_the_sample_census_through_the_cli(tmp_path):

@@ -159,6 +159,7 @@ def test_signals_exit_130_or_143_leaving_nothing_partial(tmp_path, signame, code
     stopped = run(release_args(out, "--run-key", "k"), ledger, fault=f"{point}:{signame}")
     assert stopped.exit_code == code, stopped.stderr
     assert stopped.stderr.count("\n") == 1 and stopped.stderr.startswith("Error: ") and "Traceback" not in stopped.stderr
+    assert ("stays spent" in stopped.stderr) == (not given_back), stopped.stderr  # said after READ only
     assert not out.exists() and leftovers(tmp_path) == []
     assert kinds(ledger)[-1] == ("ABORT" if given_back else "FAIL")
     assert spent(ledger) == (0 if given_back else Fraction(1, 2))
@@ -188,6 +189,7 @@ def test_private_schema_signalled_after_reading_exits_with_one_line_and_stays_ch
     stopped = run(private_schema_args(out), ledger, fault=f"read:{signame}")
     assert stopped.exit_code == code, stopped.stderr
     assert stopped.stderr.count("\n") == 1 and stopped.stderr.startswith("Error: ") and "Traceback" not in stopped.stderr
+    assert "stays spent" in stopped.stderr
     assert not out.exists() and kinds(ledger)[-1] == "FAIL" and spent(ledger) == Fraction(1, 2)
 
 
@@ -485,3 +487,43 @@ def test_a_disk_full_halfway_through_a_streamed_table_publishes_nothing_and_stay
     assert result.output.count("\n") == 1 and "Traceback" not in result.output
     assert not out.exists() and leftovers(tmp_path) == []
     assert kinds(ledger) == ["RESERVE", "READ", "FAIL"] and spent(ledger) == Fraction(1, 2)
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Nothing is reserved for a run that a check can still refuse; a failure after READ says the budget stays spent.
+
+
+@pytest.mark.parametrize("extra", [
+    ["--engine", "dask", "--master", "tcp://127.0.0.1:1"],  # the engine's preflight: no scheduler there
+    ["-a", "mwem", "--option", "replay=100000000"],  # a work ceiling
+    ["-a", "ahp", "--option", "ratio=1e-30"],  # a step starved past the samplers' range
+])
+def test_a_run_refused_by_a_late_check_never_reserves(tmp_path, extra):
+    if "dask" in extra and not all(map(_installed, ("dask", "distributed"))):
+        pytest.skip("the dask extra is not installed")
+    ledger, out = tmp_path / "l.sqlite", tmp_path / "out"
+    args = ["release", str(CENSUS), "-s", str(SCHEMA), "-c", "age", "-e", "0.5", "--dataset-id", "census",
+            "-o", str(out), "--run-key", "k", *extra]
+    refused = run(args, ledger)
+    assert refused.exit_code == 2 and refused.stderr.count("\n") == 1, refused.stderr
+    assert "stays spent" not in refused.stderr and not out.exists()
+    assert not ledger.exists() or kinds(ledger) == []  # not even a RESERVE given back later
+
+
+def test_a_data_error_after_reading_is_one_line_that_says_the_budget_stays_spent(tmp_path):
+    data = tmp_path / "d.csv"
+    data.write_text("age,sex\n" + "30,F\n" * 2000 + "abc,M\n" + "40,M\n" * 10)
+    ledger, out = tmp_path / "l.sqlite", tmp_path / "out"
+    args = ["release", str(data), "-s", str(SCHEMA), "-c", "age", "-e", "0.5", "--dataset-id", "census", "-o",
+            str(out), "--run-key", "k"]
+    failed = run(args, ledger)
+    assert failed.exit_code == 1 and failed.stderr.count("\n") == 1, failed.stderr
+    assert "line 2002" in failed.stderr and failed.stderr.rstrip().endswith(
+        "the run had read data, so its budget stays spent (see 'dphist budget show')")
+    assert kinds(ledger) == ["RESERVE", "READ", "FAIL"] and spent(ledger) == Fraction(1, 2) and not out.exists()
+    assert run(args, ledger).exit_code == 3  # the key was used up by a run that read data
+
+
+def _installed(module: str) -> bool:
+    import importlib.util
+    return importlib.util.find_spec(module) is not None

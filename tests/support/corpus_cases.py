@@ -2375,3 +2375,143 @@ add("long_schema_path", _long(release("data.csv", schema=_LONG), 2, "characters)
 add("long_out_path", _long(release("data.csv", "--columns", "age", out=_LONG), 2, "characters)"))
 add("long_draft_out_path", _long(["schema", "data.csv", "--out", _LONG + ".yaml"], 2, "characters)"))
 add("newline_in_column_name_is_escaped", _long(release("data.csv", "--columns", "a\nb\x1b[31m"), (1, 2), "'a\\nb\\x1b[31m'"))
+
+# --- precharge: nothing charged without a reason (every check that can fail runs before the reservation) ---
+
+
+def _numbers_parquet(d: Path, name: str = "num.parquet") -> str:
+    """A Parquet file whose columns are all numeric (stored types: no column can be text)."""
+    rng = np.random.default_rng(5)
+    n = 5_000  # enough records for discovery to find a range at epsilon 0.25
+    return parquet(d, name, pa.table({"age": rng.integers(17, 90, n), "income": rng.gamma(2.0, 2e4, n),
+                                      "hours": rng.integers(1, 80, n)}))
+
+
+def _ledger_rows(d: Path) -> list[dict]:
+    from dphist.ledger import Ledger
+    ledger = Ledger(d / "ledger.sqlite")
+    try:
+        return ledger.status()
+    finally:
+        ledger.close()
+
+
+def _delta_charged_as_zero(d: Path) -> None:
+    """After exit 0: the report and the ledger agree that none of the unneeded delta was charged."""
+    wrote_release()(d)
+    report = json.loads((d / "out" / "report.json").read_text())
+    assert report["delta_spent"] == "0" and report["delta_requested"] == "0.000001", report
+    assert "delta_note" in report
+    assert [(r["epsilon_spent"], r["delta_spent"]) for r in _ledger_rows(d)] == [("1", "0")]
+
+
+@case
+def precharge_delta_numbers_only_parquet_no_schema(d):
+    """The README's no-schema recipe on a Parquet file of numbers: its delta is needed by no step."""
+    _numbers_parquet(d)
+    return Case(["release", "num.parquet", "-e", "1", "--delta", "1e-6", "-c", "age", "--discovery-share",
+                 "0.5", "--ledger", "ledger.sqlite", "--out", "out", "--quiet"], 0, ledger="ledger.sqlite",
+                check=_delta_charged_as_zero)
+
+
+@case
+def precharge_delta_every_column_declared(d):
+    good(d)
+    return Case(release("data.csv", "-c", "age", "--delta", "1e-6", "--ledger", "ledger.sqlite", "--quiet"), 0,
+                ledger="ledger.sqlite", check=_delta_charged_as_zero)
+
+
+def _schema_charged_no_delta(d: Path) -> None:
+    assert "# Spent: epsilon 1, delta 0." in (d / "s.yaml").read_text()
+    assert [(r["epsilon_spent"], r["delta_spent"]) for r in _ledger_rows(d)] == [("1", "0")]
+
+
+@case
+def precharge_private_schema_delta_numbers_only(d):
+    _numbers_parquet(d)
+    return Case(["schema", "num.parquet", "--private", "-e", "1", "--delta", "1e-6", "-c", "age", "--ledger",
+                 "ledger.sqlite", "-o", "s.yaml"], 0, ledger="ledger.sqlite", check=_schema_charged_no_delta)
+
+
+def _engine_case(engine: str, master: str, *modules: str):
+    """A release on ``engine`` whose ``--master`` cannot be used: refused before the reservation (exit 2)."""
+    def build(d: Path) -> Case:
+        import importlib.util
+        if any(importlib.util.find_spec(m) is None for m in modules):
+            import pytest
+            pytest.skip(f"the {engine} extra is not installed")
+        good(d)
+        return Case(release("data.csv", "-c", "age", "--engine", engine, "--master", master), 2, ("--master",))
+    return build
+
+
+add("precharge_dask_master_not_an_address", _engine_case("dask", "bogus", "dask", "distributed"))
+add("precharge_dask_master_refused", _engine_case("dask", "tcp://127.0.0.1:1", "dask", "distributed"))
+add("precharge_dask_master_unknown_scheme", _engine_case("dask", "inproc://nowhere", "dask", "distributed"))
+add("precharge_spark_master_not_a_master", _engine_case("spark", "bogus://", "pyspark"))
+add("precharge_spark_master_refused", _engine_case("spark", "spark://127.0.0.1:1", "pyspark"))
+add("precharge_spark_master_long", _engine_case("spark", "x" * 5000, "pyspark"))
+
+_BINS = "columns:\n  x: {type: numeric, lower: 0, upper: %d, bins: %d}\n"
+
+
+def _costly(bins: int, algorithm: str, *options: str, keywords: tuple[str, ...] = ("ceiling",)):
+    """A release whose algorithm options ask for more work than its ceiling: refused before reading (exit 2)."""
+    def build(d: Path) -> Case:
+        write(d, "schema.yaml", _BINS % (bins, bins))
+        write(d, "data.csv", "x,note\n" + "".join(f"{i % bins},{SECRET}\n" for i in range(50)))
+        args = release("data.csv", "-c", "x", "-a", algorithm)
+        for o in options:
+            args[-2:-2] = ["--option", o]
+        return Case(args, 2, (algorithm, *keywords))
+    return build
+
+
+add("precharge_mwem_replay_huge", _costly(64, "mwem", "replay=100000000", keywords=("replay", "ceiling")))
+add("precharge_mwem_rounds_on_4096_cells", _costly(4096, "mwem", "rounds=400", keywords=("rounds", "ceiling")))
+add("precharge_mwem_rounds_and_replay_at_max", _costly(4096, "mwem", "rounds=4096", "replay=9007199254740992",
+                                                       keywords=("ceiling",)))
+add("precharge_noisefirst_grid_past_memory", _costly(10_000, "noisefirst", "grid=10000", keywords=("grid",)))
+add("precharge_structurefirst_grid_past_memory", _costly(20_000, "structurefirst", "cap=1", "grid=20000",
+                                                         keywords=("grid",)))
+add("precharge_dpcube_max_depth_huge", _costly(200_000, "dpcube", "max_depth=9007199254740992",
+                                               keywords=("max_depth", "ceiling")))
+
+
+def _starved(algorithm: str, *options: str, budget: tuple[str, ...] = ("--epsilon", "1"), bins: int = 64,
+             keywords: tuple[str, ...] = ()):
+    """A release whose options leave one of its algorithm's steps too little budget for exact noise: refused
+    before reading (exit 2), not after the data were read."""
+    def build(d: Path) -> Case:
+        write(d, "schema.yaml", _BINS % (bins, bins))
+        write(d, "data.csv", "x,note\n" + "".join(f"{i % bins},{SECRET}\n" for i in range(50)))
+        args = ["release", "data.csv", "--schema", "schema.yaml", *budget, "-c", "x", "-a", algorithm,
+                "--out", "out"]
+        for o in options:
+            args[-2:-2] = ["--option", o]
+        return Case(args, 2, (algorithm, *keywords))
+    return build
+
+
+add("precharge_ahp_ratio_tiny", _starved("ahp", "ratio=1e-30", keywords=("ratio",)))
+add("precharge_ahp_ratio_near_one", _starved("ahp", "ratio=0.999999999999", budget=("--epsilon", "1e-6")))
+add("precharge_mwem_total_share_tiny_rho", _starved("mwem", "total_share=1e-30", budget=("--rho", "0.5")))
+add("precharge_dpcube_alpha_tiny", _starved("dpcube", "alpha=1e-30"))
+add("precharge_privtree_structure_share_tiny", _starved("privtree", "structure_share=1e-30"))
+add("precharge_dawa_ratio_tiny", _starved("dawa", "ratio=1e-30"))
+add("precharge_auto_total_share_tiny", _starved("auto", "total_share=1e-30"))
+add("precharge_efpa_epsilon_too_small_for_its_cells", _starved("efpa", budget=("--epsilon", "1e-6"), bins=16384))
+add("precharge_privelet_l2_weights_under_pure_epsilon", _starved("privelet", "weights=l2", keywords=("l2",)))
+
+
+@case
+def precharge_csv_wrong_type_mid_file(d):
+    """A declared numeric column with a text value half-way through: found only while reading, after the charge;
+    the line says the run read data and its budget stays spent."""
+    write(d, "schema.yaml", SCHEMA)
+    write(d, "data.csv", "age,sex\n" + "30,F\n" * 500 + f"{SECRET},M\n" + "40,M\n" * 500)
+    return Case(release("data.csv", "-c", "age"), 1, ("data.csv", "'age'", "stays spent", "dphist budget show"),
+                may_charge=True)
+
+
+add("precharge_csv_wrong_type_mid_file_json", _json(CASES["precharge_csv_wrong_type_mid_file"]))

@@ -161,13 +161,29 @@ def test_errors():
     frame = rare_and_common()
     with pytest.raises(UsageError, match="needs delta > 0"):
         dphist.release(frame, "1", columns="kind", seed=1)
-    with pytest.raises(UsageError, match="every column is declared"):
-        dphist.release(frame, "1", {"columns": {"x": {"type": "numeric", "lower": 0, "upper": 5, "bins": 5}}},
-                       columns="x", delta="1e-6", seed=1)
     with pytest.raises(UsageError, match="between 0 and 1e-3"):
         dphist.release(frame, "1", columns="kind", delta="0.5", seed=1)
     with pytest.raises(DataError, match="too few records"):
         dphist.release(pd.DataFrame({"x": [1, 2, 3]}), "0.1", seed=1)
+
+
+@pytest.mark.parametrize("schema, columns", [
+    ({"columns": {"x": {"type": "numeric", "lower": 0, "upper": 5, "bins": 5}}}, "x"),  # every column declared
+    (None, "x"),  # an undeclared column of a stored numeric type: no partition selection
+])
+def test_a_delta_no_step_can_use_is_charged_as_zero(tmp_path, schema, columns):
+    """The README's recipe with --delta works on any input: a δ that no step can use is accepted, charged as 0 in
+    the ledger and the report alike, and the report says why."""
+    from dphist.ledger import Ledger
+
+    path = tmp_path / "x.parquet"
+    pd.DataFrame({"x": np.arange(3000) % 5}).to_parquet(path)
+    ledger = tmp_path / "l.sqlite"
+    report = dphist.release(path, "1", schema, columns=columns, delta="1e-6", ledger=ledger, dataset_id="d").report
+    (row,) = Ledger(ledger).status("d")
+    assert report["delta_spent"] == row["delta_spent"] == "0" and report["delta_requested"] == "0.000001"
+    assert "none was charged" in report["delta_note"] and report["guarantee"] == "pure epsilon-differential privacy"
+    assert report["epsilon_spent"] == row["epsilon_spent"] == "1"
 
 
 @pytest.mark.parametrize("name", ["adult.csv", "adult.parquet", "nyc_flights_2013.parquet"])

@@ -9,6 +9,7 @@ from types import SimpleNamespace
 
 import pytest
 
+from dphist.errors import BUDGET_STAYS_SPENT, DataError, UsageError, read_data
 from dphist.ledger import BudgetExhausted, Ledger
 from dphist.privacy.conversions import rho_for
 from dphist.publish import charged_run
@@ -54,3 +55,38 @@ def test_charged_run_reserves_in_the_plans_definition(tmp_path):
     with pytest.raises(BudgetExhausted):
         charged_run(_plan(definition="zcdp", epsilon=None, rho=Fraction(1, 2), delta=0),
                     lambda info: pytest.fail("read data after a refusal"), book, dataset_id=D)
+
+
+@pytest.mark.parametrize("raised, kind, code", [
+    (lambda: DataError("d.csv: line 3, column 'age': value is not a number"), DataError, 1),
+    # Exit 2 promises that nothing was read: a usage error found after reading is a data error that says so.
+    (lambda: UsageError("algorithm 'efpa': the table's total is too large"), DataError, 1),
+    (lambda: ValueError("a bug"), ValueError, None),
+    (lambda: KeyboardInterrupt(), KeyboardInterrupt, None),
+])
+def test_a_failure_after_reading_says_once_that_the_budget_stays_spent(tmp_path, raised, kind, code):
+    """Whatever fails after READ, the error the transaction raises says so (a DphistError in its message, anything
+    else marked for the CLI's line and noted for a traceback); the ledger keeps the charge."""
+    book = ledger(tmp_path)
+
+    def work(info):
+        raise raised()
+
+    with pytest.raises(kind) as caught:
+        charged_run(_plan(epsilon=Fraction(1, 2), delta=0), work, book, dataset_id=D)
+    exc = caught.value
+    assert read_data(exc) or str(exc).endswith(BUDGET_STAYS_SPENT)
+    if code is not None:
+        assert exc.exit_code == code and str(exc).count(BUDGET_STAYS_SPENT) == 1
+    else:
+        assert exc.__notes__ == [BUDGET_STAYS_SPENT]
+    assert kinds(book) == ["RESERVE", "READ", "FAIL"] and row(book)["epsilon_spent"] == "0.5"
+
+
+def test_a_failure_before_reading_gives_the_budget_back_and_does_not_say_it_is_spent(tmp_path, monkeypatch):
+    book = ledger(tmp_path)
+    monkeypatch.setattr(Ledger, "mark_read", lambda self, reserved: (_ for _ in ()).throw(ValueError("a bug")))
+    with pytest.raises(ValueError) as caught:
+        charged_run(_plan(epsilon=Fraction(1, 2), delta=0), lambda info: pytest.fail("read"), book, dataset_id=D)
+    assert not read_data(caught.value) and not getattr(caught.value, "__notes__", None)
+    assert kinds(book) == ["RESERVE", "ABORT"] and row(book)["epsilon_spent"] == "0"

@@ -7,6 +7,8 @@ from __future__ import annotations
 import importlib.util
 import io
 import shutil
+import time
+from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
@@ -15,12 +17,13 @@ import pyarrow.parquet as pq
 import pytest
 
 from dphist.counting import TableShape, count_tables
-from dphist.engines import count
+from dphist.engines import count, preflight
+from dphist.errors import UsageError
 from dphist.io.sources import open_source
 from dphist.progress import Progress
 from dphist.schema import parse_schema
 
-from cli_harness import invoke
+from cli_harness import invoke, run_process
 
 ROWS = 1_000_000  # the full tier's table: seven row groups of 150,000
 SMALL_ROWS = 40_000  # make test's: seven row groups of 6,000, the same shapes of data in a twenty-fifth the time
@@ -168,6 +171,58 @@ def test_engine_needs_its_extra_or_fails_cleanly(small, tmp_path, monkeypatch):
     assert res.exit_code == 2
     assert "pip install 'dphist[spark]'" in res.output
     assert not (tmp_path / "o").exists()
+
+
+# ---- the preflight: what cannot run is refused before the budget is reserved ---------------------------------
+
+
+@needs_dask
+@pytest.mark.parametrize("master, said", [("bogus", "is not a Dask scheduler address"),
+                                          ("tcp://127.0.0.1:1", "no Dask scheduler answered there"),
+                                          ("inproc://nowhere", "no Dask scheduler answered there")])
+def test_dask_preflight_refuses_a_master_that_cannot_be_used_at_once(master, said):
+    from dphist.engines.dask_engine import preflight_dask
+
+    started = time.perf_counter()
+    with pytest.raises(UsageError, match=said):
+        preflight(engine="dask", master=master)
+    assert time.perf_counter() - started < 3  # a refused port fails at once, not after Dask's 30 s
+    preflight_dask(None)  # the threaded default needs nothing
+
+
+@needs_spark
+@pytest.mark.parametrize("master, said", [("bogus://", "is not a Spark master"), ("local[x]", "is not a Spark master"),
+                                          ("spark://127.0.0.1:1", "no Spark master accepted a connection")])
+def test_spark_preflight_refuses_a_master_that_cannot_be_used_without_starting_java(master, said, monkeypatch):
+    from dphist.engines import spark_engine
+
+    monkeypatch.setattr(spark_engine, "session", lambda m: pytest.fail("the JVM was started"))
+    with pytest.raises(UsageError, match=said):
+        preflight(engine="spark", master=master)
+
+
+@pytest.mark.parametrize("master", ["local", "local[4]", "local[*]", "local[2,3]", "local-cluster[2,1,1024]", "yarn",
+                                    "spark://a:7077", "spark://a:7077,b:7077", "k8s://https://h:443"])
+def test_every_master_spark_accepts_parses(master):
+    from dphist.engines.spark_engine import MASTER
+
+    assert MASTER.fullmatch(master)
+
+
+@needs_spark
+@pytest.mark.slow  # a JVM that starts and exits: 10 s and more
+def test_spark_that_does_not_start_is_one_line_naming_its_log_and_charges_nothing(small, tmp_path):
+    root, _, _ = small
+    ledger, schema = tmp_path / "l.sqlite", tmp_path / "schema.yaml"
+    schema.write_text(__import__("yaml").safe_dump(SCHEMA, allow_unicode=True))
+    res = run_process(["release", str(root / "people.parquet"), "--schema", str(schema), "--columns", "age", "-e",
+                       "1", "--engine", "spark", "--master", "yarn", "--ledger", str(ledger), "--out", str(tmp_path / "o")],
+                      env={"HADOOP_CONF_DIR": None, "YARN_CONF_DIR": None}, timeout=300)
+    assert res.exit_code == 2 and res.stderr.count("\n") == 1 and "Spark did not start" in res.stderr, res.stderr
+    log = Path(res.stderr.rstrip().rsplit(" ", 1)[-1])
+    assert "HADOOP_CONF_DIR" in log.read_text()  # the JVM's trace went there, not to the terminal
+    log.unlink()
+    assert not ledger.exists() and not (tmp_path / "o").exists()
 
 
 class Terminal(io.StringIO):
