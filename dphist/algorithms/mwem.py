@@ -99,9 +99,9 @@ def candidate_ranges(n: int, queries: str) -> tuple[np.ndarray, np.ndarray]:
     return np.concatenate(lo_parts), np.concatenate(hi_parts)
 
 
-def candidate_count(n: int, workload: str) -> int:
+def candidate_count(n: int, queries: str) -> int:
     """How many ranges :func:`candidate_ranges` gives for ``n`` cells, without making them."""
-    if workload == "prefix":
+    if queries == "prefix":
         return n
     count, width = 0, 1
     while True:
@@ -149,7 +149,7 @@ class MWEM(Algorithm):
     def work(self, shape: tuple[int, ...]) -> tuple[int, ...]:
         """The most work a run may take (:data:`WORK`): T at its largest, every update over the whole table."""
         cells = math.prod(shape)
-        candidates = candidate_count(cells, self.params["workload"])
+        candidates = candidate_count(cells, self.params["queries"])
         rounds = self.params["rounds"]
         T = min(max(ROUNDS_TABLE) if rounds == "auto" else rounds, candidates)
         return (self.params["replay"] * T * (T + 1) // 2 * (STEP_NS + cells),)
@@ -159,7 +159,7 @@ class MWEM(Algorithm):
         total, selection = self.params["total_share"], self.params["selection_share"]
         rounds = self.params["rounds"]
         T = min(max(ROUNDS_TABLE) if rounds == "auto" else rounds,
-                candidate_count(math.prod(shape), self.params["workload"]))
+                candidate_count(math.prod(shape), self.params["queries"]))
         return [Step("the grand total", "measure", total),
                 Step("the range query of each round", "selection", (1 - total) * selection, count=T),
                 Step("each round's selected range", "measure", (1 - total) * (1 - selection) / T)]
