@@ -12,7 +12,7 @@ For each case, built in a fresh directory that is the working directory of the r
 - no charge unless data was read: after exit 2, 3 or 4, or an exit 1 found before any row is read, the ledger
   shows nothing spent; a damaged ledger stays byte-identical.  A test-mode run never charges.  Whether a failed
   run charged is recorded as the test's ``charged`` property (``--junitxml`` shows it).
-- the error line says that the budget stays spent exactly when the run read data (its ledger has a READ entry),
+- the error line says that the budget stays spent exactly when the run read data (it added a READ entry),
   and never otherwise.
 - after exit 0, no hidden leftovers outside the release directory.
 
@@ -96,22 +96,23 @@ def process_runs(request, tmp_path_factory):
         ledger = tmp_path_factory.mktemp(f"{name}-ledger") / "ledger.sqlite"
         before = corpus_snapshot(d)
         env = {"DPHIST_LEDGER": str(d / case.ledger if case.ledger else ledger)}
-        runs[name] = (d, case, before, ledger, start(["-m", "dphist", *case.args], cwd=d, env=env))
+        reads_before = reads(d / case.ledger if case.ledger else ledger)
+        runs[name] = (d, case, before, ledger, reads_before, start(["-m", "dphist", *case.args], cwd=d, env=env))
     yield runs
     for run in runs.values():  # a test that did not run (stopped by -x) leaves its process
         if run[0] != "skip":
             run[-1].wait(run[1].timeout)
 
 
-def read_recorded(path: Path) -> bool:
-    """Whether the ledger at ``path`` records that a run read data (a READ entry; no case starts with one)."""
+def reads(path: Path) -> int:
+    """How many READ entries (a run started reading data) the ledger at ``path`` holds; 0 if there is none."""
     if not path.is_file():
-        return False
+        return 0
     db = sqlite3.connect(f"{path.absolute().as_uri()}?mode=ro", uri=True)
     try:
-        return db.execute("SELECT 1 FROM entries WHERE kind = 'READ' LIMIT 1").fetchone() is not None
+        return db.execute("SELECT COUNT(*) FROM entries WHERE kind = 'READ'").fetchone()[0]
     except sqlite3.DatabaseError:  # a ledger that was never made
-        return False
+        return 0
     finally:
         db.close()
 
@@ -124,7 +125,8 @@ def json_logs(args: list[str]) -> bool:
         "--log-format=json" in args
 
 
-def verify(name: str, case: cc.Case, outcome: Outcome, d: Path, before: dict, ledger: Path) -> dict:
+def verify(name: str, case: cc.Case, outcome: Outcome, d: Path, before: dict, ledger: Path,
+           reads_before: int) -> dict:
     """Assert the contract; returns facts worth recording (whether an exit 1 charged)."""
     seen = (f"case {name}: dphist {' '.join(case.args)}\nexit {outcome.exit_code}\nstdout: {outcome.stdout[:2000]!r}"
             f"\nstderr: {outcome.stderr[:2000]!r}\n{outcome.crash}")
@@ -195,7 +197,7 @@ def verify(name: str, case: cc.Case, outcome: Outcome, d: Path, before: dict, le
         facts["charged"] = bool(charged)
         if outcome.exit_code in (2, 3, 4) or not case.may_charge:
             assert not charged, f"charged after exit {outcome.exit_code} (no data read): {charged}\n{seen}"
-        read = read_recorded(ledger)
+        read = reads(ledger) > reads_before  # this run's READ, not an earlier run's the case set up
         assert (BUDGET_STAYS_SPENT in message) == read, (
             f"the error line of a run that {'read' if read else 'did not read'} data must "
             f"{'' if read else 'not '}say that its budget stays spent\n{seen}")
@@ -253,7 +255,7 @@ def test_bad_input(name, tmp_path, monkeypatch, private_ledger, process_runs, re
     if run is not None and run[0] == "skip":
         pytest.skip(run[1])
     if run is not None:
-        d, case, before, ledger, process = run
+        d, case, before, ledger, reads_before, process = run
         outcome = process.wait(case.timeout)
         ledger = d / case.ledger if case.ledger else ledger
     else:
@@ -263,13 +265,14 @@ def test_bad_input(name, tmp_path, monkeypatch, private_ledger, process_runs, re
             case = cc.CASES[name](d)
             assert case.timeout is None, f"{name} sets a timeout: list it in corpus_cases.PROCESS"
             before = corpus_snapshot(d)
+            ledger = d / case.ledger if case.ledger else private_ledger
+            reads_before = reads(ledger)
             outcome = invoke(case.args, cwd=d, timeout=IN_PROCESS_LIMIT)
         finally:
             cc.release_locks()
-        ledger = d / case.ledger if case.ledger else private_ledger
     record_property("exit_code", outcome.exit_code)
     check_frozen(case, before, d, outcome)
-    facts = verify(name, case, outcome, d, before, ledger)
+    facts = verify(name, case, outcome, d, before, ledger, reads_before)
     for key, value in facts.items():
         record_property(key, value)
 
