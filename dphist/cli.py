@@ -227,8 +227,11 @@ class _Group(click.Group):
             except DphistError as exc:
                 _error_line(str(exc), exc.exit_code)
                 code = exc.exit_code
-            except _StdoutClosed:
-                pass  # exit 0 (see _standard_streams)
+            except _StdoutClosed as exc:
+                if read_data(exc):  # a charged run's output (schema --private's schema) did not reach its reader
+                    _error_line(f"standard output was closed before the output was written; {BUDGET_STAYS_SPENT}", 1)
+                    code = 1
+                # otherwise exit 0: the reader has what it wanted (see _standard_streams)
             except KeyboardInterrupt as exc:
                 code = _interrupted(130, "interrupted (SIGINT)", exc)
             except Terminated as exc:

@@ -73,6 +73,27 @@ def test_reading_commands_end_quietly_when_the_reader_has_gone(tmp_path):
         assert "Error" not in outcome.stderr and "Traceback" not in outcome.stderr, (args, outcome)
 
 
+def test_a_private_schema_whose_reader_has_gone_is_an_error_after_reading(tmp_path):
+    """``schema --private`` prints the schema it paid for: a reader gone before it arrives is not the quiet exit of
+    a reading command but one error line, exit 1, saying the budget stays spent (the ledger: RESERVE, READ, FAIL)."""
+    ledger = tmp_path / "ledger.sqlite"
+    pipe = _readerless_pipe()
+    try:
+        outcome = start(["-m", "dphist", "schema", SAMPLE / "census.parquet", "--private", "--epsilon", "1",
+                         "--columns", "age,income"], env={"DPHIST_LEDGER": str(ledger)}, stdout=pipe).wait(60)
+    finally:
+        os.close(pipe)
+    assert outcome.exit_code == 1, outcome
+    (line,) = outcome.stderr.splitlines()
+    assert line.startswith("Error: standard output was closed") and "budget stays spent" in line, line
+    from dphist.ledger import Ledger
+    book = Ledger(ledger, readonly=True)
+    try:
+        assert [e["kind"] for e in book.history(str(SAMPLE / "census.parquet"))] == ["RESERVE", "READ", "FAIL"]
+    finally:
+        book.close()
+
+
 def test_a_release_is_unaffected_by_its_streams(tmp_path):
     """A release prints nothing on stdout, and a failed write to stderr changes nothing it does: piped to a reader
     that has gone, it publishes and commits as it would have; a release that fails exits as it would have."""
