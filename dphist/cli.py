@@ -630,10 +630,13 @@ def _int_option(flag: str, value: str) -> int:
 @_unit_options("With --private")
 @_seed_option("With --private")
 @_ledger_options("With --private")
+@click.option("--require-cap", is_flag=True, envvar="DPHIST_REQUIRE_CAP", help="With --private: refuse (exit 3, "
+              "before reading) a data set that has no cap in the ledger [$DPHIST_REQUIRE_CAP]; without it, an "
+              "uncapped data set gets a warning.")
 @click.option("--overwrite", is_flag=True, help="Replace FILE if it exists.")
 @click.pass_context
 def schema_command(ctx, input, out, private, epsilon, delta, columns, bins, max_categories, binning, privacy_unit,
-                   max_rows_per_unit, seed, ledger_path, dataset_id, lock_timeout, overwrite):
+                   max_rows_per_unit, seed, ledger_path, dataset_id, lock_timeout, require_cap, overwrite):
     """Write a schema for INPUT.
 
     Without --private: a DRAFT that copies bounds and categories FROM THE DATA; they are not private. Review them
@@ -653,12 +656,15 @@ def schema_command(ctx, input, out, private, epsilon, delta, columns, bins, max_
                              "JSON: name it .yaml or .yml")
     if private:
         _private_schema(input, out, epsilon, delta, columns, bins, max_categories, binning, privacy_unit,
-                        max_rows_per_unit, seed, ledger_path, dataset_id, lock_timeout)
+                        max_rows_per_unit, seed, ledger_path, dataset_id, lock_timeout, require_cap)
         return
     given = {p.name: p for p in ctx.command.params}
     used = [given[name].opts[0] for name in ("epsilon", "delta", "columns", "privacy_unit", "max_rows_per_unit",
                                              "seed", "ledger_path", "dataset_id", "lock_timeout", "binning")
             if ctx.get_parameter_source(name) not in (ParameterSource.DEFAULT, None)]
+    # $DPHIST_REQUIRE_CAP, set for a cron job, must not stop a draft, which charges nothing.
+    if ctx.get_parameter_source("require_cap") == ParameterSource.COMMANDLINE:
+        used.append("--require-cap")
     if used:
         raise click.UsageError(f"{used[0]} applies to --private only")
     text = draft_schema(input, bins=bins or 10, max_categories=max_categories or 100)
@@ -673,7 +679,7 @@ def schema_command(ctx, input, out, private, epsilon, delta, columns, bins, max_
 
 
 def _private_schema(input, out, epsilon, delta, columns, bins, max_categories, binning, privacy_unit,
-                    max_rows_per_unit, seed, ledger_path, dataset_id, lock_timeout):
+                    max_rows_per_unit, seed, ledger_path, dataset_id, lock_timeout, require_cap):
     from .execution import charged
     from .io.output_file import atomic_output
     from .output import NOT_PRIVATE
@@ -698,9 +704,11 @@ def _private_schema(input, out, epsilon, delta, columns, bins, max_categories, b
             if "failed" in r:
                 click.echo(f"  {r['column']}: not found: {r['failed']}", err=True)
 
-    charged(plan, work, ledger=ledger_path, dataset_id=dataset_id, lock_timeout=lock_timeout,
-            detail={"command": "schema --private", "schema": str(Path(out).absolute()) if out else "stdout"},
-            on_test_mode=lambda: _notice(NOT_PRIVATE, "test_mode"))
+    done = charged(plan, work, ledger=ledger_path, dataset_id=dataset_id, lock_timeout=lock_timeout,
+                   detail={"command": "schema --private", "schema": str(Path(out).absolute()) if out else "stdout"},
+                   on_test_mode=lambda: _notice(NOT_PRIVATE, "test_mode"), require_cap=require_cap)
+    if plan.seed is None and _uncapped(done.info):
+        _warn_uncapped(done.dataset, plan.ledger_unit)
 
 
 @main.command("evaluate")

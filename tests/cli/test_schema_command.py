@@ -90,3 +90,24 @@ def test_private_schema_of_the_sample_census_through_the_cli(tmp_path):
     assert rel.exit_code == 0, rel.output
     report = json.loads((tmp_path / "rel" / "report.json").read_text())
     assert "discovery" not in report and report["tables"][0]["domain"]["sex"]["values"] == ["F", "M"]
+
+
+def test_a_private_schema_may_require_a_cap_and_the_variable_never_stops_a_draft(tmp_path):
+    """--require-cap refuses an uncapped data set before reading (exit 3, nothing charged, no file); the same
+    data set once capped is charged; $DPHIST_REQUIRE_CAP does not stop a draft, which charges nothing."""
+    from conftest import SAMPLE
+
+    data, ledger, out = SAMPLE / "census.parquet", tmp_path / "ledger.sqlite", tmp_path / "s.yaml"
+    args = ["schema", data, "--private", "-e", "1", "-c", "age", "-o", out, "--ledger", ledger, "--dataset-id", "cz"]
+    refused = invoke([*args, "--require-cap"])
+    assert refused.exit_code == 3 and "no cap" in refused.stderr and not out.exists(), refused.stderr
+    Ledger(ledger).set_cap("cz", "row", epsilon=2)
+    assert Ledger(ledger).status()[0]["epsilon_spent"] == "0"
+    done = invoke([*args, "--require-cap"])
+    assert done.exit_code == 0 and out.exists() and "no cap" not in done.stderr, done.stderr
+    assert Ledger(ledger).status()[0]["epsilon_spent"] == "1"
+    draft = invoke(["schema", data, "-o", tmp_path / "d.yaml"], env={"DPHIST_REQUIRE_CAP": "1"})
+    assert draft.exit_code == 0 and (tmp_path / "d.yaml").exists(), draft.stderr
+    uncapped = invoke(["schema", data, "--private", "-e", "1", "-c", "age", "-o", tmp_path / "u.yaml",
+                       "--ledger", ledger])
+    assert uncapped.exit_code == 0 and "has no cap" in uncapped.stderr, uncapped.stderr
