@@ -2515,3 +2515,20 @@ def precharge_csv_wrong_type_mid_file(d):
 
 
 add("precharge_csv_wrong_type_mid_file_json", _json(CASES["precharge_csv_wrong_type_mid_file"]))
+
+
+# --- schema --private and the cap -----------------------------------------------------------------------------
+# schema --private charges the ledger like a release: --require-cap refuses an uncapped data set before reading.
+
+
+@case
+def schema_private_require_cap_uncapped(d):
+    good(d)
+    return Case(["schema", "data.csv", "--private", "-e", "1", "--columns", "age", "--dataset-id", "census",
+                 "--require-cap", "-o", "s.yaml"], 3, ("'census' has no cap", "nothing was read"))
+
+
+@case
+def schema_draft_require_cap_flag(d):
+    good(d)
+    return Case(["schema", "data.csv", "--require-cap", "-o", "s.yaml"], 2, ("--require-cap", "--private only"))
