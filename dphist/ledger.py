@@ -460,11 +460,16 @@ class Ledger:
             if found != _TABLE:
                 raise LedgerDamaged(f"ledger {self.path}: its entries table does not have dphist's columns; "
                                     f"{_RESTORE}")
+            # Found, perhaps just created by another process between two checks of this one: from here on every
+            # read must see the table, or this process would chain its entries to nothing and count no spend.
+            self._blank = False
             return
         if names:
             raise LedgerDamaged(f"ledger {self.path}: an SQLite file that is not a dphist ledger (check --ledger); "
                                 f"{_RESTORE}")
-        self._blank = not create  # an empty file, which the first write makes a ledger
+        # An empty file, which the first write makes a ledger: only a read-only ledger reads it as having no
+        # entries (a writable one creates the table below, or finds it on its next check).
+        self._blank = self.readonly and not create
         if create:
             self._db.execute("""CREATE TABLE IF NOT EXISTS entries (
                 seq INTEGER PRIMARY KEY, ts TEXT NOT NULL, dataset TEXT NOT NULL, unit TEXT NOT NULL,

@@ -618,3 +618,31 @@ def test_reading_where_no_log_index_can_be_made_reads_the_file_if_the_log_is_emp
     with pytest.raises(ledger_module.LedgerFull, match="free space there"):
         Ledger(path, readonly=True)
     writer.close()
+
+
+def test_a_ledger_created_by_another_process_between_its_checks_is_read_in_full(tmp_path, monkeypatch):
+    """Two processes opening one new ledger together: the second may find no table on its first check and the
+    table (with the first one's entries) on its next.  It must then read every entry: chain its own to the last
+    one and count the other's spend, never take the file for empty."""
+    path = tmp_path / "ledger.sqlite"
+    original = Ledger._check_table
+    raced = []
+
+    def racing(self, create):
+        original(self, create)
+        if not create and not raced:  # between this process's first check and its creating the table
+            raced.append(True)
+            other = Ledger(path)
+            other.set_cap("census", "row", epsilon=1)
+            other.reserve("census", "row", Fraction(1, 2))
+            other.close()
+
+    monkeypatch.setattr(Ledger, "_check_table", racing)
+    late = Ledger(path)
+    assert raced
+    assert Fraction(late.status("census")[0]["epsilon_spent"]) == Fraction(1, 2)
+    with pytest.raises(BudgetExhausted):
+        late.reserve("census", "row", Fraction(3, 4))
+    late.reserve("census", "row", Fraction(1, 4))
+    late.close()
+    assert Ledger(path, readonly=True).verify() == []
