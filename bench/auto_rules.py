@@ -1,7 +1,7 @@
 """Learn and evaluate the rule tables behind ``--algorithm auto`` on the DPBench grid, one per workload.
 
     .venv/bin/python bench/auto_rules.py --grid       # run the grid: every candidate, every domain size
-    .venv/bin/python bench/auto_rules.py --fit        # fit the tables, write dphist/algorithms/auto_rules.py
+    .venv/bin/python bench/auto_rules.py --fit        # fit the tables, write dphist/algorithms/auto/rules.py
     .venv/bin/python bench/auto_rules.py --evaluate   # run `auto` per workload on the DPBench grid, write the regret
 
 A rule table maps public facts to an algorithm: the number of dimensions, the number of cells, and the signal
@@ -11,7 +11,7 @@ noisy total).  There is one table per workload, the questions the steward says t
 single cell) and ``marginals`` (the one-way marginals; the cells themselves in 1-D).  Each run of the grid scores
 the same released table on all three.  DPBench's own domains are 4096 cells (1-D) and 256×256 (2-D); to learn
 how the choice moves with the domain size, the same data sets are also summed into coarser domains (1-D: 1024,
-256, 64, 16 cells; 2-D: 128², 64², 32², 16²).  Error and regret follow the DPBench protocol (dphist.benchmark).
+256, 64, 16 cells; 2-D: 128², 64², 32², 16²).  Error and regret follow the DPBench protocol (dphist.evaluation.benchmark).
 For every (workload, dimensions, cells, decade) the table keeps the algorithm with the lowest mean regret over
 the data sets; regret is against the best of ours and, for ranges at ε = 0.1 on the full domains, the reference
 implementation's best algorithm on that data set.
@@ -39,8 +39,8 @@ from dpbench import DATA, manifest  # noqa: E402
 from records import read_records, write_records  # noqa: E402
 from sections import replace_section  # noqa: E402
 
-from dphist.algorithms.auto import Auto, as_learned, low_signal_options  # noqa: E402
-from dphist.benchmark import load_histogram, run_benchmark  # noqa: E402
+from dphist.algorithms.auto.choice import Auto, as_learned, low_signal_options  # noqa: E402
+from dphist.evaluation.benchmark import load_histogram, run_benchmark  # noqa: E402
 
 RESULTS = HERE / "results"
 GRID = RESULTS / "auto-grid.jsonl"
@@ -119,9 +119,9 @@ def per_setting(frame: pd.DataFrame, workload: str = "ranges") -> pd.DataFrame:
 def takes_columns(name: str) -> bool:
     """Whether the algorithm takes tables of several columns as a grid (a one-column rule's choice may meet a table
     with categorical slices, which needs one that does; DAWA reads two columns as one sequence, see
-    dphist.algorithms.auto.SEQUENCE_ONLY)."""
+    dphist.algorithms.auto.choice.SEQUENCE_ONLY)."""
     from dphist.algorithms import get_algorithm
-    from dphist.algorithms.auto import SEQUENCE_ONLY
+    from dphist.algorithms.auto.choice import SEQUENCE_ONLY
     from dphist.errors import UsageError
     if name in SEQUENCE_ONLY:
         return False
@@ -158,8 +158,8 @@ def _preferred(regret: pd.Series) -> str:
 
 
 def lookup(table: dict, dims: int, cells: int, signal: float) -> str:
-    """The rule table's choice (the same lookup as dphist.algorithms.auto, for the leave-one-out scores)."""
-    from dphist.algorithms.auto import nearest_rule
+    """The rule table's choice (the same lookup as dphist.algorithms.auto.choice, for the leave-one-out scores)."""
+    from dphist.algorithms.auto.choice import nearest_rule
     return nearest_rule(table, dims, cells, signal)[0]
 
 
@@ -207,7 +207,7 @@ def run_grid(samples: int, runs: int, only: list[str] | None = None, scales: lis
 def typical(frame: pd.DataFrame) -> dict:
     """{(dims, cells): {decade: {algorithm: (cells error, ranges error)}}}: each candidate's median over the data
     sets of its mean scaled error (a fraction of the records), for the report's expected error of data-adaptive
-    algorithms (dphist.expected_error)."""
+    algorithms (dphist.evaluation.expected_error)."""
     frame = frame.assign(decade=decade(frame))
     per_set = frame.groupby(["dims", "cells", "decade", "algorithm", "dataset"])[["error_cells", "error"]].mean()
     median = per_set.groupby(level=["dims", "cells", "decade", "algorithm"]).median()
@@ -242,7 +242,7 @@ def write_rules(tables: dict, typical_errors: dict) -> None:
     lines.append("}")
     lines += ["", "# TYPICAL[(dimensions, cells)][decade][algorithm] = (cells, ranges): the algorithm's median over the",
               "# DPBench data sets of its mean error on single cells and on the ranges, as a fraction of the records",
-              "# (the report's typical error of data-adaptive algorithms, dphist.expected_error).", "TYPICAL = {"]
+              "# (the report's typical error of data-adaptive algorithms, dphist.evaluation.expected_error).", "TYPICAL = {"]
     for key in sorted(typical_errors):
         lines.append(f"    {key}: {{")
         for dec in sorted(typical_errors[key]):

@@ -1,4 +1,4 @@
-"""Accuracy on the DPBench data sets (Hay et al. SIGMOD 2016 protocol; see dphist.benchmark).
+"""Accuracy on the DPBench data sets (Hay et al. SIGMOD 2016 protocol; see dphist.evaluation.benchmark).
 
     .venv/bin/python bench/dpbench.py            # full grid: all 28 data sets, scales 1e3/1e5/1e7, ε 0.1 and 1
     .venv/bin/python bench/dpbench.py --quick    # a few data sets (make bench-quick, well under 5 minutes)
@@ -23,7 +23,7 @@ sys.path.insert(0, str(HERE))
 from records import read_records, write_records  # noqa: E402
 from sections import replace_section  # noqa: E402
 
-from dphist.benchmark import load_histogram, run_benchmark, summarize  # noqa: E402
+from dphist.evaluation.benchmark import load_histogram, run_benchmark, summarize  # noqa: E402
 
 DATA = HERE.parent.parent / "shared" / "data" / "dpbench"
 QUICK = {"1D": ["ADULT", "HEPTH", "SEARCHLOGS"], "2D": ["ADULT-2D", "GOWALLA"]}

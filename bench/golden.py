@@ -12,8 +12,8 @@ A refactoring that changes no behaviour leaves this file unchanged:
     git stash; python bench/golden.py before.json; git stash pop
     python bench/golden.py after.json; diff before.json after.json
 
-The commands run in a fixed folder (``/tmp/dphist-golden``) so that paths printed
-in summaries are the same from run to run.  DPBench tables come from
+The commands run in a fixed folder (``/tmp/dphist-golden``, or ``$DPHIST_GOLDEN_DIR``) so
+that paths printed in summaries are the same from run to run.  DPBench tables come from
 ``../shared/data/dpbench`` and are skipped when it is absent.
 """
 
@@ -35,7 +35,7 @@ import numpy as np
 
 ROOT = Path(__file__).resolve().parent.parent
 DPBENCH = ROOT.parent / "shared" / "data" / "dpbench"
-WORK = Path("/tmp/dphist-golden")
+WORK = Path(os.environ.get("DPHIST_GOLDEN_DIR", "/tmp/dphist-golden"))
 SEED = "7"
 
 ALGORITHMS = ("agrid ahp auto dawa dpcube efpa h hb identity kdtree mwem noisefirst "

@@ -22,10 +22,10 @@ sys.path.insert(0, str(HERE))
 from dpbench import DATA, manifest  # noqa: E402
 from sections import replace_section  # noqa: E402
 
-from dphist import workloads  # noqa: E402
+from dphist.evaluation import workloads  # noqa: E402
 from dphist.algorithms import get_algorithm  # noqa: E402
-from dphist.benchmark import _seed, load_histogram  # noqa: E402
-from dphist.inference import nonnegative_integer_table  # noqa: E402
+from dphist.evaluation.benchmark import _seed, load_histogram  # noqa: E402
+from dphist.inference.nonnegative import nonnegative_integer_table  # noqa: E402
 from dphist.privacy import PrivacyBudget, SeededBits  # noqa: E402
 
 SCALE, EPSILON, SAMPLES, RUNS = 10_000_000, Fraction(1, 10), 20, 5

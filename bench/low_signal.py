@@ -5,7 +5,7 @@
     .venv/bin/python bench/low_signal.py --from-records       # rewrite the section only
     .venv/bin/python bench/low_signal.py --dims 2             # the same in 2-D (section low-signal-2d)
 
-The DPBench 1-D protocol (dphist.benchmark): the 18 data sets at 4096 cells, scales 1e3 / 1e5 / 1e7, ε = 0.1, the
+The DPBench 1-D protocol (dphist.evaluation.benchmark): the 18 data sets at 4096 cells, scales 1e3 / 1e5 / 1e7, ε = 0.1, the
 prefix workload, scaled average L1 error; in 2-D the 10 data sets at 256 × 256 and 2000 random rectangles.  The samples are fresh: drawn with a seed (``SEED``) that no other
 bench and no fit of the rule table uses, so auto is scored on data its rules never saw.  The bar is the
 reference implementation's (dpcomp_core) per-data-set mean error in
@@ -37,7 +37,7 @@ from reference_bar import RECORDS as REMEASURED, published, remeasured  # noqa: 
 from records import read_records, write_records  # noqa: E402
 from sections import replace_section  # noqa: E402
 
-from dphist.benchmark import load_histogram, run_benchmark  # noqa: E402
+from dphist.evaluation.benchmark import load_histogram, run_benchmark  # noqa: E402
 
 RECORDS = HERE / "results" / "low-signal.jsonl"
 REFERENCE = DATA / "reference" / "full_1d.jsonl"

@@ -24,7 +24,7 @@ from sections import replace_section  # noqa: E402
 
 import dphist  # noqa: E402
 from dphist.api import plan_release  # noqa: E402
-from dphist.counting import count_tables  # noqa: E402
+from dphist.read.counting import count_tables  # noqa: E402
 
 ADULT = HERE.parent.parent / "shared" / "data" / "real" / "adult.csv"
 SCHEMA = HERE / "adult.schema.yaml"

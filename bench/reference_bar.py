@@ -46,8 +46,8 @@ from dpbench import DATA, manifest  # noqa: E402
 from records import read_records, write_records  # noqa: E402
 from sections import replace_section  # noqa: E402
 
-from dphist import workloads  # noqa: E402
-from dphist.benchmark import benchmark_sample, load_histogram, workload_for  # noqa: E402
+from dphist.evaluation import workloads  # noqa: E402
+from dphist.evaluation.benchmark import benchmark_sample, load_histogram, workload_for  # noqa: E402
 
 RECORDS = HERE / "results" / "reference-bar.jsonl"
 SAMPLE_SEED = 2026  # bench/low_signal.py's fresh samples

@@ -54,10 +54,10 @@ elif mode == "scan-csv":
     rows = sum(b.num_rows for b in reader)
 else:
     import io
-    from dphist.counting import TableShape, count_tables
-    from dphist.io.sources import open_source
-    from dphist.progress import Progress
-    from dphist.schema import load_schema
+    from dphist.read.counting import TableShape, count_tables
+    from dphist.read.sources import open_source
+    from dphist.read.progress import Progress
+    from dphist.declare.schema import load_schema
     schema = load_schema(sys.argv[4])
     src = open_source(path)
     class Terminal(io.TextIOBase):

@@ -26,7 +26,7 @@ from dpbench import manifest  # noqa: E402
 from records import read_records, write_records  # noqa: E402
 from sections import replace_section  # noqa: E402
 
-from dphist.benchmark import load_histogram, run_benchmark  # noqa: E402
+from dphist.evaluation.benchmark import load_histogram, run_benchmark  # noqa: E402
 
 RECORDS = HERE / "results" / "workload.jsonl"
 SCALES = [1_000, 10_000, 100_000, 1_000_000, 10_000_000]

@@ -169,7 +169,7 @@ def adult_marginals(runs: int) -> list[str]:
     if not ADULT.is_file():
         return ["- Adult table not found: the marginal-set comparison is skipped."]
     from dphist.api import plan_release
-    from dphist.counting import count_tables
+    from dphist.read.counting import count_tables
     plan = plan_release(ADULT, "1", SCHEMA, marginals=ADULT_SET, marginal_strategy="separate", seed=0)
     needed = {c.name: c for shape in plan.shapes for c in shape.columns}
     truth = {s.name: c.ravel() for s, c in zip(plan.shapes, count_tables(plan.source.batches(needed), plan.shapes,

@@ -1,7 +1,7 @@
 """dphist: differentially private histograms and contingency tables from CSV and Parquet.
 
 ``import dphist`` is cheap: only the version is loaded.  ``Release`` and ``release`` (and any submodule, e.g.
-``dphist.schema``) are imported on first use (PEP 562), so the command line starts without pandas or scipy.
+``dphist.declare.schema``) are imported on first use (PEP 562), so the command line starts without pandas or scipy.
 """
 
 from __future__ import annotations
@@ -13,11 +13,11 @@ from .version import __version__
 __all__ = ["__version__", "release", "Release"]
 
 # Exported name -> the module that defines it, imported when the name is first looked up.
-_LAZY = {"release": ".api", "Release": ".output"}
+_LAZY = {"release": ".api", "Release": ".publishing.output"}
 
 
 def __getattr__(name: str):
-    """The lazy exports, then any submodule by name (``dphist.schema``), as an eager import of everything would
+    """The lazy exports, then any submodule by name (``dphist.declare.schema``), as an eager import of everything would
     have made them available; AttributeError otherwise."""
     if name in _LAZY:
         value = getattr(importlib.import_module(_LAZY[name], __name__), name)

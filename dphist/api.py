@@ -12,11 +12,11 @@ import os
 from typing import Any
 
 from .errors import UsageError
-from .execution import execute, run_plan
-from .io.sources import is_path
-from .ledger import Ledger
-from .output import Release
-from .planning import DEFAULT_ALGORITHM, ReleaseOptions, ReleasePlan, make_plan
+from .publishing.execution import execute, run_plan
+from .read.sources import is_path
+from .publishing.ledger import Ledger
+from .publishing.output import Release
+from .publishing.planning import DEFAULT_ALGORITHM, ReleaseOptions, ReleasePlan, make_plan
 from .text import quoted
 
 __all__ = ["Release", "ReleasePlan", "ReleaseOptions", "release", "plan_release", "run_plan", "DEFAULT_ALGORITHM"]
@@ -78,7 +78,7 @@ def release(source: Any, epsilon: Any = None, schema: Any = None, *, rho: Any = 
         run at epsilon / max_rows_per_unit, so the whole unit is protected at epsilon (group privacy).  The
         ledger keeps this budget apart from per-row budgets.
     group_size : protect any group of this many units (or records) together at epsilon.
-    ledger : a :class:`~dphist.ledger.Ledger` or a path to one (default: ``$DPHIST_LEDGER``, else
+    ledger : a :class:`~dphist.publishing.ledger.Ledger` or a path to one (default: ``$DPHIST_LEDGER``, else
         ``~/.local/share/dphist/ledger.sqlite``).  The release is recorded there against ``dataset_id`` (default:
         the real path of the input file, or of the directory holding a directory's or glob's files; every
         DataFrame shares one id), and refused (BudgetExhausted) past its cap.  An id that is empty, has whitespace
@@ -92,7 +92,7 @@ def release(source: Any, epsilon: Any = None, schema: Any = None, *, rho: Any = 
     max_cells : refuse (UsageError, before reading) any table of more cells than this (default 2**24).
 
     Every keyword but ``ledger``, ``dataset_id`` and ``require_cap`` is an option of the release, checked once by
-    :class:`~dphist.planning.ReleaseOptions` (an unknown one is a UsageError naming it).
+    :class:`~dphist.publishing.planning.ReleaseOptions` (an unknown one is a UsageError naming it).
 
     The total epsilon spent is exactly ``epsilon`` (sequential composition over tables), or the total ρ exactly
     ``rho`` (the ρ of an (ε, δ) release exactly rho_for(ε, δ)), under add/remove of one record.  The report's
@@ -108,11 +108,11 @@ def release(source: Any, epsilon: Any = None, schema: Any = None, *, rho: Any = 
 
 
 def check_ledger(ledger: Any) -> None:
-    """UsageError unless ``ledger`` is None, a :class:`~dphist.ledger.Ledger` or a path (str or os.PathLike):
+    """UsageError unless ``ledger`` is None, a :class:`~dphist.publishing.ledger.Ledger` or a path (str or os.PathLike):
     checked first, so that a wrong one is refused before the input is opened, in test mode too."""
     if ledger is None or isinstance(ledger, Ledger) or is_path(ledger):
         return
-    raise UsageError(f"ledger must be a path (str or os.PathLike) or a dphist.ledger.Ledger, not "
+    raise UsageError(f"ledger must be a path (str or os.PathLike) or a dphist.publishing.ledger.Ledger, not "
                      f"{quoted(type(ledger).__name__, '')}")
 
 

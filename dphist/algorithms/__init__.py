@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from .auto import Auto
+from .auto.choice import Auto
 from .base import Algorithm, Estimate
 from .catalog import REGISTRY, applicable_options, get_algorithm, register
 

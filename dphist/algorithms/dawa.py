@@ -24,8 +24,8 @@ counts.  On a zCDP budget the amounts are ρ and the kernel converts each step.
              variance is Σ_nodes v_node·Σ_j [s_j a_j² + a_j c_j (s_j + 1) + c_j² (s_j + 1)(2s_j + 1)/(6s_j)],
              c = L·e_node, a_j = c_1 + … + c_{j−1}.  Each level partitions the buckets: Δ₁ = Δ₂² = 1.
     infer:   tree least squares over the bucket tree (``fit=nnls``: the least squares with bucket counts of at
-             least 0, :func:`~dphist.inference.tree_nonnegative_least_squares`; auto's choice at low signal,
-             measured in :func:`~dphist.algorithms.auto.low_signal_options`), then each bucket's estimate
+             least 0, :func:`~dphist.inference.nonnegative.tree_nonnegative_least_squares`; auto's choice at low signal,
+             measured in :func:`~dphist.algorithms.auto.choice.low_signal_options`), then each bucket's estimate
              spread evenly.
 
 Privacy (add/remove one record in cell t; every Δ below is for one record, the budget multiplies it by the
@@ -102,7 +102,7 @@ runs, seed 7; "÷ best" is the mean of ours ÷ the reference implementation's be
   1/4 … 6/5 were within ±15 % of each other, measured with the data-blind tree.
 
 2-D (a grid of r × c cells), as in the paper and dpcomp_core: the grid is read along the Hilbert curve
-(:mod:`dphist.algorithms.hilbert`, the curve of the smallest 2^k square holding the grid, restricted to it), and
+(:mod:`dphist.algorithms.strategies.hilbert`, the curve of the smallest 2^k square holding the grid, restricted to it), and
 everything above runs on that sequence of n = r·c cells; the estimate is put back on the grid.  The order is a
 public bijection of the cells, so one record still changes one cell of the sequence by 1: every sensitivity
 above holds unchanged with n = r·c, and the budget composes as in 1-D.  A bucket is a run of the curve, and a
@@ -134,13 +134,13 @@ from functools import lru_cache
 import numpy as np
 
 from ..errors import UsageError
-from ..inference import NNLS_MAX_LEAVES, tree_least_squares, tree_nonnegative_least_squares
+from ..inference.nonnegative import NNLS_MAX_LEAVES, tree_least_squares, tree_nonnegative_least_squares
 from ..privacy import PrivacyBudget
-from ..trees import range_tree
+from .strategies.trees import range_tree
 from . import options as option
 from .base import Algorithm, Estimate, Step
 from .hierarchical import LEVEL_L1, LEVEL_L2_SQUARED, with_root_measurement
-from .hilbert import hilbert_order
+from .strategies.hilbert import hilbert_order
 
 __all__ = ["DAWA", "dyadic_candidates", "candidate_weights", "candidate_sensitivity", "level_weight", "top_level",
            "deviations", "prefix_deviations", "candidate_costs", "prefix_levels", "best_partition", "split_partition",

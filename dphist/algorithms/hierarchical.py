@@ -32,9 +32,9 @@ from functools import lru_cache
 
 import numpy as np
 
-from ..inference import tree_least_squares, tree_nonnegative_integers
+from ..inference.nonnegative import tree_least_squares, tree_nonnegative_integers
 from ..privacy import PrivacyBudget
-from ..trees import Tree, height_for, product_tree, range_tree
+from .strategies.trees import Tree, height_for, product_tree, range_tree
 from . import options as option
 from .base import Algorithm, Estimate, Step
 
@@ -132,7 +132,7 @@ def l2_range_error(n: int, b: int) -> float:
     per unit σ² (σ² = 1/(2ρ)).
 
     Σ_k v_k ‖W L e_k‖² / |W| over the measured nodes k, with L the (linear) tree least squares: each node's unit
-    noise is pushed through :func:`~dphist.inference.tree_least_squares` in batches, and ‖W z‖² = m·Σ(D − D̄)²
+    noise is pushed through :func:`~dphist.inference.nonnegative.tree_least_squares` in batches, and ‖W z‖² = m·Σ(D − D̄)²
     over the prefix sums D of z (m = n + 1).  O(nodes · n) time."""
     tree = range_tree(n, b)
     levels = tree.levels

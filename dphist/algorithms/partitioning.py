@@ -41,7 +41,7 @@ from functools import lru_cache
 import numpy as np
 
 from ..errors import UsageError
-from ..inference import with_sum_measurement
+from ..inference.nonnegative import with_sum_measurement
 from ..privacy import PrivacyBudget, discrete_laplace_variance
 from . import options as option
 from .base import Algorithm, Ceiling, Estimate, Step
@@ -648,7 +648,7 @@ class DPCube(Algorithm):
         """Per block: the estimate from the noisy blocks ``run``, their partition labels ``flat`` and the noisy
         partition totals, by the chosen release (module docstring).  ``total``: (T, V), one more independent
         measurement of the table's total and its noise variance, folded into the partitions' combined totals by
-        least squares (:func:`~dphist.inference.with_sum_measurement`)."""
+        least squares (:func:`~dphist.inference.nonnegative.with_sum_measurement`)."""
         size = np.bincount(flat, minlength=k).astype(np.float64)  # blocks per partition
         from_cells = np.bincount(flat, weights=run, minlength=k)
         w = size * sigma1 / (size * sigma1 + sigma2)  # inverse-variance weight of the phase-2 total

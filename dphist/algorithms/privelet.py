@@ -46,9 +46,9 @@ import numpy as np
 from ..errors import UsageError
 from ..privacy.samplers import discrete_gaussian_variance
 
-from ..inference import sum_by_parent
+from ..inference.nonnegative import sum_by_parent
 from ..privacy import PrivacyBudget
-from ..trees import LabelTree, height_for, range_boundaries
+from .strategies.trees import LabelTree, height_for, range_boundaries
 from . import options as option
 from .base import Algorithm, Estimate, Step
 

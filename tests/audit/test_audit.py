@@ -24,10 +24,10 @@ from fractions import Fraction
 import pytest
 
 from dphist.algorithms import REGISTRY
-from dphist.audit import QUICK, WIDE, AuditSize, default_cases, plan, quick_cases
-from dphist.audit.bounds import cp_lower, cp_upper, epsilon_lower_bound, runs_for_power, zcdp_lower_bound
-from dphist.audit.mutants import MUTANTS, ZCDP_MUTANTS
-from dphist.audit.runner import ALPHA, LARGE_EFFECT, AuditResult, PlannedCase
+from dphist_audit import QUICK, WIDE, AuditSize, default_cases, plan, quick_cases
+from dphist_audit.bounds import cp_lower, cp_upper, epsilon_lower_bound, runs_for_power, zcdp_lower_bound
+from dphist_audit.mutants import MUTANTS, ZCDP_MUTANTS
+from dphist_audit.runner import ALPHA, LARGE_EFFECT, AuditResult, PlannedCase
 
 from cli_harness import invoke
 
@@ -189,7 +189,7 @@ def test_cli_single_algorithm_quick():
 def test_parallel_audit_gives_the_serial_results():
     from functools import partial
 
-    from dphist.audit import audit
+    from dphist_audit import audit
 
     recipe = partial(quick_cases, ["identity", "h"], mutants=False)
     size = AuditSize("tiny", 500, 2_000, case_runs=False)
@@ -199,7 +199,7 @@ def test_parallel_audit_gives_the_serial_results():
 
 
 def test_sampler_check_passes_the_sampler_and_rejects_a_misscaled_one():
-    from dphist.audit.sampler import check_sampler, chi2_pvalue
+    from dphist_audit.sampler import check_sampler, chi2_pvalue
     from dphist.privacy import SeededBits
     from dphist.privacy.samplers import discrete_laplace
 
@@ -209,7 +209,7 @@ def test_sampler_check_passes_the_sampler_and_rejects_a_misscaled_one():
 
 
 def test_gaussian_sampler_check_passes_the_sampler_and_rejects_a_misscaled_one():
-    from dphist.audit.sampler import check_gaussian_sampler, gaussian_chi2_pvalue
+    from dphist_audit.sampler import check_gaussian_sampler, gaussian_chi2_pvalue
     from dphist.privacy import SeededBits
     from dphist.privacy.samplers import discrete_gaussian
 

@@ -5,8 +5,7 @@ from __future__ import annotations
 
 from fractions import Fraction
 
-from dphist.audit.discovery_steps import (UNIT_DELTA, CandidatesBeforeBounding, DiscoveredBounds,
-                                          UnitPartitionSelection, bounds_pair, unit_labels_pair)
+from dphist_audit.discovery_steps import UNIT_DELTA, CandidatesBeforeBounding, DiscoveredBounds, UnitPartitionSelection, bounds_pair, unit_labels_pair
 from dphist.privacy import PrivacyBudget, SeededBits
 
 

@@ -12,12 +12,12 @@ from fractions import Fraction
 import numpy as np
 import pytest
 
-from dphist.audit.bounds import zcdp_grid, zcdp_lower_bound
-from dphist.audit.mutants import _ShrunkGaussian, _with_bug
-from dphist.audit.replication import NoisePool, PooledZCDPBudget, ReplicatedZCDPBudget, TracedDraw
-from dphist.audit.runner import audit, zcdp_cases
-from dphist.audit.units import BoundedUnits, unit_pairs
-from dphist.audit.runner import Case
+from dphist_audit.bounds import zcdp_grid, zcdp_lower_bound
+from dphist_audit.mutants import _ShrunkGaussian, _with_bug
+from dphist_audit.replication import NoisePool, PooledZCDPBudget, ReplicatedZCDPBudget, TracedDraw
+from dphist_audit.runner import audit, zcdp_cases
+from dphist_audit.units import BoundedUnits, unit_pairs
+from dphist_audit.runner import Case
 from dphist.privacy import SeededBits
 from dphist.privacy.conversions import delta_for
 from dphist.privacy.samplers import discrete_gaussian_pmf, discrete_gaussian_variance
@@ -147,7 +147,7 @@ def test_gauss_audit_small_cases():
     """The zCDP audit end to end: identity and h pass, the tree mutant (ρ√h spent) is caught, and a data-adaptive
     case (contribution bounding, pooled zCDP budgets, a run at a time) passes.  At 60,000 test runs per table
     (units: 1,000) the mutant's event (p ≈ 0.11, q ≈ 0.004 on this seed) is caught with probability above 0.99
-    (:func:`~dphist.audit.bounds.runs_for_power` asks for 35,000); the full tier repeats this at 300,000."""
+    (:func:`~dphist_audit.bounds.runs_for_power` asks for 35,000); the full tier repeats this at 300,000."""
     cases, units = _small_cases()
     _check_small(audit(cases, n_test=60_000, seed=1) + audit([units], n_test=20_000, seed=1))
 

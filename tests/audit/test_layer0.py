@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 
 from dphist.algorithms import REGISTRY, Estimate, get_algorithm
 from dphist.algorithms.identity import Identity
-from dphist.audit.mutants import MUTANTS
+from dphist_audit.mutants import MUTANTS
 from dphist.errors import UsageError
 from dphist.privacy import PrivacyBudget, SeededBits
 from dphist.privacy.measurement import LAPLACE, SELECTION

@@ -4,7 +4,7 @@ categorical or date.  Types no table can count (lists, structs, maps, bytes) are
 and its type (exit 1, before any row is read; the draft leaves them out with a comment); the others work, whatever
 their values (int64's and float64's extremes, infinities, nan).  Nothing ends in an internal error.
 
-The table below states what each type can be counted as, independently of ``dphist.io.sources.kinds_of``, which
+The table below states what each type can be counted as, independently of ``dphist.read.sources.kinds_of``, which
 the last test checks against it.
 """
 
@@ -19,7 +19,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from cli_harness import invoke
-from dphist.io.sources import kinds_of
+from dphist.read.sources import kinds_of
 
 N = 2000
 _I = np.arange(N) % 50

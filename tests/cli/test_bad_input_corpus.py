@@ -40,7 +40,7 @@ import cli_harness
 from cli_harness import Outcome, invoke, snapshot, start
 import corpus_cases as cc
 from dphist.errors import BUDGET_STAYS_SPENT
-from dphist.ledger import Ledger
+from dphist.publishing.ledger import Ledger
 
 # The process cases are started by a module fixture when the module's first test runs: every test of the module
 # on one worker, or each worker would start them all.

@@ -13,7 +13,7 @@ from fractions import Fraction
 
 import yaml
 
-from dphist.ledger import REFERENCE_DELTA, Ledger
+from dphist.publishing.ledger import REFERENCE_DELTA, Ledger
 from dphist.privacy.conversions import epsilon_for
 
 import cli_harness

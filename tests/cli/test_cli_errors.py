@@ -30,9 +30,9 @@ import pyarrow.parquet as pq
 import pytest
 
 import dphist.api
-import dphist.io.sources
-import dphist.engines
-from dphist.io.destination import MARKER
+import dphist.read.sources
+import dphist.read.engines
+from dphist.publishing.destination import MARKER
 
 import cli_harness
 from cli_harness import Outcome, invoke, run_process, snapshot, start
@@ -717,11 +717,11 @@ def test_cli_case_clirunner_only(builder, tmp_path, monkeypatch):
 
 def test_mid_stream_error_comes_after_batches_were_counted(tmp_path, monkeypatch):
     """The bad row is found only after earlier blocks were read and counted: still one line and no output."""
-    monkeypatch.setattr(dphist.io.sources, "_CSV_BLOCK", 1 << 16)  # 64 KB blocks: the file spans ~16 of them
+    monkeypatch.setattr(dphist.read.sources, "_CSV_BLOCK", 1 << 16)  # 64 KB blocks: the file spans ~16 of them
     with_schema(tmp_path)
     big_csv(tmp_path, rows=9_000, bad=8_000)
     consumed = []
-    real_count_tables = dphist.engines.count_tables
+    real_count_tables = dphist.read.engines.count_tables
 
     def counting(batches, shapes, *args):
         def tap():
@@ -730,7 +730,7 @@ def test_mid_stream_error_comes_after_batches_were_counted(tmp_path, monkeypatch
                 yield batch
         return real_count_tables(tap(), shapes, *args)
 
-    monkeypatch.setattr(dphist.engines, "count_tables", counting)
+    monkeypatch.setattr(dphist.read.engines, "count_tables", counting)
     case = Case(release("big.csv"), 1, ("big.csv", "line 8001", "'age'", "not a number"))
     before = snapshot(tmp_path)
     verify(case, invoke(case.args, cwd=tmp_path), tmp_path, before)

@@ -9,7 +9,7 @@ import json
 import numpy as np
 
 import cli_harness
-import dphist.execution
+import dphist.publishing.execution
 
 from conftest import ROOT, SAMPLE
 
@@ -46,13 +46,13 @@ def test_test_mode_banner_and_result_are_json_lines(tmp_path):
 
 
 def test_warnings_are_one_line_each_in_the_log_format(tmp_path, monkeypatch):
-    real = dphist.execution.run_plan
+    real = dphist.publishing.execution.run_plan
 
     def noisy_run(plan, progress=False):
         np.float64(1.0) / np.float64(0.0)  # numpy's RuntimeWarning: divide by zero
         return real(plan, progress)
 
-    monkeypatch.setattr(dphist.execution, "run_plan", noisy_run)
+    monkeypatch.setattr(dphist.publishing.execution, "run_plan", noisy_run)
     with np.errstate(divide="warn"):
         result = invoke("release", CENSUS, "-s", SCHEMA, "-c", "sex", "-e", "1", "--seed", "3", "-o",
                         str(tmp_path / "j"), "--log-format", "json")

@@ -25,10 +25,10 @@ import pyarrow.parquet as pq
 import pytest
 
 from dphist import api
-from dphist.counting import TableShape, count_tables
+from dphist.read.counting import TableShape, count_tables
 from dphist.errors import UsageError
-from dphist.ledger import Ledger
-from dphist.schema import parse_schema
+from dphist.publishing.ledger import Ledger
+from dphist.declare.schema import parse_schema
 
 import cli_harness
 from cli_harness import Outcome, invoke, run_forked
@@ -287,7 +287,7 @@ def test_release_refuses_absurd_exponents_in_planning(tmp_path, option):
 def test_oversized_schema_is_refused_from_its_size_at_once(tmp_path):
     import time
 
-    from dphist.schema import load_schema
+    from dphist.declare.schema import load_schema
 
     for name, size in (("big.yaml", 50 << 20), ("big.json", 65 << 20)):
         with open(tmp_path / name, "wb") as fh:
@@ -305,7 +305,7 @@ def test_oversized_schema_is_refused_from_its_size_at_once(tmp_path):
 
 
 def test_valid_csv_with_a_field_longer_than_a_block_is_read(tmp_path):
-    from dphist.io.sources import _CSV_BLOCK, open_source
+    from dphist.read.sources import _CSV_BLOCK, open_source
 
     data = _long_field_csv(tmp_path / "long.csv", 3 * _CSV_BLOCK)
     schema = parse_schema(A_SCHEMA)
@@ -329,7 +329,7 @@ def test_unbalanced_quotes_are_still_called_unbalanced(tmp_path):
 
 
 def test_csv_with_zoned_timestamps_in_a_declared_date_column_is_released(tmp_path):
-    from dphist.io.sources import open_source
+    from dphist.read.sources import open_source
 
     data = write_csv(tmp_path / "d.csv", "d", ZONED)
     schema = parse_schema(DAY_SCHEMA)

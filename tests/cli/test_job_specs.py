@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from dphist.ledger import Ledger
+from dphist.publishing.ledger import Ledger
 from dphist.privacy import format_fraction
 from dphist.privacy.conversions import rho_for
 

@@ -17,10 +17,10 @@ import pyarrow.parquet as pq
 import pytest
 
 import dphist
-from dphist import synth
+from dphist.products import synth
 from dphist.errors import UsageError
-from dphist.io import output_file
-from dphist.synth import synthesize
+from dphist.products import output_file
+from dphist.products.synth import synthesize
 
 from census_releases import census_releases
 from cli_harness import invoke

@@ -18,8 +18,8 @@ import pytest
 import yaml
 
 import dphist
-from dphist.ledger import Ledger
-from dphist.output import DELTA_REFERENCE
+from dphist.publishing.ledger import Ledger
+from dphist.publishing.output import DELTA_REFERENCE
 from dphist.privacy import discrete_gaussian_halfwidth, discrete_gaussian_variance, format_fraction
 from dphist.privacy.conversions import delta_for, epsilon_for, rho_for
 
@@ -139,7 +139,7 @@ def test_algorithms_and_schema_commands(tmp_path):
     assert result.exit_code == 0 and "NOT private" in result.stderr
     text = draft.read_text()
     assert "COPIED FROM THE DATA" in text
-    schema = dphist.schema.load_schema(draft)  # the draft is a valid schema
+    schema = dphist.declare.schema.load_schema(draft)  # the draft is a valid schema
     assert schema["sex"].values == ("F", "M") and schema["income"].null_cell
     again = run("schema", DATA, "-o", str(draft))
     assert again.exit_code == 2  # refuses to overwrite without --overwrite

@@ -11,8 +11,8 @@ import pandas as pd
 import pytest
 import yaml
 
-from dphist.ledger import Ledger
-from dphist.schema import parse_schema
+from dphist.publishing.ledger import Ledger
+from dphist.declare.schema import parse_schema
 
 from cli_harness import invoke
 from conftest import SAMPLE

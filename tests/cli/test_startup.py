@@ -62,7 +62,7 @@ def test_import_loads_nothing_heavy(tmp_path, module):
     assert module in modules  # the probe really imported it
     assert _heavy(modules) == []
     # Nor the release machinery: every algorithm, the planner, the executor.
-    assert not {"dphist.algorithms", "dphist.planning", "dphist.execution", "dphist.api"} & modules
+    assert not {"dphist.algorithms", "dphist.publishing.planning", "dphist.publishing.execution", "dphist.api"} & modules
 
 
 @pytest.mark.parametrize("args", [["--version"], ["--help"], ["release", "--help"], ["schema", "--help"],
@@ -75,11 +75,11 @@ def test_version_and_help_load_nothing_heavy(tmp_path, args):
 
 
 def test_budget_show_and_schema_draft_load_neither_scipy_nor_pandas(tmp_path):
-    from dphist.ledger import ROW_UNIT, Ledger
+    from dphist.publishing.ledger import ROW_UNIT, Ledger
 
     Ledger(tmp_path / "l.sqlite").set_cap("census", ROW_UNIT, 1)
     code, modules = _loaded_after(CLI_PROBE, tmp_path, "budget", "show", "--ledger", str(tmp_path / "l.sqlite"))
-    assert code == 0 and "dphist.ledger" in modules
+    assert code == 0 and "dphist.publishing.ledger" in modules
     assert _heavy(modules) == []
     code, modules = _loaded_after(CLI_PROBE, tmp_path, "schema", str(SAMPLE / "census.csv"), "-o",
                                   str(tmp_path / "draft.yaml"))
@@ -102,14 +102,14 @@ def test_pure_epsilon_release_needs_no_optimizer(tmp_path):
 def test_release_exports_still_work():
     import dphist
     import dphist.api
-    import dphist.output
+    import dphist.publishing.output
     from dphist import Release, release
 
     assert release is dphist.api.release
-    assert Release is dphist.output.Release
+    assert Release is dphist.publishing.output.Release
     assert {"__version__", "release", "Release"} <= set(dir(dphist))
     assert all(hasattr(dphist, name) for name in dphist.__all__)
-    assert dphist.schema.load_schema  # a submodule by attribute, as when everything was imported eagerly
+    assert dphist.declare.schema.load_schema  # a submodule by attribute, as when everything was imported eagerly
     with pytest.raises(AttributeError, match="no_such_thing"):
         dphist.no_such_thing  # noqa: B018
     assert not hasattr(dphist, "_private")
@@ -117,10 +117,12 @@ def test_release_exports_still_work():
 
 def test_choices_are_the_ones_the_modules_use():
     """The light module's names are the very objects the heavy modules check against (one definition each)."""
-    from dphist import choices, evaluate, planning
-    from dphist.algorithms import auto
-    from dphist.engines import ENGINES
-    from dphist.io import writers
+    from dphist.declare import choices
+    from dphist.evaluation import evaluate
+    from dphist.publishing import planning
+    from dphist.algorithms.auto import choice as auto
+    from dphist.read.engines import ENGINES
+    from dphist.publishing import writers
 
     assert writers.FORMATS is choices.FORMATS
     assert ENGINES is choices.ENGINES

@@ -47,7 +47,7 @@ def _readerless_pipe() -> int:
 
 
 def _entries(ledger: Path) -> list[str]:
-    from dphist.ledger import Ledger
+    from dphist.publishing.ledger import Ledger
 
     book = Ledger(ledger, readonly=True)
     try:
@@ -86,7 +86,7 @@ def test_a_private_schema_whose_reader_has_gone_is_an_error_after_reading(tmp_pa
     assert outcome.exit_code == 1, outcome
     (line,) = outcome.stderr.splitlines()
     assert line.startswith("Error: standard output was closed") and "budget stays spent" in line, line
-    from dphist.ledger import Ledger
+    from dphist.publishing.ledger import Ledger
     book = Ledger(ledger, readonly=True)
     try:
         assert [e["kind"] for e in book.history(str(SAMPLE / "census.parquet"))] == ["RESERVE", "READ", "FAIL"]

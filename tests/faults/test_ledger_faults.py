@@ -25,7 +25,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from dphist.ledger import Ledger
+from dphist.publishing.ledger import Ledger
 
 import cli_harness
 from cli_harness import Outcome, invoke, run_forked, run_process, start
@@ -51,13 +51,13 @@ def test_a_process_that_died_before_reading_gets_its_reservation_back(tmp_path):
     path = tmp_path / "l.sqlite"
     Ledger(path).set_cap("d", "row", 1)
     # A process reserves, then dies before reading any data (no READ entry, no chance to ABORT).
-    code = ("import os, sys; from dphist.ledger import Ledger; "
+    code = ("import os, sys; from dphist.publishing.ledger import Ledger; "
             f"Ledger({str(path)!r}).reserve('d', 'row', '0.7'); os._exit(0)")
     assert start(["-c", code], cwd=ROOT).wait().exit_code == 0
     assert spent(path, "d") == 0  # status() notices the dead process and gives the reservation back
     assert [e["kind"] for e in Ledger(path).history("d")][-2:] == ["RESERVE", "ABORT"]
     # One that died after READ stays charged.
-    code = ("import os; from dphist.ledger import Ledger; L = Ledger(" + repr(str(path)) + "); "
+    code = ("import os; from dphist.publishing.ledger import Ledger; L = Ledger(" + repr(str(path)) + "); "
             "L.mark_read(L.reserve('d', 'row', '0.7')); os._exit(0)")
     assert start(["-c", code], cwd=ROOT).wait().exit_code == 0
     assert spent(path, "d") == Fraction(7, 10)
@@ -191,7 +191,7 @@ def _fill(disk: Path) -> None:
 def test_a_full_disk_is_stated_as_full_reading_still_works_and_nothing_is_written(small_disk, tmp_path):
     ledger = small_disk / "ledger.sqlite"
     # A process that dies holding the ledger leaves its newest entries in the write-ahead log.
-    code = ("import os; from dphist.ledger import Ledger; L = Ledger(" + repr(str(ledger)) + "); "
+    code = ("import os; from dphist.publishing.ledger import Ledger; L = Ledger(" + repr(str(ledger)) + "); "
             "L.set_cap('census', 'row', 5); L._db.execute('PRAGMA wal_autocheckpoint=0'); "
             "r = L.reserve('census', 'row', '0.5'); L.mark_read(r); L.commit(r, {}); os._exit(0)")
     assert start(["-c", code], cwd=ROOT).wait().exit_code == 0

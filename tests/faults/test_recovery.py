@@ -1,4 +1,4 @@
-"""Recovery checks the disk against the hashes before it publishes or records anything (dphist/publish.py).
+"""Recovery checks the disk against the hashes before it publishes or records anything (dphist/publishing/transaction.py).
 
 Each run is a real process (test_transaction's ``run``), killed at a checkpoint; then the staging folder, or the
 release moved into place, is changed the way a person or another program might change it: a file put in, changed
@@ -15,10 +15,10 @@ from pathlib import Path
 
 import pytest
 
-from dphist.io.destination import MARKER, read_marker
-from dphist.ledger import Ledger
+from dphist.publishing.destination import MARKER, read_marker
+from dphist.publishing.ledger import Ledger
 
-from test_transaction import first_run_id, kinds, leftovers, release_args, run, spent
+from test_checkpoints import first_run_id, kinds, leftovers, release_args, run, spent
 
 
 def staging_of(tmp_path: Path) -> Path:

@@ -1417,7 +1417,7 @@ add("discover_seeded_timestamps", _changed(_discover(
 
 
 def _set_cap(path: Path, dataset: str, epsilon: str) -> None:
-    from dphist.ledger import ROW_UNIT, Ledger
+    from dphist.publishing.ledger import ROW_UNIT, Ledger
     ledger = Ledger(path)
     ledger.set_cap(dataset, ROW_UNIT, epsilon)
     ledger.close()
@@ -1465,7 +1465,7 @@ def release_locks() -> None:
 def _valid_ledger_bytes() -> bytes:
     """A small, real ledger file with a cap (made once)."""
     if "ledger" not in _CACHE:
-        from dphist.ledger import ROW_UNIT, Ledger
+        from dphist.publishing.ledger import ROW_UNIT, Ledger
         path = Path(_scratch()) / "valid.sqlite"
         ledger = Ledger(path)
         for i in range(30):
@@ -1902,7 +1902,7 @@ def json_overflowing_numbers(d):
 # --- recovery ---------------------------------------------------------------------------------------------------------
 # A run key whose committed release is not at its destination as committed, retried: exit 3 naming what is wrong,
 # nothing drawn under the key, nothing read, spent, written or deleted.  The earlier run is a real release
-# transaction (dphist.publish.charged_run, in a process of its own, killed at a checkpoint where the case says so)
+# transaction (dphist.publishing.transaction.charged_run, in a process of its own, killed at a checkpoint where the case says so)
 # at epsilon 0 with a two-file release, so that the ledger's spend stays 0 for the contract's no-charge check; the
 # retry is a release of the case's data under the same data set id and key.
 
@@ -1910,9 +1910,9 @@ _RK_RUN = """\
 import sys
 from pathlib import Path
 from types import SimpleNamespace
-from dphist.io.destination import Destination
-from dphist.ledger import Ledger
-from dphist.publish import FileRelease, charged_run
+from dphist.publishing.destination import Destination
+from dphist.publishing.ledger import Ledger
+from dphist.publishing.transaction import FileRelease, charged_run
 
 ledger, out, key = sys.argv[1:4]
 
@@ -1951,8 +1951,8 @@ def run_key_release_gone_after_recovery(d):
     good(d)
     _rk_earlier_run(d, "committed")
     shutil.rmtree(_rk_staging(d))
-    from dphist.ledger import Ledger
-    from dphist.publish import recover
+    from dphist.publishing.ledger import Ledger
+    from dphist.publishing.transaction import recover
     ledger = Ledger(d / "ledger.sqlite")
     assert [r.line for r in recover(ledger)] and not ledger.open_runs()
     ledger.close()
@@ -1997,7 +1997,7 @@ def run_key_moved_release_changed(d):
 
 # --- declare ---
 # YAML that cannot crash or explode, specs that carry what is protected, options that cannot conflict.  Every
-# schema and job spec is read by dphist/yamlfile.py: keys are text, each once; aliases, nesting and endless
+# schema and job spec is read by dphist/declare/yamlfile.py: keys are text, each once; aliases, nesting and endless
 # values are bounded before a value is built.  A budget on the command line replaces the spec's as a whole.  An
 # option is given once and is never the release's workload.  A spec may name its ledger and what it protects.
 
@@ -2138,7 +2138,7 @@ def job_names_its_ledger_and_unit(d):
           + _ONE_TABLE)
 
     def check(d: Path) -> None:
-        from dphist.ledger import Ledger
+        from dphist.publishing.ledger import Ledger
 
         ledger = Ledger(d / "specs" / "books" / "ledger.sqlite", readonly=True)
         rows = [(r["unit"], r["epsilon_spent"]) for r in ledger.status()]
@@ -2388,7 +2388,7 @@ def _numbers_parquet(d: Path, name: str = "num.parquet") -> str:
 
 
 def _ledger_rows(d: Path) -> list[dict]:
-    from dphist.ledger import Ledger
+    from dphist.publishing.ledger import Ledger
     ledger = Ledger(d / "ledger.sqlite")
     try:
         return ledger.status()

@@ -1,9 +1,9 @@
-"""Driving a :class:`~dphist.ledger.Ledger` directly: a whole release's entries, a data set's status row and the
+"""Driving a :class:`~dphist.publishing.ledger.Ledger` directly: a whole release's entries, a data set's status row and the
 kinds of its history (for the ledger's unit tests and the budget commands' tests)."""
 
 from __future__ import annotations
 
-from dphist.ledger import Ledger
+from dphist.publishing.ledger import Ledger
 
 D = "d"  # the data set id the tests charge
 ROW = "row"  # the privacy unit

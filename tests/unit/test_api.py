@@ -210,7 +210,7 @@ def test_api_refusals_are_usage_errors_before_the_input_is_opened():
 
 
 def test_the_api_checks_the_data_set_id_and_can_require_a_cap(tmp_path):
-    from dphist.ledger import CapRequired, Ledger
+    from dphist.publishing.ledger import CapRequired, Ledger
 
     ledger = tmp_path / "l.sqlite"
     common = dict(schema=SAMPLE / "census.schema.yaml", columns="sex", ledger=ledger)
@@ -303,7 +303,7 @@ def _keywords(key: str, value) -> tuple[object, dict]:
 @pytest.mark.parametrize("key, value", [(k, v) for k, values in BAD_ARGUMENTS.items() for v in values],
                          ids=[f"{k}-{i}" for k, values in BAD_ARGUMENTS.items() for i in range(len(values))])
 def test_bad_arguments_are_usage_errors_before_any_row_is_read(monkeypatch, key, value):
-    from dphist.io.sources import Source
+    from dphist.read.sources import Source
 
     def no_rows(*args, **kwargs):
         raise AssertionError("a row was read")
@@ -324,7 +324,7 @@ def test_the_argument_errors_name_what_to_do():
             dphist.release(source, epsilon=1, seed=1)
     with pytest.raises(UsageError, match="the schema must be a path to a YAML or JSON file, a mapping"):
         dphist.release(DATA, epsilon=1, schema=5, seed=1)
-    with pytest.raises(UsageError, match=r"ledger must be a path \(str or os.PathLike\) or a dphist.ledger.Ledger"):
+    with pytest.raises(UsageError, match=r"ledger must be a path \(str or os.PathLike\) or a dphist.publishing.ledger.Ledger"):
         dphist.release(DATA, epsilon=1, ledger=5, seed=1)
 
 
@@ -340,8 +340,8 @@ def test_unreadable_data_is_a_data_error(tmp_path):
 def test_good_arguments_of_every_accepted_type_work(tmp_path):
     from pathlib import Path
 
-    from dphist.ledger import Ledger
-    from dphist.schema import load_schema
+    from dphist.publishing.ledger import Ledger
+    from dphist.declare.schema import load_schema
 
     frame = pd.read_csv(DATA, nrows=2000)
     # Each argument in each of its forms, the others in one form.

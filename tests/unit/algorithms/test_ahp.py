@@ -11,8 +11,8 @@ import pytest
 
 from dphist.algorithms.ahp import AHP, greedy_clusters
 from dphist.algorithms.identity import Identity
-from dphist.audit.ahp_cases import TrueCountAHP
-from dphist.audit.replication import NoisePool, PooledBudget
+from dphist_audit.ahp_cases import TrueCountAHP
+from dphist_audit.replication import NoisePool, PooledBudget
 from dphist.errors import UsageError
 from dphist.privacy import PrivacyBudget, SeededBits, ZCDPBudget, discrete_laplace_variance
 

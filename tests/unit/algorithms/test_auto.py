@@ -1,4 +1,4 @@
-"""`--algorithm auto` (dphist/algorithms/auto.py): the choice reads only public facts and one noisy total, the parts
+"""`--algorithm auto` (dphist/algorithms/auto/choice.py): the choice reads only public facts and one noisy total, the parts
 add up to ε, and the rule table is used as written: one per workload (cells, ranges, marginals), followed as
 written, with the workload a table's columns imply by default.  Under a zCDP budget auto reads no data and spends
 exactly ρ."""
@@ -13,14 +13,14 @@ import pytest
 
 from dphist import release
 from dphist.algorithms import REGISTRY, get_algorithm
-from dphist.algorithms.auto import SEQUENCE_ONLY, WORKLOADS, Auto, choose_gaussian, default_workload, nearest_rule
-from dphist.algorithms.auto_rules import RULES as ALL_RULES
-from dphist.audit.replication import NoisePool, PooledBudget
+from dphist.algorithms.auto.choice import SEQUENCE_ONLY, WORKLOADS, Auto, choose_gaussian, default_workload, nearest_rule
+from dphist.algorithms.auto.rules import RULES as ALL_RULES
+from dphist_audit.replication import NoisePool, PooledBudget
 
 RULES = ALL_RULES["ranges"]  # the default workload of ordered columns
 from dphist.errors import UsageError
 from dphist.privacy import PrivacyBudget, SeededBits, ZCDPBudget, discrete_laplace_variance
-from dphist.schema import parse_schema
+from dphist.declare.schema import parse_schema
 
 
 def test_rule_tables_are_complete_and_name_real_algorithms():
@@ -137,7 +137,7 @@ def test_categorical_columns_are_slices_and_all_categorical_gets_identity():
 
 
 def test_a_choice_that_cannot_take_the_shape_falls_back_to_hb(monkeypatch):
-    import dphist.algorithms.auto as auto_module
+    import dphist.algorithms.auto.choice as auto_module
     monkeypatch.setattr(auto_module, "RULES", {"ranges": {(1, 16): {2: ("noisefirst", 1.0, 5)}}})
     choice = Auto().choose((4, 4), Fraction(1), 100.0)
     assert choice["chosen"] == "hb" and "noisefirst cannot take a table of shape (4, 4)" in choice["reason"]
@@ -193,8 +193,8 @@ def test_a_tree_choice_is_refitted_with_the_noisy_total_and_nothing_more_is_meas
     """Where auto runs a tree (hb here), its N̂ joins the tree's least squares as a measurement of the root: the
     released values are exactly the fit of the traced noisy values (N̂ as the root, the levels as drawn), no
     measurement is added, and the parts still add up to ε."""
-    from dphist.inference import tree_least_squares
-    from dphist.trees import product_tree
+    from dphist.inference.nonnegative import tree_least_squares
+    from dphist.algorithms.strategies.trees import product_tree
 
     x = np.random.default_rng(8).poisson(300, 4096)
     trace: list = []
@@ -262,7 +262,7 @@ def test_auto_runs_a_one_column_dawa_at_low_signal_with_its_low_signal_options()
     """Below N̂·ε = 10^2.5 and 0.2 per cell a 1-D DAWA gets prefix_threshold 1 and fit=nnls (LOW_SIGNAL_OPTIONS),
     and the report says so; at or above either bound, on 2-D grids and for other algorithms, nothing is added.
     The gate reads N̂ and public facts only."""
-    from dphist.algorithms.auto import LOW_SIGNAL, LOW_SIGNAL_OPTIONS, LOW_SIGNAL_PER_CELL, low_signal_options
+    from dphist.algorithms.auto.choice import LOW_SIGNAL, LOW_SIGNAL_OPTIONS, LOW_SIGNAL_PER_CELL, low_signal_options
 
     eps = Fraction(95, 1000)
     low = Auto().instance("dawa", (4096,), eps, 1000.0)  # 95 < 316, 0.023 per cell

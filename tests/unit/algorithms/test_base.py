@@ -11,10 +11,10 @@ import numpy as np
 import pytest
 
 from dphist.algorithms import REGISTRY, get_algorithm
-from dphist.algorithms.auto import Auto, _takes
+from dphist.algorithms.auto.choice import Auto, _takes
 from dphist.algorithms.mwem import WORK
 from dphist.errors import UsageError
-from dphist.planning import table_budget
+from dphist.publishing.planning import table_budget
 from dphist.privacy import PrivacyBudget, SeededBits
 
 

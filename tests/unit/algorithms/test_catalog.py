@@ -21,14 +21,14 @@ import pytest
 from scipy import sparse
 
 import dphist
-from dphist import workloads
+from dphist.evaluation import workloads
 from dphist.algorithms import REGISTRY, get_algorithm
 from dphist.algorithms.hierarchical import l2_range_error
 from dphist.algorithms.privelet import HaarAxis
 from dphist.errors import UsageError
 from dphist.privacy import SeededBits, ZCDPBudget
 from dphist.privacy.samplers import discrete_gaussian_variance
-from dphist.trees import range_tree
+from dphist.algorithms.strategies.trees import range_tree
 
 from replicated import Replicated
 

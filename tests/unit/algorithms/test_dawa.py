@@ -8,16 +8,16 @@ from fractions import Fraction
 import numpy as np
 import pytest
 
-from dphist import workloads
+from dphist.evaluation import workloads
 from dphist.algorithms.dawa import (DAWA, PREFIX_LEVEL, ROOT_SHARES, best_partition, bucket_branching,
                                     bucket_strategy, candidate_costs, candidate_sensitivity, candidate_weights,
                                     cell_prefix_matrix, deviations, dyadic_candidates, level_shares, prefix_deviations,
                                     prefix_error, prefix_levels, range_quadratic, split_partition,
                                     strategy_errors)
-from dphist.algorithms.hilbert import hilbert_order
+from dphist.algorithms.strategies.hilbert import hilbert_order
 from dphist.algorithms.identity import Identity
-from dphist.audit.dawa_cases import flip_pair, grid_pair, prefix_pair, true_buckets
-from dphist.audit.replication import NoisePool, PooledBudget, ReplicatedBudget
+from dphist_audit.dawa_cases import flip_pair, grid_pair, prefix_pair, true_buckets
+from dphist_audit.replication import NoisePool, PooledBudget, ReplicatedBudget
 from dphist.errors import UsageError
 from dphist.privacy import PrivacyBudget, SeededBits, ZCDPBudget, discrete_laplace_variance
 
@@ -266,7 +266,7 @@ def test_bucket_tree_noise_has_the_stated_variance():
     (false alarm ~2e-9 per level).  Here the chosen tree is flat (root 5/8, leaves 3/8).  The leaves' m = 6,400
     draws give a margin of 0.17: an even split (the leaves' variance ratio 0.56) fails; the root's m = 400 give
     0.67: a root noise at half or twice its scale (ratio 1/4 or 4) fails."""
-    from dphist.trees import range_tree
+    from dphist.algorithms.strategies.trees import range_tree
 
     bucket_counts = np.array([40, 3, 0, 17, 9, 9, 1, 0, 22, 5, 5, 5, 0, 2, 8, 30], dtype=np.int64)
     sizes = np.array([1] * 15 + [3000])
@@ -297,7 +297,7 @@ def test_bucket_tree_noise_has_the_stated_variance():
 def _dense_workload_variance(sizes, b, root_share, noise):
     """tr(W L Σ Lᵀ Wᵀ) from explicit matrices: W the n × k cell-prefix matrix (uniform spread), A the measured
     nodes' incidence, Σ their variances (∝ 1/share² or 1/share), L = (AᵀΣ⁻¹A)⁻¹AᵀΣ⁻¹ the GLS operator."""
-    from dphist.trees import range_tree
+    from dphist.algorithms.strategies.trees import range_tree
 
     k = len(sizes)
     tree = range_tree(k, b)
@@ -417,8 +417,8 @@ def test_partition_reads_only_the_noisy_costs():
 def test_bucket_branching_minimises_the_exact_prefix_variance():
     """prefix_error against a dense computation (W L, L the GLS map of the tree, from unit vectors) and the
     choice against every candidate; the flat tree is worse than the chosen one at 178 buckets."""
-    from dphist.inference import tree_least_squares
-    from dphist.trees import range_tree
+    from dphist.inference.nonnegative import tree_least_squares
+    from dphist.algorithms.strategies.trees import range_tree
 
     for k, b in ((5, 2), (9, 3), (12, 12)):
         tree = range_tree(k, b)
@@ -583,7 +583,7 @@ def test_2d_bucket_noise_has_the_stated_variance(workload):
     variance of scale 1/ε_l (ε_l as :func:`level_shares` states for the chosen tree) over 300 runs, 6 sd of
     √(5/m) (false alarm ~2e-9 per level).  identity: one level, the leaves, with the whole budget (m = 4,800,
     margin 0.19: a budget split in two, variance ratio 4, fails)."""
-    from dphist.trees import range_tree
+    from dphist.algorithms.strategies.trees import range_tree
 
     bucket_counts = np.array([40, 3, 0, 17, 9, 9, 1, 0, 22, 5, 5, 5, 0, 2, 8, 30], dtype=np.int64)
     sizes = np.array([4, 1, 1, 30, 2, 2, 8, 8, 1, 1, 1, 1, 64, 3, 3, 2])
@@ -621,7 +621,7 @@ def test_range_quadratic_matches_dense():
     assert np.allclose(range_quadratic(c, sizes), np.einsum("ij,jk,ik->i", c, M, c))
     for b, root_share in ((2, Fraction(1, 4)), (5, Fraction(0)), (3, Fraction(1, 2))):
         _, W_prefix = _dense_workload_variance(sizes, b, root_share, "laplace")
-        from dphist.trees import range_tree
+        from dphist.algorithms.strategies.trees import range_tree
 
         tree = range_tree(k, b)
         shares = level_shares(tree.levels, root_share)
@@ -735,7 +735,7 @@ def test_nonnegative_fit_is_post_processing_of_the_same_measurements():
 def test_nonnegative_fit_takes_auto_total_and_falls_back_above_its_limit():
     """With auto's N̂ the nnls fit takes it as one more root measurement (the refit differs from the plain fit
     and stays at least 0); above NNLS_MAX_LEAVES buckets the fit is least squares, and the report says so."""
-    from dphist.inference import NNLS_MAX_LEAVES
+    from dphist.inference.nonnegative import NNLS_MAX_LEAVES
 
     x = np.zeros(256, dtype=np.int64)
     x[:8] = 50

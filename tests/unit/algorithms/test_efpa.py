@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from dphist.algorithms.efpa import EFPA, MAX_CELLS, RoundedDFT, weight_bits
-from dphist.audit.efpa_cases import flip_pair, true_argmax
+from dphist_audit.efpa_cases import flip_pair, true_argmax
 from dphist.errors import UsageError
 from dphist.privacy import PrivacyBudget, SeededBits, ZCDPBudget, discrete_laplace_variance
 from dphist.privacy.measurement import LAPLACE, SELECTION

@@ -13,7 +13,7 @@ from dphist.algorithms.grids import (AGrid, UGrid, _box_sums, _grid_boxes, block
 from dphist.algorithms.identity import Identity
 from dphist.errors import UsageError
 from dphist.privacy import PrivacyBudget, SeededBits, ZCDPBudget, discrete_laplace_variance
-from dphist import workloads
+from dphist.evaluation import workloads
 
 from conftest import SHARED
 

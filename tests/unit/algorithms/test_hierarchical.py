@@ -16,12 +16,12 @@ import numpy as np
 import pytest
 from scipy import sparse
 
-from dphist import workloads
+from dphist.evaluation import workloads
 from dphist.algorithms import get_algorithm
 from dphist.algorithms.hierarchical import best_branching, level_weights, released_branching, with_root_measurement
-from dphist.audit.replication import ReplicatedBudget
+from dphist_audit.replication import ReplicatedBudget
 from dphist.privacy import PrivacyBudget, SeededBits, ZCDPBudget, discrete_laplace_variance
-from dphist.trees import product_tree, range_tree
+from dphist.algorithms.strategies.trees import product_tree, range_tree
 
 
 def run(algo, counts, epsilon, bits):

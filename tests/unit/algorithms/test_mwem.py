@@ -260,10 +260,10 @@ def test_better_than_identity_on_prefixes_at_low_signal(name):
 
 
 def test_audit_pair_moves_the_true_argmax_whatever_the_noisy_total():
-    """The audit's pair (dphist/audit/mwem_cases.py, N = 25): for every noisy total within 9.5 of N (91 % of
+    """The audit's pair (dphist_audit/mwem_cases.py, N = 25): for every noisy total within 9.5 of N (91 % of
     them at ε = 1, the total's scale being 4), the best-scoring first query is the last cell on D and the first
     cell on D′, so a selection that ignores its draw is visible; far outside, the whole range wins on both."""
-    from dphist.audit.mwem_cases import TINY, flip_pair
+    from dphist_audit.mwem_cases import TINY, flip_pair
     data, neighbour = flip_pair()
     lo, hi = candidate_ranges(8, TINY["queries"])
     for total in np.arange(15.0, 34.5, 0.5):

@@ -14,7 +14,7 @@ import pytest
 import dphist
 from dphist.algorithms import get_algorithm
 from dphist.algorithms.partitioning import _kd_partition, _median_cut, v_optimal_costs
-from dphist.audit.replication import NoisePool, PooledBudget
+from dphist_audit.replication import NoisePool, PooledBudget
 from dphist.errors import UsageError
 from dphist.privacy import PrivacyBudget, SeededBits, discrete_laplace_variance
 

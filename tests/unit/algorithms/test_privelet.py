@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 from dphist.algorithms import get_algorithm
 from dphist.algorithms.privelet import HaarAxis
-from dphist.audit.replication import ReplicatedBudget
+from dphist_audit.replication import ReplicatedBudget
 from dphist.privacy import PrivacyBudget, SeededBits, ZCDPBudget, discrete_laplace_variance
 
 from replicated import Replicated
@@ -136,7 +136,7 @@ def test_small_axes_are_left_untransformed_and_structure_is_public():
 
 from dphist.algorithms.privelet import NominalAxis  # noqa: E402
 from dphist.errors import UsageError  # noqa: E402
-from dphist.schema import parse_schema  # noqa: E402
+from dphist.declare.schema import parse_schema  # noqa: E402
 
 STATES = {"type": "categorical", "values": ["CA", "OR", "NY", "TX", "FL", "AK", "WA", "NJ"], "nulls": "category",
           "hierarchy": {"West": {"Pacific": ["CA", "OR", "WA"], "Alaska": ["AK"]},

@@ -24,7 +24,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from counting_bits import CountingBits
-from dphist.audit.replication import ReplicatedBudget
+from dphist_audit.replication import ReplicatedBudget
 from dphist.privacy import (BudgetExceeded, Draw, PrivacyBudget, SeededBits, ZCDPBudget, discrete_laplace_pmf,
                             discrete_laplace_variance, epsilon_within)
 from dphist.privacy import budget as kernel

@@ -14,7 +14,7 @@ from fractions import Fraction
 
 import numpy as np
 import pytest
-from dphist.audit.sampler import chi2_pvalue
+from dphist_audit.sampler import chi2_pvalue
 from dphist.privacy import samplers
 from dphist.privacy.bits import BitSource, SeededBits, SystemBits
 from dphist.privacy.samplers import (bernoulli, bernoulli_exp, discrete_laplace, discrete_laplace_halfwidth,

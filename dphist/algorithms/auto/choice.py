@@ -1,0 +1,354 @@
+"""Auto: choose the algorithm for a table from public facts and a noisy total, then run it.
+
+    measure:  N̂ = Σx + DLap(1/ε₀), ε₀ = share·ε                    (Δ = 1: one record changes the total by 1)
+    choose:   from the workload (the questions the table will answer: ranges, single cells or one-way
+              marginals), the table's dimensions, its number of cells, the column kinds and the signal
+              s = max(N̂, 1)·ε₁, ε₁ = ε − ε₀, look up the workload's rule table learned on the DPBench grid
+              (``auto_rules.RULES[workload]``, written by bench/auto_rules.py): the algorithm with the lowest mean
+              regret at that dimension, the nearest learned domain size and the signal decade round(log₁₀ s)
+    run:      the chosen algorithm at ε₁ (DPCube and the k-d tree take their block size from N̂ instead of
+              measuring a total of their own)
+    infer:    where the chosen algorithm fits its measurements by least squares, N̂ joins the fit
+              (``Estimate.with_total``): as one more measurement of the root of a tree (h, hb, quadtree) or of
+              DAWA's bucket tree, and of the sum of DPCube's (and the k-d tree's) partition totals.  N̂ is
+              independent of the algorithm's own measurements, so the fit is the least-squares estimate from
+              every measurement made.  On the DPBench data (bench/low_signal.py's fresh samples, ε = 0.1, the
+              same noise with and without it) auto's error where it runs hb fell by 6.5 % on average in 1-D
+              (4096 cells, 1e7 records; a prefix's error is much of it its total's), 3.9 % in 2-D at 1e5
+              records and 0.6 % at 1e7 (256 × 256); where it runs DPCube (2-D, 1e3) by 2.0 %.  Where it runs
+              DAWA (1-D, 1e3 and 1e5) it moved by +0.1 % and −0.7 %, within noise: at ε/20, N̂ weighs little
+              against DAWA's few bucket counts.
+
+The choice (and the refit) reads the data only through N̂, so it is post-processing of an ε₀-DP measurement, and
+the whole is ε-DP by sequential composition (ε₀ + ε₁ = ε).  The report names the workload, the choice, the rule
+entry and N̂.
+
+The workload is the steward's (``--workload``); by default it follows the columns (:func:`default_workload`):
+ranges when a column is ordered (numbers, dates, or categories with a declared hierarchy), single cells when
+every column is a plain category.
+
+Outside the grid: range queries run along ordered columns only, so a categorical column (without a hierarchy)
+splits the table into slices and the rule is looked up for one slice (the ordered columns, N̂/slices records);
+a table of categorical columns only gets identity, the unbiased estimate of each cell, on all of ε (no total
+is measured: the choice would not read it).  Tables of three or more
+ordered columns use the two-column rules.  A choice that cannot take the table's shape (a one-column algorithm
+such as DAWA or MWEM for a table with categorical slices) gives way to the rule's best algorithm for tables of
+several columns, and to hb if there is none.
+
+Under zCDP (``budget.noise == "gaussian"``) auto chooses within the definition, among the data-independent L2
+strategies, from the public shape and column kinds alone (:func:`choose_gaussian`), and measures no total (the
+choice reads no data, so there is nothing to pay for): the whole ρ goes to the chosen algorithm.  The candidates
+are identity, Privelet with its L2 level weights, and (1-D, at most ``EXACT_L2_CELLS`` cells) Hb with its L2
+branching; each one's exact average variance per unit σ² on the table's workload (all ranges along ordered
+columns, single categories along categorical ones, whose axes factorise) is computed and the least wins.  Above
+``EXACT_L2_CELLS`` cells the tree is not compared: algorithms.md §8 has Privelet below every tree under L2
+(n = 1024 / 4096: 18.7 / 26.4 uniform, 18.0 / 25.6 with L2 weights, against H₂ 20.5 / 28.6 and H₄ 21.0 / 29.7).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from fractions import Fraction
+
+import numpy as np
+
+from ...declare.choices import RELEASE_WORKLOADS as WORKLOADS
+from ...errors import UsageError
+from ...privacy import PrivacyBudget, format_fraction
+from .. import options as option
+from .rules import RULES
+from ..base import Algorithm, Estimate, Step
+from ..catalog import REGISTRY, get_algorithm
+from ..partitioning import DPCube
+
+__all__ = ["Auto", "nearest_rule", "choose_gaussian", "WORKLOADS", "default_workload", "as_learned"]
+
+FALLBACK = "hb"
+#: Algorithms that read a table of two columns as one sequence of cells (DAWA, along the Hilbert curve): with
+#: categorical slices the curve would interleave the categories, so there they give way as a one-column
+#: algorithm does.
+SEQUENCE_ONLY = ("dawa",)
+
+
+def as_learned(name: str) -> dict:
+    """The options auto runs ``name`` with: those its rule table measured it with (bench/auto_rules.py --grid).
+
+    DPCube and the k-d tree: the block from the rule without the stand-alone 9-cell cap, the fixed split
+    penalty (``DPCube.REFINE_PENALTY``) and no significance cut.  That configuration has the lowest mean error over the data sets; the
+    stand-alone DPCube's defaults give up some of the mean at low signal to stay at or below the reference's
+    DPCube on every data set (2-D DPBench, 1,000 records, ε = 0.1, fresh samples, bench/low_signal.py: mean
+    0.73 → 0.76 of the reference's expected error, worst 1.48 → 0.88; against the best reference algorithm of
+    each data set, mean 1.19 → 1.45, BEIJING-CABS-E, spread over many cells, 1.20 → 2.27)."""
+    if issubclass(REGISTRY[name], DPCube):
+        return {"penalty": DPCube.REFINE_PENALTY, "max_side": 1 << 30, "significance": "off"}
+    return {}
+
+
+#: Below this signal (N̂·ε, the rule table's decades 1e2 and lower) and LOW_SIGNAL_PER_CELL per cell, auto runs a
+#: 1-D DAWA with the options of LOW_SIGNAL_OPTIONS (measured in :func:`low_signal_options`).
+LOW_SIGNAL = 10 ** 2.5
+LOW_SIGNAL_PER_CELL = 0.2
+LOW_SIGNAL_OPTIONS = {"dawa": {"prefix_threshold": Fraction(1), "fit": "nnls"}}
+
+
+def low_signal_options(name: str, shape: tuple[int, ...], signal: float) -> dict:
+    """The options auto adds to ``name`` for a table of ``shape`` at ``signal`` = max(N̂, 1)·ε:
+    LOW_SIGNAL_OPTIONS[name] for a 1-D DAWA below LOW_SIGNAL and below LOW_SIGNAL_PER_CELL per cell, else none.
+    Public: the shape, ε and N̂, which is paid for.
+
+    A 1-D DAWA at low signal: a higher bar for splitting the top intervals (prefix_threshold 1 for 3/10), as a
+    split that noise alone caused costs a near-uniform table a whole extra bucket count's noise; and bucket
+    counts fitted with non-negativity (fit=nnls), as at this signal many buckets hold next to nothing and the
+    noise of a negative one would otherwise be paid by the released total.  Measured (DPBench 1-D, 1,000 records,
+    ε = 0.1, 4096 cells, 8 samples × 8 runs per data set, the same noise for each setting; auto ÷ the
+    re-measured bar, mean / worst): seed 7 0.99 / 1.98 (BIDS-ALL) → 0.96 / 1.62, seed 11 1.06 / 2.04 →
+    1.03 / 1.75, seed 2026 1.02 / 1.99 → 0.98 / 1.63.  The price: HEPTH and PATENT, whose records leave the
+    domain's ends empty, 1.0–1.2 → 1.3.  On the rule table's grid (1,000 records, ε = 0.1, the same data summed
+    into fewer cells) DAWA's mean regret went 1.90 → 1.85 at 4096 cells and 1.45 → 1.27 at 1024 (0.024 and 0.1
+    records × ε per cell), but 1.56 → 1.60 at 256 and 1.20 → 1.28 at 64 (0.4 and 1.6): hence the per-cell
+    bound.  Not at 100,000 records: nnls there moved the mean from 0.78 to 0.80 (ADULT 0.62 → 0.72)."""
+    cells = math.prod(shape)
+    if len(shape) == 1 and signal < LOW_SIGNAL and signal < LOW_SIGNAL_PER_CELL * cells:
+        return dict(LOW_SIGNAL_OPTIONS.get(name, {}))
+    return {}
+
+
+def default_workload(columns) -> str:
+    """The workload a table is released for when the steward names none: single cells when every column is a
+    plain category (its cells have no order, so a range is no question), else ranges."""
+    if columns and all(_unordered(c) for c in columns):
+        return "cells"
+    return "ranges"
+
+
+def nearest_rule(rules: dict, dims: int, cells: int, signal: float) -> tuple[str, float, int, tuple, int]:
+    """The rule table's entry for a table: ``(algorithm, mean regret, data sets, (dims, cells) key, decade)``.
+
+    ``dims`` above the largest learned dimension use the largest; ``cells`` picks the learned domain size
+    nearest on a log scale (ties to the larger); the decade round(log₁₀ signal) is clipped to the learned ones.
+    """
+    learned = sorted({d for d, _ in rules})
+    d = min(max(dims, learned[0]), learned[-1])
+    sizes = sorted(c for dd, c in rules if dd == d)
+    size = min(sizes, key=lambda c: (abs(math.log(c) - math.log(max(cells, 1))), -c))
+    decades = rules[(d, size)]
+    dec = min(max(int(round(math.log10(max(signal, 1.0)))), min(decades)), max(decades))
+    algorithm, regret, datasets = decades[dec][:3]
+    return algorithm, regret, datasets, (d, size), dec
+
+
+def candidates(workload: str, shape: tuple[int, ...]) -> list[str]:
+    """Every algorithm the rule table of ``workload`` (or its fallbacks, hb and identity) may run on a table of
+    ``shape``: those named anywhere in it that can take the shape."""
+    names = {FALLBACK, "identity"}
+    for decades in RULES[workload].values():
+        for entry in decades.values():
+            names.update(n for i, n in enumerate(entry) if i in (0, 3))
+    return sorted(n for n in names if _takes(n, shape))
+
+
+def _takes(name: str, shape: tuple[int, ...]) -> bool:
+    """Whether ``name`` with its default options can release a table of ``shape``: its shape checks and its
+    work ceilings (a choice that would pass a ceiling gives way as one that cannot take the shape)."""
+    try:
+        get_algorithm(name).check(tuple(shape))
+    except UsageError:
+        return False
+    return True
+
+
+def _unordered(column) -> bool:
+    """A categorical column without a declared hierarchy: its cells have no order."""
+    return getattr(column, "kind", None) == "categorical" and not getattr(column, "hierarchy", None)
+
+
+def _unordered_axes(columns) -> list[int]:
+    return [k for k, c in enumerate(columns or ()) if _unordered(c)]
+
+
+def _axis_error_factors(axis, ordered: bool) -> tuple[float, float]:
+    """(Δ₂² factor, workload variance factor) of one Privelet axis: the average over all ranges (ordered) or over
+    single cells (categorical) of the variance per unit noise variance on every coefficient."""
+    from ..privelet import HaarAxis  # noqa: PLC0415  (privelet imports nothing from here)
+    scales, factors = axis.variance_factors_by_class()
+    if isinstance(axis, HaarAxis) and ordered:
+        per_level = axis.level_costs()
+        return float(axis.l2_squared), float(np.dot(per_level, axis.level_scales**2))
+    n = factors.shape[0]
+    if ordered and scales.size == 1 and np.all(factors == 1):  # an untransformed ordered axis: |R| per range
+        return 1.0, (n + 2) / 3
+    return float(axis.l2_squared), float((factors * scales**2).sum(axis=1).mean())
+
+
+def choose_gaussian(shape: tuple[int, ...], columns=None, workload: str = "ranges") -> dict:
+    """The zCDP choice for a table of ``shape``: ``chosen``, ``reason`` and ``expected`` (each candidate's exact
+    average variance per query of the table's workload, per unit σ² = 1/(2ρ)).  Reads only public facts.  For
+    the cells workload the choice is identity, whose every cell has the least variance any of these strategies
+    gives a cell (each spends the whole budget on one measurement of every cell or on several coarser ones); the
+    marginals workload is served as ranges (a marginal's cell is a range along its axis)."""
+    from ..hierarchical import EXACT_L2_CELLS, best_branching, l2_range_error  # noqa: PLC0415
+    from ..privelet import HaarAxis, Privelet  # noqa: PLC0415
+    unordered = set(_unordered_axes(columns))
+    if workload == "cells":
+        return {"chosen": "identity", "reason": "zCDP, workload cells: identity is the unbiased estimate of each "
+                "cell with the least variance", "expected": {}}
+    if len(unordered) == len(shape):
+        return {"chosen": "identity", "reason": "zCDP: every column is categorical: cells have no order, so range "
+                "queries do not apply and identity is the unbiased estimate of each cell", "expected": {}}
+    ordered = [k not in unordered and not getattr((columns or [None] * len(shape))[k], "hierarchy", None)
+               for k in range(len(shape))]
+    expected = {"identity": float(np.prod([(n + 2) / 3 if o else 1.0 for n, o in zip(shape, ordered)]))}
+    privelet = Privelet()
+    axes = privelet.axes_for(tuple(shape), columns)
+    for axis in axes:
+        if isinstance(axis, HaarAxis):
+            axis.use_weights(axis.l2_weights())
+    if any(isinstance(a, HaarAxis) for a in axes):
+        l2, err = 1.0, 1.0
+        for axis, o in zip(axes, ordered):
+            a_l2, a_err = _axis_error_factors(axis, o)
+            l2, err = l2 * a_l2, err * a_err
+        expected["privelet"] = l2 * err
+    if len(shape) == 1 and ordered[0] and 2 <= shape[0] <= EXACT_L2_CELLS:
+        expected["hb"] = l2_range_error(int(shape[0]), best_branching(tuple(shape), "gaussian"))
+    chosen = min(expected, key=lambda k: (expected[k], k))
+    figures = ", ".join(f"{k} {v:.4g}" for k, v in sorted(expected.items(), key=lambda kv: kv[1]))
+    reason = (f"zCDP: the least exact average variance per query (ranges along ordered columns, single categories "
+              f"along categorical ones) per unit sigma^2 among the data-independent L2 strategies: {figures}")
+    return {"chosen": chosen, "reason": reason, "expected": {k: round(v, 4) for k, v in expected.items()}}
+
+
+class Auto(Algorithm):
+    name = "auto"
+    summary = "chooses an algorithm per table from its shape, ε, workload and a noisy total (rules learned on DPBench)"
+    options = {"total_share": (Fraction(1, 20), option.fraction_between_0_and_1)}
+    option_help = {"total_share": "share of the table's ε spent on the noisy total that the choice reads"}
+    data_adaptive = True
+
+    def __init__(self, workload: str | None = None, **options):
+        """``workload``: the questions the table will answer (:data:`WORKLOADS`), the one the choice serves; None:
+        :func:`default_workload` of the table's columns.  Not an option of the user's: a release passes its
+        table's workload (--workload, or the table's), which is also the one its report states."""
+        super().__init__(**options)
+        try:
+            self.served = None if workload is None else option.choice(*WORKLOADS)(workload)
+        except ValueError as exc:
+            raise UsageError(f"algorithm 'auto': workload: {exc}") from None
+
+    def steps(self, shape: tuple[int, ...], columns=None, noise: str = "laplace") -> list[Step]:
+        """Under zCDP the chosen algorithm's steps (a choice from public facts); with every column categorical,
+        identity's; otherwise the noisy total, then the steps of every algorithm the rules may choose for this
+        shape (with its default options), on the rest."""
+        shape = tuple(shape)
+        if noise == "gaussian":
+            chosen = choose_gaussian(shape, columns, self.workload(columns))["chosen"]
+            return get_algorithm(chosen).steps(shape, columns, noise)
+        if len(_unordered_axes(columns)) == len(shape):
+            return get_algorithm("identity").steps(shape, columns, noise)
+        share = self.params["total_share"]
+        steps = [Step("the table's total", "laplace", share)]
+        for name in candidates(self.workload(columns), shape):
+            steps += [dataclasses.replace(s, what=f"{name}: {s.what}", share=s.share * (1 - share))
+                      for s in get_algorithm(name).steps(shape, columns, noise)]
+        return steps
+
+    def workload(self, columns=None) -> str:
+        """The workload the choice serves: the one it was made for, else :func:`default_workload` of ``columns``."""
+        return self.served or default_workload(columns)
+
+    def choose(self, shape: tuple[int, ...], epsilon: Fraction, noisy_total: float, columns=None) -> dict:
+        """The choice for a table of ``shape`` to be released at ``epsilon`` per record (after the total's share),
+        as a report entry: ``workload``, ``chosen`` and ``reason``.  Reads only public facts and the noisy
+        total."""
+        workload = self.workload(columns)
+        # Locality (what every algorithm but identity exploits) runs along ordered columns only: a categorical
+        # column splits the table into slices, each an ordered table with its share of the records, so the rule
+        # is looked up for one slice.
+        unordered = _unordered_axes(columns)
+        ordered = [n for k, n in enumerate(shape) if k not in unordered]
+        if not ordered:
+            return {"workload": workload, "chosen": "identity",
+                    "reason": "every column is categorical: cells have no order, so no algorithm gains from "
+                    "neighbouring cells and identity is the unbiased estimate of each cell"}
+        slices = int(np.prod([shape[k] for k in unordered], dtype=np.int64))
+        signal = max(float(noisy_total), 1.0) * float(epsilon) / slices
+        rules = RULES[workload]
+        name, regret, datasets, (d, size), dec = nearest_rule(rules, len(ordered), int(np.prod(ordered)), signal)
+        per_slice = f" per slice of the {slices} categories" if slices > 1 else ""
+        reason = (f"{workload} rule for {d}-D tables of {size} cells at noisy total x epsilon ~ 1e{dec} (here "
+                  f"{signal:.3g}{per_slice}): lowest mean regret on the DPBench grid ({regret} over {datasets} "
+                  "data sets)")
+        if not _takes(name, shape) or (slices > 1 and name in SEQUENCE_ONLY):
+            entry = rules[(d, size)][dec]
+            # The rule's best algorithm for tables of several columns, else the fixed fallback.
+            usable = len(entry) > 3 and _takes(entry[3], shape) and not (slices > 1 and entry[3] in SEQUENCE_ONLY)
+            other = entry[3] if usable else FALLBACK
+            why = " (the rule's best for several columns)" if other != FALLBACK else ""
+            reason += f"; {name} cannot take a table of shape {tuple(shape)}, so {other}{why}"
+            name = other
+        return {"workload": workload, "chosen": name, "reason": reason}
+
+    @staticmethod
+    def low_signal(name: str, shape: tuple[int, ...], epsilon: Fraction, noisy_total: float) -> dict:
+        """:func:`low_signal_options` at the signal max(N̂, 1)·ε (ε per record, after the total's share)."""
+        return low_signal_options(name, tuple(shape), max(float(noisy_total), 1.0) * float(epsilon))
+
+    def instance(self, name: str, shape: tuple[int, ...], epsilon: Fraction, noisy_total: float) -> Algorithm:
+        """The chosen algorithm, set up to reuse N̂ where it would otherwise measure a total of its own, with the
+        low-signal options of :func:`low_signal_options` (a 1-D table has no categorical slices)."""
+        extra = self.low_signal(name, shape, epsilon, noisy_total)
+        if issubclass(REGISTRY[name], DPCube):
+            # The block DPCube would choose itself from this total, as the rule table measured it (the longest
+            # axis's block: shorter axes are cut to their length in either mode).
+            learned = {**as_learned(name), **extra}
+            block = max(REGISTRY[name](**learned).auto_block(noisy_total, tuple(shape), epsilon))
+            return get_algorithm(name, block=block, **learned)
+        return get_algorithm(name, **extra)
+
+    def run(self, counts: np.ndarray, budget: PrivacyBudget, columns=None) -> Estimate:
+        if budget.noise == "gaussian":
+            # zCDP: a data-independent choice from public facts only, so no total is measured.
+            workload = self.workload(columns)
+            choice = choose_gaussian(counts.shape, columns, workload)
+            estimate = get_algorithm(choice["chosen"]).run(counts, budget, columns)
+            estimate.choices = {"algorithm_choice": {"workload": workload, "chosen": choice["chosen"],
+                                                     "reason": choice["reason"]},
+                                **estimate.choices}
+            estimate.structure = {"algorithm": choice["chosen"], **estimate.structure}
+            return estimate
+        if len(_unordered_axes(columns)) == counts.ndim:
+            # Every column categorical: the choice is identity whatever the total, so no total is measured.
+            choice = self.choose(counts.shape, budget.amount, 0.0, columns)
+            estimate = get_algorithm(choice["chosen"]).run(counts, budget, columns)
+            estimate.choices = {"algorithm_choice": choice, **estimate.choices}
+            estimate.structure = {"algorithm": choice["chosen"], **estimate.structure}
+            return estimate
+        # measure: the table's total, with a share of ε
+        share = self.params["total_share"]
+        for_total, rest = budget.split([share, 1 - share])
+        noisy_total, total_record = for_total.laplace(np.asarray(counts.sum()), 1, for_total.amount,
+                                                      "the table's total (read by the choice of algorithm)",
+                                                      composition="one query")
+        # select: the algorithm, from public facts and the noisy total (post-processing)
+        per_record = 1 / rest.scale(1, rest.amount)
+        choice = self.choose(counts.shape, per_record, float(noisy_total), columns)
+        name = choice["chosen"]
+        # run it on the rest of the budget
+        chosen = self.instance(name, counts.shape, per_record, float(noisy_total))
+        estimate = chosen.run(counts, rest, columns)
+        reused = {}
+        if estimate.with_total is not None:
+            # infer: N̂ is released already, and it measures the table's total independently of the chosen
+            # algorithm's own measurements: one more measurement in its least squares (post-processing, no new
+            # noise)
+            estimate = estimate.with_total(float(noisy_total), total_record.noise_variance)
+            reused = {"noisy_total_reused": f"as {chosen.total_refit}"}
+        extra = self.low_signal(name, counts.shape, per_record, float(noisy_total))
+        if extra:
+            reused["low_signal_options"] = {k: str(v) for k, v in extra.items()}
+        estimate.choices = {"algorithm_choice": {**choice, "noisy_total": int(noisy_total),
+                                                 "epsilon_for_total": format_fraction(for_total.amount), **reused},
+                            **estimate.choices}
+        estimate.structure = {"algorithm": name, **estimate.structure}
+        return estimate

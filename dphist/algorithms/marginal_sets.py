@@ -1,0 +1,194 @@
+"""Sets of marginal tables from the same records that agree exactly with each other (algorithms.md §6.4).
+
+Two strategies, chosen before any data is read:
+
+* **full**: measure the contingency table over the union of the marginals' columns once with all of ε,
+  post-process it to non-negative integers, and sum it down to each marginal.  Every marginal is a
+  post-processing of one ε-DP release, and any two share the same sub-marginals and grand total because they are
+  sums of one integer table.  Its error grows with the full table's size.
+* **separate**: measure each of the k marginals with the identity mechanism at ε/k (sequential composition:
+  one record is in every marginal), then make them mutually consistent by exact least squares and non-negative
+  integers that keep the shared sub-tables (:mod:`dphist.inference.marginals`).  Its error grows with k.
+
+``auto`` picks the one with the lower expected squared error, computed from public facts alone (the marginals'
+shapes, ε and the noise distribution).
+
+Under zCDP (``noise="gaussian"``, amounts ρ) the same two strategies apply with discrete Gaussian noise: "full"
+measures the table over the union with Δ₂² = 1 at ρ (σ² = 1/(2ρ) per cell); "separate" measures each marginal with
+identity on its part ρ/k (σ² = k/(2ρ): the k marginals of one record have Δ₂² = k together, so this is the same
+noise as one joint measurement at ρ), and the least squares weights use those variances.  The variance of
+"separate" grows as k under L2 against k² under Laplace, which is why marginal sets favour Gaussian noise.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from fractions import Fraction
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from ..inference.marginals import check_separable, expected_errors, full_table_errors, shared_subsets
+from ..errors import UsageError
+from ..privacy import discrete_laplace_variance
+from ..privacy.samplers import discrete_gaussian_variance
+from ..text import quoted
+
+__all__ = ["parse_marginals", "union_of", "derive_marginal", "labelled_frame", "STRATEGIES", "MarginalPlan",
+           "plan_marginals", "cell_variance", "SEPARATE_MAX_CELLS"]
+
+STRATEGIES = ("auto", "full", "separate")
+#: Strategy "separate" solves a transportation problem per table; beyond this many cells it is too slow.
+SEPARATE_MAX_CELLS = 1_000_000
+ERROR_MEASURE = ("expected squared error of the unbiased estimates (before non-negativity and rounding), summed "
+                 "over all cells of all marginals; per table, the root-mean-square error per cell")
+
+
+def parse_marginals(value: Any) -> list[tuple[str, ...]]:
+    """``"age,sex;sex,income"`` or ``[["age", "sex"], ["sex", "income"]]`` into tuples of column names."""
+    if isinstance(value, str):
+        groups = [[c.strip() for c in part.split(",")] for part in value.split(";") if part.strip()]
+    else:
+        try:
+            groups = [[str(c).strip() for c in ([g] if isinstance(g, str) else g)] for g in value]
+        except TypeError:
+            raise UsageError("marginals must be like 'age,sex;sex,income' or a list of column lists") from None
+    if not groups:
+        raise UsageError("marginals: give at least one table, like 'age,sex;sex,income'")
+    out = []
+    for group in groups:
+        if not group or not all(group):
+            raise UsageError("marginals: every table needs column names, like 'age,sex;sex,income'")
+        if len(set(group)) != len(group):
+            raise UsageError(f"marginals: a column is listed twice in {quoted(','.join(group))}")
+        if tuple(group) in out:
+            raise UsageError(f"marginals: {quoted(','.join(group))} is listed twice")
+        out.append(tuple(group))
+    return out
+
+
+def union_of(marginals: list[tuple[str, ...]]) -> tuple[str, ...]:
+    """The columns of all marginals, in order of first appearance (the full table's axes)."""
+    return tuple(dict.fromkeys(c for m in marginals for c in m))
+
+
+def derive_marginal(full: np.ndarray, axes: tuple[str, ...], columns: tuple[str, ...]) -> np.ndarray:
+    """``full`` (one axis per name in ``axes``) summed over the axes not in ``columns``, with its axes in the
+    order of ``columns``."""
+    keep = [axes.index(c) for c in columns]
+    drop = tuple(i for i in range(len(axes)) if i not in keep)
+    summed = full.sum(axis=drop) if drop else full
+    remaining = [i for i in range(len(axes)) if i in keep]  # axes left after the sum, in their old order
+    return np.transpose(summed, [remaining.index(i) for i in keep])
+
+
+def labelled_frame(columns: list, values: dict[str, np.ndarray]) -> pd.DataFrame:
+    """A tidy table in C order over ``columns`` (schema column objects): their labels, then ``values`` (each
+    an array of the table's shape)."""
+    from ..publishing.tidy import TidyTable
+
+    return TidyTable(columns, values).frame()
+
+
+@dataclass
+class MarginalPlan:
+    """How a marginal set will be released: the strategy, why, and both strategies' expected errors."""
+
+    marginals: list[tuple[str, ...]]
+    strategy: str
+    chosen_by: str
+    expected: dict
+    shared: list[tuple[str, ...]]
+
+    def report(self) -> dict:
+        return {"strategy": self.strategy, "chosen_by": self.chosen_by,
+                "shared_sub_tables": [list(s) for s in self.shared],
+                "expected_error": self.expected}
+
+
+def plan_marginals(marginals: list[tuple[str, ...]], sizes: dict[str, int], epsilon: Fraction,
+                   algorithm: str, strategy: str = "auto", full_limit: str | None = None, *,
+                   noise: str = "laplace") -> MarginalPlan:
+    """Choose the strategy for ``marginals`` from public facts: the columns' sizes, the amount and the algorithm.
+
+    ``epsilon`` is the amount per row of the protected unit: ε/factor for pure ε (``noise="laplace"``), or
+    ρ/factor² for zCDP (``noise="gaussian"``: a unit of K rows multiplies Δ₂² by K²).
+    Expected errors are exact for the identity mechanism (Δ₁ = Δ₂ = 1 per measured table): "full" measures the
+    table over all the columns with all of the amount; "separate" measures each marginal with a k-th of it and
+    combines them by least squares; the per-cell variances are the exact ones of discrete Laplace noise of scale
+    1/ε (k/ε) or of discrete Gaussian noise of σ² = 1/(2ρ) (k/(2ρ)).  With another algorithm only "full"
+    applies (its error is not computed here).  ``full_limit`` says why the full table cannot be released (too
+    many columns or cells), if so.
+    """
+    if noise not in ("laplace", "gaussian"):
+        raise UsageError(f"unknown noise {quoted(noise)} for a marginal set (laplace or gaussian)")
+    if strategy not in STRATEGIES:
+        raise UsageError(f"unknown marginal strategy {quoted(strategy)} (choose one of {', '.join(STRATEGIES)})")
+    k = len(marginals)
+    names = ["_".join(m) for m in marginals]
+    separable = check_separable(marginals)
+    biggest = max(math.prod(sizes[c] for c in m) for m in marginals)  # exact Python ints
+    if separable is None and biggest > SEPARATE_MAX_CELLS:
+        separable = f"a marginal has {biggest} cells, more than the {SEPARATE_MAX_CELLS} strategy separate handles"
+    if separable is None and algorithm != "identity":
+        separable = (f"strategy separate measures each marginal with identity, and algorithm {quoted(algorithm)} "
+                     "was chosen")
+
+    def summary(errors: list[float]) -> dict:
+        cells = [float(np.prod([sizes[c] for c in m], dtype=np.float64)) for m in marginals]
+        return {"total": _sig(sum(errors)),
+                "rmse_per_cell": {n: _sig((e / c) ** 0.5) for n, e, c in zip(names, errors, cells)}}
+    expected: dict[str, Any] = {"measure": ERROR_MEASURE}
+    full_errors = None
+    if algorithm == "identity":
+        full_errors = full_table_errors(marginals, sizes, cell_variance(noise, epsilon, 1))
+        expected["full"] = summary(full_errors)
+    else:
+        expected["full"] = {"not_computed": f"exact for identity only; algorithm {quoted(algorithm)} was chosen"}
+    separate_errors = None
+    if separable is None or algorithm != "identity":
+        variance = cell_variance(noise, epsilon, k)
+        separate_errors = expected_errors(marginals, sizes, [variance] * k)
+        expected["separate"] = summary(separate_errors)
+        if separable is not None:
+            expected["separate"]["not_available"] = separable
+    else:
+        expected["separate"] = {"not_available": separable}
+
+    if full_limit is not None:
+        expected["full"]["not_available"] = full_limit
+    if separable is not None and full_limit is not None:
+        raise UsageError(f"these marginals cannot be released together: the full table {full_limit}, and strategy "
+                         f"separate does not apply ({separable})")
+    if strategy == "separate" and separable is not None:
+        raise UsageError(f"marginal strategy separate does not apply: {separable}; use --marginal-strategy full")
+    if strategy == "full" and full_limit is not None:
+        raise UsageError(f"marginal strategy full does not apply: the full table {full_limit}; use "
+                         "--marginal-strategy separate")
+    if strategy != "auto":
+        chosen, why = strategy, "requested"
+    elif full_limit is not None:
+        chosen, why = "separate", f"auto: full does not apply (the full table {full_limit})"
+    elif separable is not None:
+        chosen, why = "full", f"auto: separate does not apply ({separable})"
+    else:
+        chosen = "separate" if sum(separate_errors) < sum(full_errors) else "full"
+        why = "auto: the lower expected error"
+    if noise == "gaussian":  # (the pure-ε report is unchanged)
+        expected["noise"] = "discrete Gaussian, amounts are rho"
+    return MarginalPlan(marginals, chosen, why, expected, shared_subsets(marginals)[1:])
+
+
+def cell_variance(noise: str, amount, parts: int) -> float:
+    """The exact noise variance of one identity cell (Δ₁ = Δ₂ = 1) measured with ``amount``/``parts``: discrete
+    Laplace of scale parts/ε, or discrete Gaussian of σ² = parts/(2ρ)."""
+    amount = Fraction(amount)
+    if noise == "gaussian":
+        return discrete_gaussian_variance(Fraction(parts) / (2 * amount))
+    return discrete_laplace_variance(Fraction(parts) / amount)
+
+
+def _sig(value: float) -> float:
+    return float(f"{value:.4g}")

@@ -1,0 +1,142 @@
+"""The expected error of a released table on single cells and on ranges, for the report: public facts only.
+
+A steward publishes a table for some questions (its workload: ranges, single cells or one-way marginals) and
+its readers deserve to know how far off an answer may be, whichever algorithm ran.  Two kinds of figure, both
+computed without reading the data again (so they cost nothing):
+
+* **Data-independent algorithms** (identity, H, Hb, the quadtree, Privelet): their unbiased estimate is the true
+  table plus noise that does not depend on the data, so its error is the error of a release of the all-zero
+  table.  :func:`noise_errors` runs the algorithm on zeros ``repeats`` times, at the same budget, and measures
+  the root mean squared and mean absolute error of every cell and of ``RANGE_QUERIES`` random ranges (random
+  boxes along ordered columns, one category along categorical ones), in records.  This is the error before
+  non-negativity and rounding (which usually lower it on sparse tables); it is exact up to the simulation's
+  sampling error, stated with it (``rms_relative_se``, from the spread between runs).  The simulation's noise is
+  seeded: it is a computation about the mechanism, not a release of data.
+* **Data-adaptive algorithms** (DAWA, DPCube, PrivTree, MWEM, ...): the error depends on the data through the
+  structure they choose and the bias of spreading a count evenly over a bucket, so no data-free figure exists.
+  :func:`typical_errors` gives the algorithm's median error on the DPBench data sets at the table's dimension,
+  nearest domain size and signal decade (``auto_rules.TYPICAL``, measured by bench/auto_rules.py), as a fraction
+  of the records, times the released total (a DP output, so free).  It is typical, not a bound.
+"""
+
+from __future__ import annotations
+
+import math
+from fractions import Fraction
+
+import numpy as np
+
+from . import workloads
+from ..privacy import PrivacyBudget, SeededBits, ZCDPBudget
+
+__all__ = ["noise_errors", "typical_errors", "expected_errors", "range_workload", "MAX_SIMULATED_CELLS"]
+
+RANGE_QUERIES = 2000
+#: Tables above this many cells get no simulated figure (the simulation runs the algorithm ``repeats`` times).
+MAX_SIMULATED_CELLS = 1 << 16
+_SEED = 20261124  # any fixed seed: the figure is about the mechanism, not the data
+
+
+def range_workload(shape: tuple[int, ...], ordered: list[bool], count: int = RANGE_QUERIES) -> workloads.Workload:
+    """``count`` random boxes over ``shape`` (seeded, public): along an ordered axis a uniformly random interval,
+    as the DPBench protocol draws them; along a categorical axis (``ordered[k]`` False) a single category."""
+    rng = np.random.default_rng(_SEED)
+    lo = np.empty((count, len(shape)), dtype=np.int64)
+    hi = np.empty_like(lo)
+    for k, n in enumerate(shape):
+        side = rng.integers(1, n, size=count, endpoint=True) if ordered[k] else np.ones(count, dtype=np.int64)
+        lo[:, k] = rng.integers(0, n - side, endpoint=True)
+        hi[:, k] = lo[:, k] + side
+    return workloads.from_boxes(shape, lo, hi, name=f"{count} random ranges")
+
+
+def _summary(errors: list[np.ndarray]) -> dict:
+    """RMS and mean absolute error over all runs' errors, and the RMS's relative standard error from the spread
+    of the runs' mean squared errors (the queries of one run share noise, so the runs are the independent
+    samples): se(RMS)/RMS ≈ ½·sd(run MSE)/(mean MSE·√runs)."""
+    mse = np.array([np.mean(np.square(e)) for e in errors])
+    se = 0.5 * float(mse.std(ddof=1)) / (float(mse.mean()) * len(mse) ** 0.5) if len(mse) > 1 and mse.mean() else 0.0
+    return {"rms": round(float(np.sqrt(mse.mean())), 4),
+            "mean_abs": round(float(np.mean([np.mean(np.abs(e)) for e in errors])), 4),
+            "rms_relative_se": round(se, 4)}
+
+
+def noise_errors(algorithm, shape: tuple[int, ...], columns, amount: Fraction, definition: str, factor: int = 1,
+                 repeats: int | None = None, total_amount: Fraction | None = None) -> dict:
+    """The error of ``algorithm``'s unbiased estimate on single cells and on :func:`range_workload`'s ranges,
+    from ``repeats`` runs on the all-zero table at ``amount`` (ε under "pure", ρ otherwise) for a protected group
+    of ``factor`` rows: ``{"cells": {"rms", "mean_abs"}, "ranges": {...}, "basis": ...}``, in records.  Only for
+    data-independent algorithms (their error is the same on every table).  ``total_amount`` (pure ε): each run
+    also measures the total at that ε and refits the estimate with it (``Estimate.with_total``), as auto does
+    with its N̂.  Reads no data."""
+    cells = math.prod(shape)
+    if repeats is None:  # about 2^16 simulated cells in all, 8 to 64 runs (well under a second)
+        repeats = int(min(64, max(8, (1 << 16) // max(cells, 1))))
+    ordered = [not (getattr(c, "kind", None) == "categorical" and not getattr(c, "hierarchy", None))
+               for c in (columns or [None] * len(shape))]
+    ranges = range_workload(tuple(shape), ordered)
+    zeros = np.zeros(shape, dtype=np.int64)
+    budget_type = PrivacyBudget if definition == "pure" else ZCDPBudget
+    if total_amount is not None and definition != "pure":
+        raise ValueError("a noisy total is refitted only under pure ε (auto measures none under zCDP)")
+    cell_errors, range_errors = [], []
+    for r in range(repeats):
+        if total_amount is None:
+            estimate = algorithm.run(zeros, budget_type(amount, bits=SeededBits(_SEED + r), factor=factor), columns)
+        else:
+            whole = PrivacyBudget(total_amount + amount, bits=SeededBits(_SEED + r), factor=factor)
+            for_total, rest = whole.split([total_amount / whole.amount, amount / whole.amount])
+            total, record = for_total.laplace(np.asarray(0), 1, for_total.amount, "the total", composition="one query")
+            estimate = algorithm.run(zeros, rest, columns)
+            if estimate.with_total is not None:
+                estimate = estimate.with_total(float(total), record.noise_variance)
+        values = np.asarray(estimate.values, dtype=np.float64)
+        cell_errors.append(values.ravel())
+        range_errors.append(ranges.answer(values))
+    refit = ", each refitted with a noisy total as auto does" if total_amount is not None else ""
+    return {"cells": _summary(cell_errors), "ranges": _summary(range_errors),
+            "basis": f"exact noise of the unbiased estimate (before non-negativity and rounding), simulated: "
+                     f"{repeats} runs of the algorithm on an all-zero table at the same budget{refit}; ranges: "
+                     f"{ranges.size} random boxes along ordered columns, one category along categorical ones"}
+
+
+def typical_errors(name: str, shape: tuple[int, ...], released_total: float, epsilon_like: float) -> dict | None:
+    """``name``'s median error on the DPBench data sets at the nearest learned setting (dimension, domain size,
+    signal decade of released_total × epsilon_like), scaled to ``released_total`` records: ``{"cells":
+    {"mean_abs"}, "ranges": {"mean_abs"}, "basis"}``, or None where the grid has no figure for it."""
+    from ..algorithms.auto.rules import TYPICAL  # noqa: PLC0415  (a large generated table: loaded when needed)
+    from ..algorithms.auto.choice import nearest_rule  # noqa: PLC0415
+    total = max(float(released_total), 1.0)
+    signal = total * float(epsilon_like)
+    try:
+        _, _, _, key, dec = nearest_rule({k: {d: ("", 0, 0) for d in v} for k, v in TYPICAL.items()},
+                                         len(shape), math.prod(shape), signal)
+    except (ValueError, KeyError):
+        return None
+    figures = TYPICAL[key][dec].get(name)
+    if figures is None:
+        return None
+    cells, ranges = figures
+    return {"cells": {"mean_abs": round(cells * total, 4)}, "ranges": {"mean_abs": round(ranges * total, 4)},
+            "basis": f"typical, not a bound: the algorithm's median error on the DPBench data sets ({key[0]}-D, "
+                     f"{key[1]} cells, records x epsilon ~ 1e{dec}) times the released total; its error depends on "
+                     "the data (the structure it chooses and the bias of spreading counts evenly)"}
+
+
+def expected_errors(algorithm, shape: tuple[int, ...], columns, amount: Fraction, definition: str, factor: int,
+                    released_total: float, total_amount: Fraction | None = None) -> dict:
+    """The report's ``expected_error`` block for a table released by ``algorithm`` (the one that ran; auto's
+    choice is looked through by the caller) at ``amount``: :func:`noise_errors` for a data-independent algorithm
+    of at most MAX_SIMULATED_CELLS cells (refitted with a total measured at ``total_amount`` where auto did so),
+    else :func:`typical_errors`, else a line saying why there is none."""
+    cells = math.prod(shape)
+    if not getattr(algorithm, "data_adaptive", True):
+        if cells <= MAX_SIMULATED_CELLS:
+            return noise_errors(algorithm, shape, columns, amount, definition, factor, total_amount=total_amount)
+        return {"not_computed": f"the simulation runs for tables of at most {MAX_SIMULATED_CELLS:,} cells "
+                                f"(here {cells:,})"}
+    # An ε-like number for the signal decade: ε per row, or √(2ρ) per row under zCDP (the ε at which a Laplace
+    # count's noise has the Gaussian's scale, up to a constant).
+    per_row = float(amount) / factor if definition == "pure" else math.sqrt(2 * float(amount)) / factor
+    typical = typical_errors(algorithm.name, tuple(shape), released_total, per_row)
+    return typical or {"not_computed": f"no DPBench figure for {algorithm.name} at this shape"}

@@ -1,0 +1,504 @@
+"""Output of a release: post-processing into tidy tables, the report, and the operator's summary.
+
+Everything here reads only noisy values, public facts (the plan, the tables' shapes) and the privacy budget's
+record, so it costs nothing (algorithms.md §6).  :mod:`dphist.publishing.execution` hands over each table as a
+:class:`MeasuredTable`; :func:`released_tables` post-processes them, :func:`release_report` writes the report,
+and :class:`Release` holds the result (``write``, ``stage`` and ``summary``).
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from dataclasses import dataclass, field
+from decimal import ROUND_CEILING, Context, Decimal
+from fractions import Fraction
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ..evaluation import expected_error
+from ..algorithms import Algorithm, Estimate, get_algorithm
+from ..read.counting import TableShape
+from ..inference.nonnegative import nonnegative_integer_table
+from ..errors import UsageError
+from ..read.sources import is_path
+from .writers import stage_release, write_release
+from ..declare.job import TableRequest, table_name_for
+from ..inference.marginals import consistent_marginals, expected_errors, nonnegative_integer_marginals
+from ..algorithms.marginal_sets import derive_marginal, labelled_frame
+from .planning import ReleasePlan
+from ..privacy import Measurement, PrivacyBudget, format_fraction
+from ..privacy.conversions import epsilon_for
+from .tidy import CHUNK_ROWS, Tables, TidyTable
+from ..version import __version__
+from ..text import quoted
+
+__all__ = ["Release", "MeasuredTable", "table_report", "released_tables", "discovery_report", "release_report",
+           "budget_report", "tidy_table", "NOT_PRIVATE", "DELTA_REFERENCE"]
+
+POST_PROCESSING = ("top-down over a public tree of blocks (the algorithm's tree, or 4 splits per column): the "
+                   "estimated total clamped at 0 and rounded; each block's parts projected onto the non-negative "
+                   "values with the block's fixed sum (Euclidean) and rounded to it by largest remainders")
+SEPARATE_POST = ("exact least-squares consistency with the other marginals (shared sub-tables and grand total "
+                 "agree), then non-negative integers with the shared sub-tables held fixed (L1-closest)")
+PRIVACY_UNIT = "one record (row)"
+NEIGHBOURING = "add/remove one record"
+SAMPLER = "exact discrete Laplace (binary-expansion sampler) on OS CSPRNG bits (os.urandom)"
+TEST_SAMPLER = "exact discrete Laplace on a SEEDED PCG64 stream (test mode: NOT private)"
+GAUSSIAN_SAMPLER = ("exact discrete Gaussian (Canonne, Kamath and Steinke 2020) for linear queries, exact discrete "
+                    "Laplace and permute-and-flip for any data-adaptive step, on OS CSPRNG bits (os.urandom)")
+GAUSSIAN_TEST_SAMPLER = ("exact discrete Gaussian (and discrete Laplace for data-adaptive steps) on a SEEDED PCG64 "
+                         "stream (test mode: NOT private)")
+#: The δ at which a ρ-zCDP release's report states the ε it implies (``epsilon_implied``; the ledger shows a
+#: ρ spend at the same reference δ).  zCDP itself has no δ: this is a reading aid, not part of the guarantee.
+DELTA_REFERENCE = Fraction(1, 10**6)
+#: How ρ becomes (ε, δ) in the report.
+#: Why a pure release charged none of the δ it was given.
+DELTA_UNUSED = ("no step of this release can use delta (only finding the categories of an undeclared text "
+                "column can), so none was charged")
+CONVERSION = ("tight conversion of Canonne, Kamath and Steinke 2020 (Prop. 12): rho-zCDP implies (epsilon, delta)-DP "
+              "for the smallest epsilon with inf over alpha > 1 of exp((alpha-1)(alpha*rho-epsilon))/(alpha-1) * "
+              "(1-1/alpha)^alpha <= delta; epsilon rounded up to 6 significant digits")
+GUARANTEES = {
+    "pure": "pure epsilon-differential privacy",
+    "pure_delta": "(epsilon, delta)-differential privacy (delta only in discovering categories)",
+    "zcdp": "rho-zero-concentrated differential privacy (rho-zCDP, Bun and Steinke 2016)",
+    "approximate": "(epsilon, delta)-differential privacy, measured as rho-zCDP with the largest rho whose "
+                   "(epsilon, delta) guarantee holds by the tight conversion (CKS20)",
+}
+SHORT_NAMES = {"pure": "pure epsilon-DP", "zcdp": "rho-zCDP", "approximate": "(epsilon, delta)-DP via rho-zCDP"}
+NOT_PRIVATE = "TEST MODE: noise was drawn from a seeded generator; this release is NOT differentially private"
+Z_95 = 1.959963984540054  # the standard normal's 97.5 % quantile: a two-sided 95 % interval
+
+
+@dataclass
+class Release:
+    """A finished release: ``tables`` maps table name to a tidy DataFrame (built on first access: the release's
+    own writers stream big tables in chunks instead); ``report`` is the accountant report."""
+
+    tables: Tables
+    report: dict
+    #: Facts for the operator only (input file size): kept out of the published report, since they depend on
+    #: the data without noise.
+    operator: dict = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.tables, Tables):
+            self.tables = Tables(self.tables)
+
+    @property
+    def test_mode(self) -> bool:
+        return bool(self.report.get("test_mode"))
+
+    def write(self, out: str | os.PathLike = "release", format: str = "csv", overwrite: bool = False,
+              protect=()) -> list[Path]:
+        """Write ``<table>.<format>`` files and ``report.json`` into ``out`` atomically; returns the paths.
+        ``overwrite`` replaces only an earlier dphist release, never a folder holding any of ``protect``.
+        UsageError for an ``out`` that is not a path or an ``overwrite`` that is not True or False."""
+        if not is_path(out):
+            raise UsageError(f"out must be a path (str or os.PathLike), not {quoted(type(out).__name__, '')}")
+        if not isinstance(overwrite, (bool, np.bool_)):
+            raise UsageError(f"overwrite must be True or False, not {quoted(type(overwrite).__name__, '')}")
+        return write_release(out, self.tables, self.report, format, overwrite, self._notices(), protect)
+
+    def stage(self, staging: Path, format: str = "csv") -> list[str]:
+        """Write the release's files into the folder ``staging`` (see :mod:`dphist.publishing.transaction`); returns their names."""
+        return stage_release(staging, self.tables, self.report, format, self._notices())
+
+    def _notices(self) -> dict[str, str] | None:
+        return {"NOT_PRIVATE.txt": NOT_PRIVATE + "\n"} if self.test_mode else None
+
+    def summary(self, banner: bool = True) -> str:
+        """A short human-readable account of what was released and spent (for the operator, not publication)."""
+        r = self.report
+        lines = []
+        if banner and r.get("test_mode"):
+            lines.append(f"*** {NOT_PRIVATE} ***")
+        inp = r["input"]
+        size = self.operator.get("size_bytes")
+        where = f"{inp['name']}" + (f" ({_human_bytes(size)}, {inp['format']})" if size is not None else "")
+        lines.append(f"dphist {r['dphist_version']}: released {len(r['tables'])} table(s) from {where}")
+        definition = r.get("definition", "pure")
+        if definition == "pure":
+            spent = (f"epsilon {r['epsilon_spent']} spent of {r['epsilon_requested']} requested, "
+                     f"delta {r['delta_spent']}")
+            if "delta_note" in r:
+                spent += f" ({r['delta_requested']} requested: {r['delta_note']})"
+        elif definition == "zcdp":
+            spent = (f"rho {r['rho_spent']} spent of {r['rho_requested']} requested (implies epsilon "
+                     f"{r['epsilon_implied']} at the reference delta {r['delta_reference']})")
+        else:
+            spent = (f"epsilon {r['epsilon_requested']}, delta {r['delta_requested']} requested, run as rho "
+                     f"{r['rho_requested']}; rho {r['rho_spent']} spent (implies epsilon {r['epsilon_implied']} at "
+                     f"delta {r['delta_requested']})")
+        lines.append(f"privacy ({SHORT_NAMES.get(definition, definition)}): {spent}; unit {r['privacy_unit']}, "
+                     f"neighbours differ by {r['neighbouring']}")
+        if r.get("discovery"):
+            d = r["discovery"]
+            names = ", ".join(c["column"] for c in d["columns"])
+            lines.append(f"discovery: epsilon {d['epsilon']}, delta {d['delta']} to find the domains of the "
+                         f"undeclared columns {names}")
+            for skipped in d.get("skipped_tables", []):
+                lines.append(f"  skipped table {skipped['name']}: {skipped['reason']}")
+        if r.get("marginals"):
+            m = r["marginals"]
+            lines.append(f"marginals: strategy {m['strategy']} ({m['chosen_by']}); every shared margin and the "
+                         "grand total agree across the tables")
+        width = max(len(t["name"]) for t in r["tables"])
+        for t in r["tables"]:
+            sd = f", sd per cell {t['expected_cell_sd']:.3g}" if t.get("expected_cell_sd") is not None else ""
+            errors = t.get("expected_error") or {}
+            if "cells" in errors and "ranges" in errors:
+                typical = "typical " if "rms" not in errors["cells"] else ""
+                sd += (f"; for {t['workload']}: {typical}mean error per cell {errors['cells']['mean_abs']:.3g}, "
+                       f"per range {errors['ranges']['mean_abs']:.3g}")
+            shared = f" (a sum of the one {t['derived_from']} table)" if t.get("derived_from") else ""
+            algorithm = t["algorithm"] + (" (auto)" if t.get("algorithm_choice") else "")
+            unit = "epsilon" if "epsilon" in t else "rho"
+            lines.append(f"  {t['name']:<{width}}  {algorithm:<15} {unit} {t[unit]:<8} "
+                         f"{t['cells']} cells{sd}{shared}")
+        return "\n".join(lines)
+
+
+@dataclass
+class MeasuredTable:
+    """One table after its measurement: what was asked, its final shape, the algorithm, the part of the
+    release's budget it ran on (whose record lists its steps) and the noisy estimate."""
+
+    request: TableRequest
+    shape: TableShape
+    algorithm: Algorithm
+    budget: PrivacyBudget
+    estimate: Estimate
+
+
+# --------------------------------------------------------------------------------------------------------------
+# Post-processing into tidy tables
+
+
+def released_tables(plan: ReleasePlan, tables: list[MeasuredTable]) -> tuple[dict, list[dict], dict | None]:
+    """The released tables (name -> tidy DataFrame), their report entries and the report's ``marginals`` block
+    (None without marginals).  A marginal set under "separate" is made consistent across its tables; under
+    "full" its one table is summed down to each marginal."""
+    reports = [table_report(t, plan.rows_per_protected_group, plan.raw) for t in tables]
+    if plan.marginal_plan is not None and plan.marginal_plan.strategy == "separate":
+        frames, marginal_report = _consistent_marginals(plan, [t.estimate for t in tables], reports)
+        return frames, reports, marginal_report
+    frames = {t.request.name: tidy_table(t.shape, t.estimate, plan.raw) for t in tables}
+    if plan.marginal_plan is not None:
+        return _derived_marginals(plan, frames, reports)
+    return frames, reports, None
+
+
+def tidy_table(shape: TableShape, estimate: Estimate, raw: bool) -> TidyTable:
+    """One row per cell in C order: dimension labels, count (non-negative integers that keep the noisy total,
+    or the noisy values with ``raw``), noisy_count, ci_lower, ci_upper."""
+    data: dict[str, Any] = {}
+    noisy = estimate.values.ravel()
+    if raw:
+        count = _integral_or_float(noisy)
+    elif estimate.integers is not None:
+        count = estimate.integers().ravel()
+    else:
+        count = nonnegative_integer_table(estimate.values, estimate.total).ravel()
+    data["count"] = count
+    # The other columns are computed chunk by chunk as the table is written (no full-size temporaries).
+    data["noisy_count"] = _chunked(lambda a, b: np.round(noisy[a:b], 6), noisy.size)
+    half = None
+    if estimate.halfwidth is not None:
+        half = _per_cell(estimate.halfwidth)
+    elif estimate.variance is not None:
+        variance = _per_cell(estimate.variance)
+        half = Z_95 * np.sqrt(variance)
+    if half is not None:
+        part = (lambda a, b: half) if np.ndim(half) == 0 else (lambda a, b: half[a:b])
+        data["ci_lower"] = _chunked(lambda a, b: np.round(np.maximum(noisy[a:b] - part(a, b), 0.0), 2), noisy.size)
+        data["ci_upper"] = _chunked(lambda a, b: np.round(np.maximum(noisy[a:b] + part(a, b), 0.0), 2), noisy.size)
+    else:
+        # The same columns whatever the algorithm (auto's choice may change from run to run): empty, not absent.
+        data["ci_lower"] = data["ci_upper"] = lambda a, b: np.full(max(min(b, noisy.size) - a, 0), np.nan)
+    return TidyTable(list(shape.columns), data)
+
+
+def _consistent_marginals(plan: ReleasePlan, estimates: list[Estimate], reports: list[dict]) -> tuple[dict, dict]:
+    """Strategy separate: least-squares consistent marginals, then non-negative integers that keep agreeing."""
+    marginals = plan.marginals
+    variances = [float(e.variance.flat[0]) for e in estimates]  # identity: the same variance on every cell
+    consistent = consistent_marginals([e.values for e in estimates], marginals, variances)
+    counts = nonnegative_integer_marginals(consistent, marginals)
+    sizes = {c.name: c.n_cells for shape in plan.shapes for c in shape.columns}
+    errors = expected_errors(marginals, sizes, variances)
+    frames = {}
+    for shape, report, value, count, error in zip(plan.shapes, reports, consistent, counts, errors):
+        sd = (error / shape.n_cells) ** 0.5  # every cell of a marginal has the same variance after consistency
+        half = Z_95 * sd
+        frames[shape.name] = labelled_frame(list(shape.columns), {
+            "count": count,
+            "noisy_count": _integral_or_float(np.round(value, 6)),
+            "ci_lower": np.round(np.maximum(value - half, 0.0), 2),
+            "ci_upper": np.round(np.maximum(value + half, 0.0), 2)})
+        report["expected_cell_sd"] = round(sd, 4)
+        report["post_processing"] = SEPARATE_POST
+    k = len(marginals)
+    return frames, {**plan.marginal_plan.report(),
+                    "composition": f"sequential: the {k} marginals are of the same records, each measured with "
+                                   f"{plan.amount_name} {format_fraction(plan.amount / k)}",
+                    "ci": "ci_lower/ci_upper: normal approximation, noisy_count ± 1.96 × expected_cell_sd"}
+
+
+def _derived_marginals(plan: ReleasePlan, frames: dict, reports: list[dict]) -> tuple[dict, list[dict], dict]:
+    """Replace the full table by its marginals: sums of its released integer counts (and of its noisy values)."""
+    (shape,), (full_report,) = plan.shapes, reports
+    full = frames[plan.requests[0].name]
+    axes = tuple(c.name for c in shape.columns)
+    counts = full.column("count").reshape(shape.shape)
+    noisy = full.column("noisy_count").astype(np.float64).reshape(shape.shape)
+    by_name = {c.name: c for c in shape.columns}
+    out_frames, out_reports = {}, []
+    for m in plan.marginals:
+        name = table_name_for(m)
+        cols = [by_name[c] for c in m]
+        out_frames[name] = labelled_frame(cols, {
+            "count": derive_marginal(counts, axes, m),
+            "noisy_count": _integral_or_float(np.round(derive_marginal(noisy, axes, m), 6))})
+        out_reports.append({
+            "name": name, "columns": list(m), "algorithm": full_report["algorithm"],
+            **{key: full_report[key] for key in ("epsilon", "rho", "delta") if key in full_report},
+            "cells": math.prod(c.n_cells for c in cols),
+            "shape": [c.n_cells for c in cols], "domain": {c.name: c.describe() for c in cols},
+            "derived_from": full_report["name"], "post_processing": "sum of the full table's released counts",
+        })
+    full_table = {**plan.marginal_plan.report(),
+                  "composition": "one measurement of the table over all the marginals' columns; each marginal is "
+                                 "a sum of its non-negative integer counts, so all of them agree exactly (shared "
+                                 f"sub-marginals and grand total) and together cost the run's {plan.amount_name} "
+                                 "once",
+                  "full_table": full_report}
+    return out_frames, out_reports, full_table
+
+
+# --------------------------------------------------------------------------------------------------------------
+# The report
+
+
+def table_report(table: MeasuredTable, factor: int, raw: bool) -> dict:
+    """A table's entry in the report: its public shape and domain, the algorithm (and what auto chose), its part
+    of the budget (``epsilon`` and ``delta`` of a pure budget, ``rho`` of a zCDP one, with the part per row of the
+    protected group where a group has several: ε/K, ρ/K²), every step its budget recorded, and the expected
+    noise."""
+    request, shape, algo, budget, estimate = (table.request, table.shape, table.algorithm, table.budget,
+                                              table.estimate)
+    choices = dict(estimate.choices)
+    choice = choices.pop("algorithm_choice", None)
+    return {
+        "name": request.name,
+        "columns": list(request.columns),
+        "algorithm": choice["chosen"] if choice else algo.name,
+        **({"algorithm_choice": {"by": algo.name, **choice}} if choice else {}),
+        **_table_amount(budget, factor),
+        "cells": shape.n_cells,
+        "shape": list(shape.shape),
+        "domain": {c.name: c.describe() for c in shape.columns},
+        "structure": estimate.structure,
+        **({"chosen_from_noisy_values": choices} if choices else {}),
+        "steps": [m.report() for m in budget.measurements],
+        "expected_cell_sd": _rms_sd(estimate.variance),
+        "workload": request.workload,
+        "expected_error": _expected_error(table, factor, choice),
+        "post_processing": "none (--raw)" if raw else POST_PROCESSING,
+    }
+
+
+def _expected_error(table: MeasuredTable, factor: int, choice: dict | None) -> dict:
+    """The expected error of single cells and of ranges (:mod:`dphist.evaluation.expected_error`) of the algorithm that
+    produced the table (auto's choice, at the budget left after auto's noisy total).  Public facts only."""
+    algorithm, amount, total_amount = table.algorithm, table.budget.amount, None
+    if choice is not None:
+        algorithm = get_algorithm(choice["chosen"])
+        amount -= Fraction(choice.get("epsilon_for_total", 0))
+        if "noisy_total_reused" in choice:  # auto refitted the tree with its N̂: so does the simulation
+            total_amount = Fraction(choice["epsilon_for_total"])
+    figures = expected_error.expected_errors(algorithm, table.shape.shape, table.shape.columns, amount,
+                                             table.budget.definition, factor, float(np.sum(table.estimate.values)),
+                                             total_amount=total_amount)
+    return {"unit": "records", **figures}
+
+
+def _table_amount(budget: PrivacyBudget, factor: int) -> dict:
+    if budget.definition == "pure":
+        return {"epsilon": format_fraction(budget.amount),
+                **({"epsilon_per_row": format_fraction(budget.amount / factor)} if factor > 1 else {}),
+                "delta": "0"}
+    # A unit of K rows moves the answers K times as far in L2, so one row alone is protected at ρ/K².
+    return {"rho": format_fraction(budget.amount),
+            **({"rho_per_row": format_fraction(budget.amount / factor ** 2)} if factor > 1 else {})}
+
+
+def discovery_report(plan: ReleasePlan, columns: list[dict], steps: list[Measurement],
+                     skipped: list[int]) -> dict:
+    """The report's ``discovery`` block: each discovered column, every step paid for, and the tables skipped
+    (by index into the plan) because a column of theirs was not found."""
+    failed = {c["column"]: c["failed"] for c in columns if "failed" in c}
+    skipped_tables = [{"name": plan.requests[i].name, "epsilon": format_fraction(plan.budgets[i]),
+                       "reason": "; ".join(f"column {quoted(c.name)}: {failed[c.name]}" for c in plan.shapes[i].columns
+                                           if c.name in failed)
+                       + "; its epsilon was charged before discovery and is counted in epsilon_spent"}
+                      for i in skipped]
+    return {
+        "epsilon": format_fraction(plan.discovery.epsilon), "delta": format_fraction(plan.delta),
+        "columns": columns, "steps": [m.report() for m in steps],
+        **({"skipped_tables": skipped_tables} if skipped_tables else {}),
+        "note": "domains of undeclared columns were chosen from noisy counts (algorithms.md §9); values "
+                "outside a discovered range are counted in its first or last bin, and categories held by few "
+                "records are left out by design (not published as 'other')"}
+
+
+def release_report(plan: ReleasePlan, budget: PrivacyBudget, skipped: Fraction, tables: list[dict],
+                   discovery: dict | None, marginals: dict | None) -> dict:
+    """The published report: the privacy unit, what was requested and spent (read from the release's budget,
+    plus ``skipped``: the parts of tables skipped after the ledger charged them), every table's steps, and how
+    the noise was drawn."""
+    test_mode = plan.seed is not None
+    report = {
+        "dphist_version": __version__,
+        "input": {"name": plan.source.public_name, "format": plan.source.format},
+        **unit_report(plan),
+        **budget_report(plan, budget, skipped),
+        **({"discovery": discovery} if discovery is not None else {}),
+        "composition": f"sequential over tables ({'epsilons' if plan.definition == 'pure' else 'rhos'} add); "
+                       "parallel over the disjoint cells of a table",
+        "noise": (TEST_SAMPLER if test_mode else SAMPLER) if plan.definition == "pure" else
+                 (GAUSSIAN_TEST_SAMPLER if test_mode else GAUSSIAN_SAMPLER),
+        "test_mode": test_mode,
+        "tables": tables,
+        **({"marginals": marginals} if marginals is not None else {}),
+        "notes": [
+            "Bin edges, categories and table shapes come from the declared schema, which is public"
+            + (", and for undeclared columns from the discovery steps." if discovery else "."),
+            "Values outside a column's domain were clamped or dropped as the schema says; how many is not published.",
+            "ci_lower/ci_upper: 95% interval for the true count of each cell, from noisy_count and the noise "
+            "distribution alone (cut at 0); empty where the algorithm states no per-cell noise distribution (the "
+            "data-adaptive partitions of dpcube, kdtree, noisefirst and structurefirst).",
+        ],
+    }
+    if test_mode:
+        report["warning"] = NOT_PRIVATE
+    return report
+
+
+def budget_report(plan: ReleasePlan, budget: PrivacyBudget, skipped: Fraction = Fraction(0)) -> dict:
+    """The report's budget fields, read from the release's root ``budget`` (``skipped``: parts of tables skipped
+    after the ledger charged them, counted as spent).  Amounts are exact strings; ``epsilon_implied`` a decimal
+    rounded up.
+
+    * "pure":  definition, guarantee, epsilon_requested, epsilon_spent, delta_requested, delta_spent (δ as
+      charged), and delta_used where partition selection used less.
+    * "zcdp":  definition, guarantee, rho_requested, rho_spent, delta_reference (:data:`DELTA_REFERENCE`) and
+      epsilon_implied (the ε that ρ-zCDP of the requested ρ gives at that δ), conversion.
+    * "approximate":  definition, guarantee, epsilon_requested, delta_requested, epsilon_spent and delta_spent
+      (the (ε, δ) charged), rho_requested (= rho_for(ε, δ)), rho_spent, epsilon_implied (at delta_requested,
+      never above epsilon_requested), conversion."""
+    definition = plan.definition
+    spent = budget.spent + skipped
+    if definition == "pure":
+        requested = plan.delta if plan.delta_requested is None else plan.delta_requested
+        return {
+            "definition": "pure",
+            "guarantee": GUARANTEES["pure" if plan.delta == 0 else "pure_delta"],
+            "epsilon_requested": format_fraction(plan.epsilon),
+            "epsilon_spent": format_fraction(spent),
+            "delta_requested": format_fraction(requested),
+            # All of δ is reserved for discovery and charged in the ledger before any row is read; a CSV column
+            # whose type turns out to be a number leaves its share of δ unused, which only makes the guarantee
+            # stronger.  The report states what was charged, as the ledger does, and what partition selection used.
+            # A δ that no step could use (no undeclared column may be text) is not charged at all.
+            "delta_spent": format_fraction(plan.delta),
+            **({"delta_used": format_fraction(budget.spent_delta)} if budget.spent_delta != plan.delta else {}),
+            **({"delta_note": DELTA_UNUSED} if requested != plan.delta else {}),
+        }
+    # The implied ε is of the ρ charged (the requested one): what the ledger holds the data set to.
+    reference = plan.delta if definition == "approximate" else DELTA_REFERENCE
+    implied = _round_up(epsilon_for(plan.rho, reference))
+    out = {"definition": definition, "guarantee": GUARANTEES[definition]}
+    if definition == "approximate":
+        out.update({"epsilon_requested": format_fraction(plan.epsilon),
+                    "delta_requested": format_fraction(plan.delta),
+                    "epsilon_spent": format_fraction(plan.epsilon), "delta_spent": format_fraction(plan.delta)})
+    out.update({"rho_requested": format_fraction(plan.rho), "rho_spent": format_fraction(spent)})
+    if definition == "zcdp":
+        out["delta_reference"] = format_fraction(DELTA_REFERENCE)
+    out.update({"epsilon_implied": implied, "conversion": CONVERSION})
+    return out
+
+
+def _round_up(value: float, digits: int = 6) -> str:
+    """``value`` rounded up to ``digits`` significant digits, as a plain decimal string (an ε that may only
+    grow when printed)."""
+    if value == 0:
+        return "0"
+    return format(Context(prec=digits, rounding=ROUND_CEILING).plus(Decimal(value)).normalize(), "f")
+
+
+def unit_report(plan: ReleasePlan) -> dict:
+    """What one "neighbouring" data set differs by, and how contributions were bounded (public parameters)."""
+    unit, c, factor = plan.unit, plan.group_size, plan.rows_per_protected_group
+    out: dict[str, Any] = {
+        "privacy_unit": PRIVACY_UNIT if unit is None else f"one {unit.column} (all its rows)",
+        "neighbouring": NEIGHBOURING if unit is None else f"add/remove all rows of one {unit.column}"}
+    if unit is not None:
+        out["contribution_bounding"] = {
+            "unit_column": unit.column, "max_rows_per_unit": unit.max_rows,
+            "rule": f"at most {unit.max_rows} rows per {unit.column}, chosen uniformly at random among its rows "
+                    "(independent of their values); rows with no unit are left out"}
+    if c > 1:
+        out["group_privacy"] = {"group_size": c, "rule": f"the guarantee holds for any group of {c} "
+                                f"{'units' if unit else 'records'} together"}
+    if factor > 1:
+        out["group_privacy_scaling"] = (f"the protected group adds or removes at most {factor} rows, so every "
+                                        f"step's sensitivity counts {factor} rows per record it would count "
+                                        "(group privacy); each step's epsilon (or rho) is its cost for the group")
+    return out
+
+
+# --------------------------------------------------------------------------------------------------------------
+
+
+def _rms_sd(variance: np.ndarray | None) -> float | None:
+    """The root-mean-square standard deviation of the released cells before post-processing (public)."""
+    if variance is None or variance.size == 0 or not np.all(np.isfinite(variance)):
+        return None
+    return round(float(np.sqrt(np.mean(variance))), 4)
+
+
+def _per_cell(values: np.ndarray) -> np.ndarray | np.float64:
+    """A flat per-cell array, or its one value where it is one value broadcast over the table (no copy)."""
+    values = np.asarray(values, dtype=np.float64)
+    if values.size and not any(values.strides):
+        return values.flat[0]
+    return values.ravel()
+
+
+def _chunked(column, n: int, chunk: int = CHUNK_ROWS):
+    """The column ``column(start, stop)`` (floats) as whole numbers (int64) if every value is a finite whole
+    number, else as floats, decided over the whole column but computed a chunk at a time (twice, rather than held
+    whole)."""
+    integral = all(_is_integral(column(a, a + chunk)) for a in range(0, n, chunk))
+    return (lambda a, b: column(a, b).astype(np.int64)) if integral else column
+
+
+def _is_integral(values: np.ndarray) -> bool:
+    return bool(np.all(np.isfinite(values)) and np.all(values == np.round(values)))
+
+
+def _integral_or_float(values: np.ndarray) -> np.ndarray:
+    return values.astype(np.int64) if _is_integral(values) else values
+
+
+def _human_bytes(size: int) -> str:
+    for unit in ("B", "KB", "MB", "GB"):
+        if size < 1024 or unit == "GB":
+            return f"{size:.0f} {unit}" if unit == "B" else f"{size:.1f} {unit}"
+        size /= 1024
+    return f"{size} B"  # pragma: no cover
