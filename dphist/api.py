@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 from typing import Any
 
+from .declare.job import load_job, release_arguments
 from .errors import UsageError
 from .publishing.execution import execute, run_plan
 from .read.sources import is_path
@@ -22,14 +23,23 @@ from .text import quoted
 __all__ = ["Release", "ReleasePlan", "ReleaseOptions", "release", "plan_release", "run_plan", "DEFAULT_ALGORITHM"]
 
 
-def release(source: Any, epsilon: Any = None, schema: Any = None, *, rho: Any = None, noise: str | None = None,
-            ledger: Ledger | str | os.PathLike | None = None, dataset_id: str | None = None,
-            require_cap: bool = False, **options: Any) -> Release:
+def release(source: Any = None, epsilon: Any = None, schema: Any = None, *, spec: str | os.PathLike | None = None,
+            rho: Any = None, noise: str | None = None, ledger: Ledger | str | os.PathLike | None = None,
+            dataset_id: str | None = None, require_cap: bool = False, **options: Any) -> Release:
     """Release differentially private tables of ``source``, charged to the budget ledger.
 
     Parameters
     ----------
-    source : path (CSV/Parquet file, directory or glob) or pandas DataFrame.
+    source : path (CSV/Parquet file, directory or glob) or pandas DataFrame; with ``spec``, the job's ``input``
+        if not given.
+    spec : a job spec (YAML; :mod:`dphist.declare.job`), as ``dphist release --spec``: its tables (or marginals),
+        budget, schema, algorithm, workload, privacy unit, group size, ledger, data set id and require_cap, each
+        replaced by the argument of the same meaning if that is given (a budget argument, ``epsilon`` or
+        ``rho``, replaces the spec's epsilon, rho, delta and noise together; ``privacy_unit`` replaces its unit
+        and bound together; see :func:`dphist.declare.job.release_arguments`).  ``columns``, ``tables`` or
+        ``marginals`` with a spec is a UsageError.  The spec is read and checked before any row is.  Its
+        ``out``, ``format`` and ``run_key`` are the command line's (which writes the files): the returned
+        Release is written with :meth:`Release.write`, and the run is charged without a run key.
     epsilon : total privacy budget ε, a positive number (at most 1000); a decimal string keeps it exact
         (``"0.5"``).  Pure ε-DP with discrete Laplace noise; with ``noise="gaussian"`` and ``delta`` > 0,
         (ε, δ)-DP (below).  Give exactly one of ``epsilon`` and ``rho``.
@@ -102,6 +112,13 @@ def release(source: Any, epsilon: Any = None, schema: Any = None, *, rho: Any = 
     anything, and DataError for data that cannot be read as declared.
     """
     check_ledger(ledger)
+    if spec is not None:
+        given = {"source": source, "epsilon": epsilon, "schema": schema, "rho": rho, "noise": noise,
+                 "ledger": ledger, "dataset_id": dataset_id, "require_cap": require_cap, **options}
+        arguments = release_arguments(load_job(spec), given)
+        for key in ("out", "format", "run_key"):  # the command line's: see above
+            del arguments[key]
+        return release(**arguments)
     plan = plan_release(source, epsilon, schema, rho=rho, noise=noise, **options)
     return execute(plan, ledger=ledger, dataset_id=dataset_id, detail={"command": "Python API"},
                    require_cap=require_cap).value

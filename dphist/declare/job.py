@@ -57,7 +57,8 @@ from ..algorithms.marginal_sets import parse_marginals
 from .yamlfile import load_document
 from ..text import quoted
 
-__all__ = ["TableRequest", "Job", "load_job", "parse_tables", "table_name_for", "check_option_names"]
+__all__ = ["TableRequest", "Job", "load_job", "release_arguments", "parse_tables", "table_name_for",
+           "check_option_names"]
 
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$")
 
@@ -255,3 +256,48 @@ def load_job(path: str | Path, today: _dt.date | None = None) -> Job:
         group_size=whole("group_size"),
         require_cap=require_cap,
     )
+
+
+# Arguments that, given, replace the job's field of the same meaning (the job's name where it differs).
+_REPLACING = {"source": "input", "schema": "schema", "group_size": "group_size", "algorithm": "algorithm",
+              "workload": "workload", "marginal_strategy": "marginal_strategy", "dataset_id": "dataset_id",
+              "run_key": "run_key", "out": "out", "format": "format"}
+
+
+def release_arguments(job: Job, given: dict[str, Any]) -> dict[str, Any]:
+    """The arguments of a release of ``job``: ``given``, named as :func:`dphist.release`'s (with ``run_key``,
+    ``out`` and ``format`` for a command that writes files), filled in from the job where an argument is not
+    given (None, or an empty text).
+
+    * A budget (``epsilon`` or ``rho``) replaces the job's budget as a whole: the job's epsilon, rho, delta and
+      noise are all left out, so ``epsilon`` alone is pure ε with Laplace noise and ``rho`` never meets the
+      job's delta.  Without one, the job's budget is used, with ``noise`` and ``delta`` in place of its own.
+    * ``privacy_unit`` replaces the job's unit and its bound together (a bound is chosen for one unit);
+      ``max_rows_per_unit`` alone replaces the bound of the job's unit.
+    * ``ledger`` given replaces the job's (an empty one included); ``require_cap`` is true if either is.
+    * The tables are the job's (``tables``, or ``marginals``): ``columns``, ``tables`` or ``marginals`` given
+      too is a UsageError.
+
+    Returns every key of ``given`` and every one named above; the rest of ``given`` is returned as it is."""
+    for key in ("columns", "tables", "marginals"):
+        if given.get(key) is not None:
+            raise UsageError(f"give {key} or a job spec listing the tables, not both")
+    merged = dict(given)
+    for key, field_name in _REPLACING.items():
+        if _missing(given.get(key)):
+            merged[key] = getattr(job, field_name)
+    if given.get("epsilon") is None and given.get("rho") is None:
+        merged.update(epsilon=job.epsilon, rho=job.rho, noise=given.get("noise") or job.noise,
+                      delta=job.delta if given.get("delta") is None else given["delta"])
+    if given.get("privacy_unit") is None:
+        merged["privacy_unit"] = job.privacy_unit
+        if given.get("max_rows_per_unit") is None:
+            merged["max_rows_per_unit"] = job.max_rows_per_unit
+    merged["ledger"] = job.ledger if given.get("ledger") is None else given["ledger"]
+    merged["require_cap"] = bool(given.get("require_cap")) or job.require_cap
+    merged.update(tables=job.tables or None, marginals=job.marginals, columns=None)
+    return merged
+
+
+def _missing(value: Any) -> bool:
+    return value is None or (isinstance(value, str) and not value)

@@ -225,6 +225,60 @@ def test_the_api_checks_the_data_set_id_and_can_require_a_cap(tmp_path):
     assert Ledger(ledger).status("census")[0]["epsilon_spent"] == "0.5"
 
 
+# ---- job specs ------------------------------------------------------------------------------------------------------
+
+
+def _spec(tmp_path, text: str) -> str:
+    spec = tmp_path / "job.yaml"
+    spec.write_text(f"input: {DATA}\nschema: {SCHEMA}\nledger: l.sqlite\n{text}")
+    return str(spec)
+
+
+TWO_TABLES = "tables:\n  - {name: by_sex, columns: [sex], share: 3}\n  - {columns: [age], share: 1}\n"
+
+
+def test_a_spec_releases_its_tables_with_its_budget_split_by_their_shares(tmp_path):
+    result = dphist.release(spec=_spec(tmp_path, "epsilon: '0.8'\n" + TWO_TABLES), dataset_id="census")
+    assert list(result.tables) == ["by_sex", "age"]
+    assert [t["epsilon"] for t in result.report["tables"]] == ["0.6", "0.2"]
+    # Charged to the spec's ledger, relative to the spec, under the data set id given.
+    assert dphist.publishing.ledger.Ledger(tmp_path / "l.sqlite").status("census")[0]["epsilon_spent"] == "0.8"
+
+
+def test_a_budget_argument_replaces_the_specs_budget_as_a_whole(tmp_path):
+    spec = _spec(tmp_path, "epsilon: '1'\ndelta: '1e-6'\nnoise: gaussian\ntables: [{columns: [sex]}]\n")
+    assert dphist.release(spec=spec, seed=1).report["definition"] == "approximate"
+    # epsilon alone: pure epsilon, the spec's delta and noise left out.
+    report = dphist.release(spec=spec, epsilon="0.5", seed=1).report
+    assert (report["definition"], report["epsilon_spent"], report["delta_spent"]) == ("pure", "0.5", "0")
+    # rho never meets the spec's delta.
+    report = dphist.release(spec=spec, rho="0.25", seed=1).report
+    assert (report["definition"], report["rho_spent"]) == ("zcdp", "0.25")
+
+
+def test_arguments_replace_the_specs_fields_and_the_source_its_input(tmp_path):
+    spec = _spec(tmp_path, "epsilon: '1'\nalgorithm: identity\n" + TWO_TABLES)
+    report = dphist.release(PARQUET, spec=spec, algorithm="h", seed=1).report
+    assert report["input"]["name"] == "census.parquet"
+    assert {t["algorithm"] for t in report["tables"]} == {"h"}
+
+
+@pytest.mark.parametrize("text, keywords, message", [
+    ("epsilon: '1'\nbogus: 1\n" + TWO_TABLES, {}, "unknown field 'bogus'"),
+    ("epsilon: '1'\nrho: '1'\n" + TWO_TABLES, {}, "give 'epsilon' or 'rho', not both"),
+    ("epsilon: '1'\ntables: []\n", {}, "'tables' must be a non-empty list"),
+    ("epsilon: '1'\n" + TWO_TABLES, {"columns": "sex"}, "give columns or a job spec"),
+    ("epsilon: '1'\n" + TWO_TABLES, {"marginals": "age,sex;sex"}, "give marginals or a job spec"),
+])
+def test_a_bad_spec_is_a_usage_error_before_any_row_is_read(tmp_path, monkeypatch, text, keywords, message):
+    def no_reading(*args, **kwargs):
+        raise AssertionError("a row was read")
+    monkeypatch.setattr(dphist.publishing.execution, "run_plan", no_reading)
+    with pytest.raises(UsageError, match=message):
+        dphist.release(spec=_spec(tmp_path, text), **keywords)
+    assert not (tmp_path / "l.sqlite").exists()  # nothing charged either
+
+
 # ---- the real Adult table -------------------------------------------------------------------------------------------
 
 

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from dphist.errors import UsageError
-from dphist.declare.job import TableRequest, check_option_names, load_job, parse_tables
+from dphist.declare.job import TableRequest, check_option_names, load_job, parse_tables, release_arguments
 
 TABLES = "tables:\n  - {columns: [age]}\n"
 
@@ -70,3 +70,45 @@ def test_an_unknown_field_is_named_and_quoted_short(tmp_path):
     with pytest.raises(UsageError, match=r"unknown field 'x+[^x]*' \(1,000 characters\)$") as refused:
         _job(tmp_path, "epsilon: '1'\n" + "x" * 1000 + ": 1\n")
     assert len(str(refused.value)) < 400
+
+
+def test_arguments_given_replace_the_jobs_fields_and_the_rest_come_from_the_job(tmp_path):
+    job = _job(tmp_path, "input: data.csv\nepsilon: '1'\nalgorithm: identity\nout: o\nledger: l.sqlite\n"
+                         "dataset_id: census\ngroup_size: 2\n")
+    merged = release_arguments(job, {"source": "", "algorithm": "h", "ledger": "", "group_size": None, "raw": True})
+    assert merged["source"] == str(tmp_path / "specs" / "data.csv")  # an empty text is not given...
+    assert merged["ledger"] == ""  # ...except a ledger, which is taken as given
+    assert (merged["algorithm"], merged["group_size"], merged["dataset_id"]) == ("h", 2, "census")
+    assert merged["out"] == str(tmp_path / "specs" / "o") and merged["raw"] is True
+    assert [t.columns for t in merged["tables"]] == [("age",)] and merged["marginals"] is None
+
+
+@pytest.mark.parametrize("given, expected", [
+    ({}, ("0.5", None, "gaussian", "1e-6")),
+    ({"noise": "laplace", "delta": "0"}, ("0.5", None, "laplace", "0")),
+    ({"epsilon": "2"}, ("2", None, None, None)),  # a budget replaces the job's as a whole
+    ({"rho": "0.1", "noise": "gaussian"}, (None, "0.1", "gaussian", None)),
+])
+def test_a_budget_argument_replaces_the_jobs_budget_as_a_whole(tmp_path, given, expected):
+    merged = release_arguments(_job(tmp_path, "epsilon: '0.5'\ndelta: 1e-6\nnoise: gaussian\n"), given)
+    assert tuple(merged.get(key) for key in ("epsilon", "rho", "noise", "delta")) == expected
+
+
+@pytest.mark.parametrize("given, expected", [
+    ({}, ("person", 5)),
+    ({"max_rows_per_unit": 2}, ("person", 2)),
+    ({"privacy_unit": "household"}, ("household", None)),  # a unit replaces the job's unit with its bound
+])
+def test_a_privacy_unit_replaces_the_jobs_unit_and_bound_together(tmp_path, given, expected):
+    merged = release_arguments(_job(tmp_path, "epsilon: '1'\nprivacy_unit: person\nmax_rows_per_unit: 5\n"),
+                               given)
+    assert (merged["privacy_unit"], merged.get("max_rows_per_unit")) == expected
+
+
+def test_the_tables_and_the_cap_requirement(tmp_path):
+    job = _job(tmp_path, "epsilon: '1'\nrequire_cap: true\n")
+    assert release_arguments(job, {"require_cap": False})["require_cap"] is True
+    assert release_arguments(_job(tmp_path, "epsilon: '1'\n"), {"require_cap": True})["require_cap"] is True
+    for key in ("columns", "tables", "marginals"):
+        with pytest.raises(UsageError, match=f"^give {key} or a job spec listing the tables, not both$"):
+            release_arguments(job, {key: "age"})
