@@ -66,6 +66,31 @@ def test_warnings_are_one_line_each_in_the_log_format(tmp_path, monkeypatch):
     assert len(warning_lines) == 1 and "divide by zero" in warning_lines[0]
 
 
+def test_a_warning_from_another_thread_is_in_the_runs_log_format_too(tmp_path, monkeypatch):
+    """A counting engine's worker thread has no click context: its warnings still follow --log-format."""
+    import threading
+    import warnings
+
+    real = dphist.publishing.execution.run_plan
+
+    def warning_worker(plan, progress=False):
+        worker = threading.Thread(target=warnings.warn, args=("from a worker",))
+        worker.start()
+        worker.join()
+        return real(plan, progress)
+
+    monkeypatch.setattr(dphist.publishing.execution, "run_plan", warning_worker)
+    result = invoke("release", CENSUS, "-s", SCHEMA, "-c", "sex", "-e", "1", "--seed", "3", "-o",
+                    str(tmp_path / "j"), "--log-format", "json")
+    assert result.exit_code == 0, result.output
+    assert {"event": "warning", "message": "from a worker"} in json_lines(result.output)
+
+
+def test_each_run_in_one_process_has_its_own_log_format(tmp_path):
+    assert json_lines(invoke("release", CENSUS, "--log-format", "json").output)[0]["event"] == "error"
+    assert invoke("release", CENSUS).output.startswith("Error: missing the privacy budget")
+
+
 def test_the_report_names_the_data_set_without_its_directories(tmp_path):
     result = invoke("release", CENSUS, "-s", SCHEMA, "-c", "sex", "-e", "1", "-o", str(tmp_path / "r"))
     assert result.exit_code == 0, result.output

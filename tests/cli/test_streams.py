@@ -18,7 +18,7 @@ import pytest
 
 from cli_harness import ROOT, run_forked, start
 from conftest import SAMPLE
-from dphist import cli
+from dphist.cli import streams
 from dphist.errors import DataError
 
 RELEASE = ["release", str(SAMPLE / "census.csv"), "--schema", str(SAMPLE / "census.schema.yaml"), "--columns", "age",
@@ -154,10 +154,10 @@ def test_stdout_that_cannot_be_written_is_one_error_line(tmp_path):
 def test_the_stdout_writer_stops_the_run_on_a_closed_pipe_and_then_writes_nowhere(monkeypatch):
     fd = _readerless_pipe()
     sent = []
-    monkeypatch.setattr(cli, "_to_devnull", sent.append)
-    writer = cli._StreamWriter(fd, cli._stdout_failed)
+    monkeypatch.setattr(streams, "to_devnull", sent.append)
+    writer = streams.StreamWriter(fd, streams.stdout_failed)
     try:
-        with pytest.raises(cli._StdoutClosed):
+        with pytest.raises(streams.StdoutClosed):
             writer.write(b"line\n")
         assert sent == [1]
     finally:
@@ -165,20 +165,20 @@ def test_the_stdout_writer_stops_the_run_on_a_closed_pipe_and_then_writes_nowher
 
 
 def test_the_stdout_writer_reports_other_failures_as_data_errors(monkeypatch):
-    monkeypatch.setattr(cli, "_to_devnull", lambda fd: None)
+    monkeypatch.setattr(streams, "to_devnull", lambda fd: None)
     read, fd = os.pipe()
     os.close(read)
     os.close(fd)  # now a closed descriptor: EBADF
     with pytest.raises(DataError, match="standard output cannot be written"):
-        cli._StreamWriter(fd, cli._stdout_failed).write(b"x")
+        streams.StreamWriter(fd, streams.stdout_failed).write(b"x")
 
 
 def test_the_stderr_writer_swallows_failures(monkeypatch):
     fd = _readerless_pipe()
     sent = []
-    monkeypatch.setattr(cli, "_to_devnull", sent.append)
+    monkeypatch.setattr(streams, "to_devnull", sent.append)
     try:
-        assert cli._StreamWriter(fd, cli._stderr_failed).write(b"Error: x\n") == len(b"Error: x\n")
+        assert streams.StreamWriter(fd, streams.stderr_failed).write(b"Error: x\n") == len(b"Error: x\n")
         assert sent == [2]
     finally:
         os.close(fd)
