@@ -38,6 +38,9 @@ line (each validated as its command-line option):
 The command line takes precedence field by field, except that its --privacy-unit replaces the spec's unit and
 its contribution bound together (a bound is chosen for one unit).
 
+The Python API runs a spec the same way, its arguments in place of the command line's
+(``dphist.release(spec="job.yaml", epsilon="0.5")``): :func:`release_arguments` is the one merge of both.
+
 Relative paths (``input``, ``schema``, ``out``, ``ledger``) are taken relative to the spec file.  ``{date}`` in
 ``out`` becomes today's date (YYYY-MM-DD).
 """
