@@ -65,7 +65,7 @@ L2_SQUARED = 1
 
 
 def _positive_number(value) -> Fraction:
-    number = option._exact(value)
+    number = option.exact(value)
     if number is None or number <= 0:
         raise ValueError("must be a positive number (e.g. 10 or 5/2)")
     return number
