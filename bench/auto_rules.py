@@ -39,7 +39,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
 from dpbench import DATA, manifest  # noqa: E402
-from records import RESULTS, read_records, records_note, write_records  # noqa: E402
+from records import RESULTS, read_records, records_note, require, write_records  # noqa: E402
 from sections import replace_section  # noqa: E402
 
 from dphist.algorithms.auto.choice import Auto, as_learned, low_signal_options  # noqa: E402
@@ -350,6 +350,8 @@ def main() -> None:
     args = parser.parse_args()
     if not DATA.is_dir():
         raise SystemExit(f"DPBench data not found at {DATA}")
+    if (args.fit or args.evaluate or args.from_records) and not args.grid:
+        require(GRID, MADE_BY[GRID])  # read by the fit and by the evaluation's report, after its runs
     if args.grid:
         run_grid(args.samples or 3, args.runs or 2, args.algorithms, args.scales, tuple(args.dims),
                  Path(args.records) if args.records else GRID)

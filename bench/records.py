@@ -23,14 +23,20 @@ def shown(path: Path) -> str:
         return str(path)
 
 
-def read_records(path: Path, made_by: str, missing_ok: bool = False) -> list[dict]:
-    """The records in ``path``, in file order; [] where it does not exist and ``missing_ok``.  A missing file that
-    is needed stops the script (SystemExit) with one line naming ``made_by``, the command that writes it."""
+def require(path: Path, made_by: str) -> None:
+    """Stop the script (SystemExit) with one line naming ``made_by``, the command that writes ``path``, when
+    ``path`` does not exist; a script calls it before its long runs for the records it reads only afterwards."""
     if not path.exists():
-        if missing_ok:
-            return []
         raise SystemExit(f"{shown(path)} not found: run `{made_by}` first (raw records are regenerated, "
                          "not committed)")
+
+
+def read_records(path: Path, made_by: str, missing_ok: bool = False) -> list[dict]:
+    """The records in ``path``, in file order; [] where it does not exist and ``missing_ok``, else a missing file
+    stops the script as :func:`require` does."""
+    if missing_ok and not path.exists():
+        return []
+    require(path, made_by)
     return [json.loads(line) for line in path.read_text().splitlines()]
 
 
