@@ -3,7 +3,8 @@
     .venv/bin/python bench/dpbench.py            # full grid: all 28 data sets, scales 1e3/1e5/1e7, ε 0.1 and 1
     .venv/bin/python bench/dpbench.py --quick    # a few data sets (make bench-quick, well under 5 minutes)
 
-Writes bench/results/dpbench[-quick].jsonl (one record per run) and the accuracy section of bench/RESULTS.md:
+Writes bench/results/dpbench[-quick].jsonl (one record per run; regenerated, not committed) and the accuracy
+section of bench/RESULTS.md:
 the comparison with the reference implementation (dpcomp_core) at scale 1e5, ε = 0.1, then the whole grid.
 Needs ../shared/data/dpbench; noise is seeded (benchmark outputs are not private).
 """
@@ -20,7 +21,7 @@ import pandas as pd
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
-from records import read_records, write_records  # noqa: E402
+from records import RESULTS, read_records, records_note, write_records  # noqa: E402
 from sections import replace_section  # noqa: E402
 
 from dphist.evaluation.benchmark import load_histogram, run_benchmark, summarize  # noqa: E402
@@ -128,15 +129,15 @@ def main() -> None:
         raise SystemExit(f"DPBench data not found at {DATA}")
     started = time.perf_counter()
     sets = manifest(args.quick)
-    out = HERE / "results" / ("dpbench-quick.jsonl" if args.quick else "dpbench.jsonl")
+    out = RESULTS / ("dpbench-quick.jsonl" if args.quick else "dpbench.jsonl")
     if args.from_records:
-        records = read_records(out)
+        records = read_records(out, command(args.quick))
         write_section(records, sets, args, out, minutes=None)
         return
     records = []
     if args.algorithms:
         # keep every other record, the named algorithms' too in the dimensions not rerun
-        records = [r for r in read_records(out)
+        records = [r for r in read_records(out, command(args.quick), missing_ok=True)
                    if r["algorithm"] not in args.algorithms or r["dims"] not in args.dims]
     for dims in args.dims:
         data = {name: load_histogram(path) for name, (d, path) in sets.items() if d == dims}
@@ -148,6 +149,11 @@ def main() -> None:
     write_section(records, sets, args, out, minutes=(time.perf_counter() - started) / 60)
 
 
+def command(quick: bool) -> str:
+    """The command that runs the grid (quick or full) and writes its records."""
+    return f".venv/bin/python bench/dpbench.py{' --quick' if quick else ''}"
+
+
 def write_section(records: list[dict], sets: dict, args, out: Path, minutes: float | None) -> None:
     frame = pd.DataFrame(records)
     took = f"Run took {minutes:.1f} min. " if minutes is not None else ""
@@ -155,8 +161,7 @@ def write_section(records: list[dict], sets: dict, args, out: Path, minutes: flo
             f"Data sets: {', '.join(sets)}. Scales {', '.join(f'{s:,}' for s in args.scales)}; ε "
             f"{', '.join(args.epsilons)}; {args.samples} data samples × {args.runs} noise runs per setting; "
             f"scaled average per-query L1 error (prefix workload in 1-D, 2000 random boxes in 2-D). "
-            f"{took}Raw records: `bench/results/{out.name}`. Reproduce: "
-            f"`.venv/bin/python bench/dpbench.py{' --quick' if args.quick else ''}`.", ""]
+            f"{took}{records_note(out, command(args.quick))}", ""]
     text += reference_table(frame) + median_table(frame) + dataset_tables(frame)
     text += ["### The grid", "", summarize(records)]
     replace_section("accuracy", "\n".join(text))

@@ -24,7 +24,7 @@ from sections import replace_section  # noqa: E402
 
 from dphist.evaluation import workloads  # noqa: E402
 from dphist.algorithms import get_algorithm  # noqa: E402
-from dphist.evaluation.benchmark import _seed, load_histogram  # noqa: E402
+from dphist.evaluation.benchmark import derived_seed, load_histogram, sample_from_shape  # noqa: E402
 from dphist.inference.nonnegative import nonnegative_integer_table  # noqa: E402
 from dphist.privacy import PrivacyBudget, SeededBits  # noqa: E402
 
@@ -48,10 +48,10 @@ def main() -> None:
         x = load_histogram(path)
         errors = {"identity": [], "dpcube": []}
         for s in range(SAMPLES):
-            sample = workloads.sample_from_shape(x, SCALE, seed=_seed(7, d, SCALE, s))
+            sample = sample_from_shape(x, SCALE, seed=derived_seed(7, d, SCALE, s))
             for r in range(RUNS):
                 for i, algo in enumerate(errors):
-                    est = get_algorithm(algo).run(sample, PrivacyBudget(EPSILON, bits=SeededBits(_seed(7, d, SCALE, s, r, i))))
+                    est = get_algorithm(algo).run(sample, PrivacyBudget(EPSILON, bits=SeededBits(derived_seed(7, d, SCALE, s, r, i))))
                     released = nonnegative_integer_table(est.values, est.total)
                     errors[algo].append(workloads.scaled_average_l1(workload, sample, released))
         ident, cube = np.mean(errors["identity"]), np.mean(errors["dpcube"])

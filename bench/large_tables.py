@@ -12,7 +12,8 @@ numpy, bincount, add numpy's (inexact, seeded) Laplace noise rounded to integers
 same eight columns (bin bounds of x and y, count, noisy count, interval ends) as one Parquet file.  dphist adds
 exact noise from the OS CSPRNG, the post-processing that keeps the total and the local sums (integers), the
 ledger and the atomic release.  The full run adds bench/opendp_release.py (a 10M-row release beside OpenDP's).
-Writes the `large-tables` section of bench/RESULTS.md and bench/results/large-tables.json.
+Writes the `large-tables` section of bench/RESULTS.md and the raw records to bench/results/large-tables.json
+(regenerated, not committed).
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ import pyarrow.parquet as pq
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
+from records import RESULTS, write_json  # noqa: E402
 from sections import replace_section  # noqa: E402
 
 OUT = HERE / "out" / "large"
@@ -135,8 +137,7 @@ def main() -> None:
     lines += ["", f"Run took {(time.perf_counter() - started) / 60:.1f} min."]
     if not args.quick:
         replace_section("large-tables", "\n".join(lines))
-        (HERE / "results").mkdir(exist_ok=True)
-        (HERE / "results" / "large-tables.json").write_text(json.dumps(records, indent=1) + "\n")
+        write_json(RESULTS / "large-tables.json", records)
         print("wrote bench/RESULTS.md (large-tables) and bench/results/large-tables.json")
     else:
         print("\n".join(lines))

@@ -10,10 +10,10 @@ prefix workload, scaled average L1 error; in 2-D the 10 data sets at 256 × 256 
 bench and no fit of the rule table uses, so auto is scored on data its rules never saw.  The bar is the
 reference implementation's (dpcomp_core) per-data-set mean error in
 ../shared/data/dpbench/reference/full_1d.jsonl, and per data set the best reference algorithm (lowest mean error
-over its runs) is the one to match.  Ratios below 1 mean ours is better.  A second bar, where bench/reference_bar.py
-has run (``bench/results/reference-bar.jsonl``), replaces the published means of the reference algorithms it
-re-measured by their expected error over many noise seeds (the published ones rest on one or two seeds shared by
-every data set); auto is reported against both.
+over its runs) is the one to match.  Ratios below 1 mean ours is better.  A second bar, from the records
+bench/reference_bar.py writes (``bench/results/reference-bar.jsonl``; run it first), replaces the published means
+of the reference algorithms it re-measured by their expected error over many noise seeds (the published ones rest
+on one or two seeds shared by every data set); auto is reported against both.
 
 Runs per data set: ``--samples`` × ``--runs`` (2 × 2 by default); the records behind RESULTS differ by algorithm
 (auto at 4 × 8, the slow ones at 2 × 2), and each section's header lists them.
@@ -33,20 +33,21 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
 from dpbench import DATA, manifest  # noqa: E402
-from reference_bar import RECORDS as REMEASURED, published, remeasured  # noqa: E402
-from records import read_records, write_records  # noqa: E402
+from reference_bar import COMMAND as REMEASURED_BY, RECORDS as REMEASURED, published, remeasured  # noqa: E402
+from records import RESULTS, read_records, records_note, require, write_records  # noqa: E402
 from sections import replace_section  # noqa: E402
 
 from dphist.evaluation.benchmark import load_histogram, run_benchmark  # noqa: E402
 
-RECORDS = HERE / "results" / "low-signal.jsonl"
+RECORDS = RESULTS / "low-signal.jsonl"
 REFERENCE = DATA / "reference" / "full_1d.jsonl"
 ALGORITHMS = ["auto", "identity", "h", "hb", "privelet", "dpcube", "kdtree", "ahp", "privtree", "mwem", "efpa",
               "dawa"]
 DIMS, SECTION = 1, "low-signal"
+COMMAND = ".venv/bin/python bench/low_signal.py"  # writes RECORDS
 # The 2-D settings (--dims 2), swapped in by configure().
-SETTINGS_2D = {"RECORDS": HERE / "results" / "low-signal-2d.jsonl", "REFERENCE": DATA / "reference" / "full_2d.jsonl",
-               "DIMS": 2, "SECTION": "low-signal-2d",
+SETTINGS_2D = {"RECORDS": RESULTS / "low-signal-2d.jsonl", "REFERENCE": DATA / "reference" / "full_2d.jsonl",
+               "DIMS": 2, "SECTION": "low-signal-2d", "COMMAND": ".venv/bin/python bench/low_signal.py --dims 2",
                "ALGORITHMS": ["auto", "identity", "hb", "quadtree", "privelet", "dpcube", "kdtree", "privtree",
                               "ugrid", "agrid", "dawa"]}
 SCALES = [1_000, 100_000, 10_000_000]
@@ -80,8 +81,8 @@ def reference_best() -> pd.DataFrame:
 
 def remeasured_best() -> tuple[pd.DataFrame | None, list[str]]:
     """The same with the algorithms that bench/reference_bar.py re-measured at their expected error, and their
-    names ((None, []) when it has not run for these dimensions)."""
-    records = [r for r in read_records(REMEASURED, missing_ok=True) if r["dims"] == DIMS]
+    names ((None, []) when its records hold none of these dimensions; it stops when they are absent)."""
+    records = [r for r in read_records(REMEASURED, REMEASURED_BY) if r["dims"] == DIMS]
     if not records:
         return None, []
     return remeasured(reference_means(), records), sorted({r["algorithm"] for r in records})
@@ -121,7 +122,7 @@ def table(records: list[dict], minutes: float | None) -> str:
              "total paid); *best ours* the best of our algorithms on that data set (an oracle, for reference); "
              "*reference* the reference implementation's best algorithm on that data set and its mean error "
              f"(../shared/data/dpbench/reference/{REFERENCE.name}). Ratios are ours ÷ the reference's best; below 1 "
-             f"is better. Records: `bench/results/{RECORDS.name}`.{took}", ""]
+             f"is better. {records_note(RECORDS, COMMAND)}{took}", ""]
     summary = ["| scale | auto: mean ratio | auto: worst ratio (data set) | target mean / worst | best ours: mean "
                "ratio | auto chose |", "|---|---|---|---|---|---|"]
     fair_summary = ["| scale | auto ÷ re-measured bar: mean | worst (data set) | target mean / worst | bars raised "
@@ -208,7 +209,8 @@ def main() -> None:
     configure(args.dims)
     if not DATA.is_dir():
         raise SystemExit(f"DPBench data not found at {DATA}")
-    old = read_records(RECORDS, missing_ok=True)
+    require(REMEASURED, REMEASURED_BY)  # the second bar, read once the runs are done
+    old = read_records(RECORDS, COMMAND, missing_ok=not args.from_records)
     minutes = None
     if not args.from_records:
         todo = args.algorithms or ALGORITHMS

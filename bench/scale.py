@@ -18,7 +18,7 @@ runs in a fresh process (so its peak RSS is its own), baseline and dphist altern
 
 Peak memory is also measured at 200M rows (four copies of the 50M-row file in one directory).  (Releases of
 2^24- and 2^26-cell tables are in bench/large_tables.py, beside their floor.)  Writes the `scale` section of
-bench/RESULTS.md and bench/results/scale.json.
+bench/RESULTS.md and the raw records to bench/results/scale.json (regenerated, not committed).
 """
 
 from __future__ import annotations
@@ -37,6 +37,7 @@ import pyarrow.parquet as pq
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 from run import BIG_SCHEMA, OUT, make_big_parquet  # noqa: E402
+from records import RESULTS, write_json  # noqa: E402
 from sections import replace_section  # noqa: E402
 
 CORES = os.cpu_count() or 1
@@ -199,8 +200,7 @@ def main() -> None:
                   f"{m['rss_mb']:.0f} MB."]
     lines += ["", f"Run took {(time.perf_counter() - started) / 60:.1f} min."]
     replace_section("scale", "\n".join(lines))
-    (HERE / "results").mkdir(exist_ok=True)
-    (HERE / "results" / "scale.json").write_text(json.dumps({"counting": records, "memory_200m": memory}, indent=1) + "\n")
+    write_json(RESULTS / "scale.json", {"counting": records, "memory_200m": memory})
     print("wrote bench/RESULTS.md (scale) and bench/results/scale.json")
 
 

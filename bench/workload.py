@@ -23,12 +23,13 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
 from dpbench import manifest  # noqa: E402
-from records import read_records, write_records  # noqa: E402
+from records import RESULTS, read_records, records_note, write_records  # noqa: E402
 from sections import replace_section  # noqa: E402
 
 from dphist.evaluation.benchmark import load_histogram, run_benchmark  # noqa: E402
 
-RECORDS = HERE / "results" / "workload.jsonl"
+RECORDS = RESULTS / "workload.jsonl"
+COMMAND = ".venv/bin/python bench/workload.py"  # writes RECORDS
 SCALES = [1_000, 10_000, 100_000, 1_000_000, 10_000_000]
 EPSILON = "0.5"
 SEED = 2027
@@ -54,7 +55,7 @@ def section(records: list[dict], minutes: float | None) -> str:
              "*cells* = mean absolute error of the single cells of `auto --workload cells` ÷ identity's (issue "
              "23: at most 1.15); *ranges* = mean absolute prefix error of `auto --workload ranges` ÷ identity's "
              "(at most 0.5). auto pays its noisy total. Ratios per data set, then their mean and worst over the "
-             f"18. Records: `bench/results/{RECORDS.name}`.{took}", "",
+             f"18. {records_note(RECORDS, COMMAND)}{took}", "",
              "| rows | cells: mean ratio | cells: worst (data set) | auto chose (cells) | ranges: mean ratio | "
              "ranges: worst (data set) | auto chose (ranges) |", "|---|---|---|---|---|---|---|"]
     for scale in sorted(frame.scale.unique()):
@@ -78,7 +79,7 @@ def main() -> None:
     args = parser.parse_args()
     minutes = None
     if args.from_records:
-        records = read_records(RECORDS)
+        records = read_records(RECORDS, COMMAND)
     else:
         started = time.perf_counter()
         records = run(args.samples, args.runs)

@@ -10,6 +10,8 @@ import numpy as np
 
 from dphist.algorithms.ahp import AHP
 
+from .cases import Case
+
 __all__ = ["cases", "flip_pair", "TrueCountAHP"]
 
 
@@ -46,8 +48,6 @@ def flip_pair(epsilon: Fraction = Fraction(1)) -> tuple[np.ndarray, np.ndarray]:
 
 def cases(mutants: bool = True, epsilon: Fraction = Fraction(1)) -> list:
     """The honest AHP on the flip pair and, with ``mutants``, the true-count mutant on the same pair."""
-    from .runner import Case  # inside: the runner will import this module
-
     data, neighbour = flip_pair(epsilon)
     out = [Case("ahp (8,) one record flips the true-count clusters", AHP(), data, neighbour, epsilon)]
     if mutants:

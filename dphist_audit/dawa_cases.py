@@ -22,6 +22,8 @@ from fractions import Fraction
 
 import numpy as np
 
+from .cases import Case
+
 EPSILON = Fraction(1)
 
 
@@ -116,7 +118,6 @@ def cases(mutants: bool = True) -> list:
     half-sensitivity mutant (ratio 9/10) on an empty table against one record.  Measured at n_test = 300,000
     (seed 0): the honest prefix pair 0.44 (5 records in cell 0: 0.51), the true-cost mutant on it 6.85."""
     from dphist.algorithms.dawa import DAWA  # noqa: PLC0415
-    from .runner import Case  # noqa: PLC0415
 
     data, neighbour = flip_pair()
     wide, wide_neighbour = prefix_pair()

@@ -19,6 +19,8 @@ from fractions import Fraction
 
 import numpy as np
 
+from .cases import Case
+
 EPSILON = Fraction(1)
 
 
@@ -47,7 +49,6 @@ def true_argmax(table: np.ndarray, epsilon: Fraction = EPSILON) -> int:
 def cases(mutants: bool = True) -> list:
     """The honest EFPA on the flip pair and, with ``mutants``, the argmax mutant on the same pair."""
     from dphist.algorithms.efpa import EFPA
-    from .runner import Case
 
     class ArgmaxEFPA(EFPA):
         """EFPA that pays for and draws its selection, then keeps the best true score instead (the bug)."""

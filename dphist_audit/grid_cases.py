@@ -20,11 +20,13 @@ from fractions import Fraction
 
 import numpy as np
 
+from .cases import Case
+
 EPSILON = Fraction(1)
 
 
 def _classes():
-    from dphist.algorithms.grids import AGrid, UGrid, _box_sums, _grid_boxes  # noqa: PLC0415  (lazy, as the audit)
+    from dphist.algorithms.grids import AGrid, UGrid, box_sums, grid_boxes  # noqa: PLC0415  (lazy, as the audit)
 
     class SmallAGrid(AGrid):
         """AGrid with a level-1 floor of 2 blocks per side (the paper's is 10), for 4 × 4 audit tables."""
@@ -53,8 +55,8 @@ def _classes():
 
         def level1_blocks(self, shape, n_hat, eps):
             per_axis = super().level1_blocks(shape, n_hat, eps)
-            lo, hi = _grid_boxes((0, 0), shape, per_axis)
-            self._true_level1 = _box_sums(self._true, lo, hi)
+            lo, hi = grid_boxes((0, 0), shape, per_axis)
+            self._true_level1 = box_sums(self._true, lo, hi)
             return per_axis
 
         def level2_side(self, noisy_count, eps):
@@ -76,8 +78,6 @@ def _pair(shape, cell, before: int) -> tuple[np.ndarray, np.ndarray]:
 def cases(mutants: bool = True) -> list:
     """The grid audit cases: honest UGrid and AGrid (module docstring) and, with ``mutants``, their true-count
     mutants on the same pairs."""
-    from .runner import Case  # noqa: PLC0415
-
     UGrid, SmallAGrid, TrueTotalUGrid, TrueCountAGrid = _classes()
     u_data, u_neighbour = _pair((4, 4), (0, 0), 1)
     a_data, a_neighbour = _pair((4, 4), (0, 0), 0)

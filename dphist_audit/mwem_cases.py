@@ -17,6 +17,8 @@ from fractions import Fraction
 
 import numpy as np
 
+from .cases import Case
+
 TINY = {"queries": "dyadic", "rounds": 1, "replay": 1}
 
 
@@ -32,7 +34,6 @@ def flip_pair(m: int = 12) -> tuple[np.ndarray, np.ndarray]:
 def cases(mutants: bool = True) -> list:
     """The honest MWEM on the flip pair and, with ``mutants``, the argmax mutant on the same pair."""
     from dphist.algorithms.mwem import MWEM
-    from .runner import Case
 
     class ArgmaxMWEM(MWEM):
         """MWEM that pays for and draws each selection, then takes the best-scoring query instead (the bug)."""

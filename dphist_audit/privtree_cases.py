@@ -14,6 +14,8 @@ from fractions import Fraction
 
 import numpy as np
 
+from .cases import Case
+
 
 def _mutant_class():
     from dphist.algorithms.privtree import PrivTree  # noqa: PLC0415  (the audit imports the algorithms lazily)
@@ -32,7 +34,6 @@ def _mutant_class():
 def cases(mutants: bool = True) -> list:
     """The PrivTree audit cases: honest on (8,) (one record added to the first cell), and its true-count mutant."""
     from dphist.algorithms.privtree import PrivTree  # noqa: PLC0415
-    from .runner import Case  # noqa: PLC0415
 
     epsilon = Fraction(1)
     data = np.zeros(8, dtype=np.int64)

@@ -47,6 +47,7 @@ from dphist.algorithms.structurefirst import StructureFirst
 from dphist.errors import UsageError
 from dphist.privacy import SeededBits, discrete_laplace_variance
 from dphist.declare.schema import parse_schema
+from .cases import Case
 from .bounds import cp_lower, cp_upper, epsilon_lower_bound, zcdp_lower_bound, zcdp_margins
 from .marginal_sets import OverspentMarginals, SeparateMarginals
 from .discovery_steps import (ArgmaxBounds, CandidatesBeforeBounding, DiscoveredBounds, DiscoveredLowerBound,
@@ -74,19 +75,6 @@ ZCDP_RHO = Fraction(1, 2)
 SIGMA_RUNS = (200_000, 4_000_000)  # (selection, test) runs per table for σ × 0.8 and its real counterpart
 ZCDP_CHUNK = 250_000  # test runs drawn at once (bounds the memory of a replicated run)
 MIN_EVENT = 1e-3  # a zCDP case's events have at least this probability on the first table (selection sample)
-
-
-@dataclass(frozen=True)
-class Case:
-    name: str
-    algorithm: Algorithm
-    data: np.ndarray
-    neighbour: np.ndarray
-    epsilon: Fraction
-    mutant: bool = False
-    columns: tuple | None = None  # public column declarations, for algorithms that use them (hierarchies)
-    rho: Fraction | None = None  # a ρ-zCDP case: its budgets are zCDP with this ρ (``epsilon`` is then None)
-    runs: tuple[int, int] | None = None  # at least this many (selection, test) runs per table
 
 
 @dataclass(frozen=True)

@@ -53,7 +53,7 @@ L1 = 1  # one record changes one cell, hence one cluster total, by 1
 
 def _eta(value) -> Fraction:
     """A non-negative number of sane size (the threshold's multiplier)."""
-    number = option._exact(value)
+    number = option.exact(value)
     if number is None or not 0 <= number <= 1000:
         raise ValueError("must be a number between 0 and 1000")
     return number

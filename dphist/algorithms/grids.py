@@ -57,14 +57,15 @@ from ..privacy import PrivacyBudget
 from . import options as option
 from .base import Algorithm, Estimate, Step
 
-__all__ = ["UGrid", "AGrid", "block_edges", "grid_blocks", "equivalent_epsilon", "L1", "L2_SQUARED"]
+__all__ = ["UGrid", "AGrid", "block_edges", "grid_blocks", "grid_boxes", "box_sums", "equivalent_epsilon", "L1",
+           "L2_SQUARED"]
 
 L1 = 1  # add/remove of one record changes the total, and the count of exactly one block of a grid, by 1
 L2_SQUARED = 1
 
 
 def _positive_number(value) -> Fraction:
-    number = option._exact(value)
+    number = option.exact(value)
     if number is None or number <= 0:
         raise ValueError("must be a positive number (e.g. 10 or 5/2)")
     return number
@@ -97,14 +98,14 @@ def equivalent_epsilon(budget: PrivacyBudget, amount) -> float:
     return 1 / float(budget.scale(L1, amount))  # discrete Laplace scale b = factor·Δ₁/ε
 
 
-def _box_sums(counts: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
+def box_sums(counts: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
     """Exact int64 sums of a 2-D ``counts`` over the boxes [lo, hi) (rows (n, 2)), by a summed-area table."""
     table = np.pad(counts.astype(np.int64), [(1, 0), (1, 0)]).cumsum(axis=0).cumsum(axis=1)
     return (table[hi[:, 0], hi[:, 1]] - table[lo[:, 0], hi[:, 1]]
             - table[hi[:, 0], lo[:, 1]] + table[lo[:, 0], lo[:, 1]])
 
 
-def _grid_boxes(lo: tuple[int, int], hi: tuple[int, int], per_axis: tuple[int, int]) -> tuple[np.ndarray, np.ndarray]:
+def grid_boxes(lo: tuple[int, int], hi: tuple[int, int], per_axis: tuple[int, int]) -> tuple[np.ndarray, np.ndarray]:
     """The boxes (lo, hi rows, row-major) of the box [lo, hi) cut into per_axis[0] × per_axis[1] nearly equal blocks."""
     e0 = lo[0] + block_edges(hi[0] - lo[0], per_axis[0])
     e1 = lo[1] + block_edges(hi[1] - lo[1], per_axis[1])
@@ -115,7 +116,7 @@ def _grid_boxes(lo: tuple[int, int], hi: tuple[int, int], per_axis: tuple[int, i
 
 def _grids_in_boxes(lo: np.ndarray, hi: np.ndarray, per_axis: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Every box [lo_j, hi_j) cut into per_axis[j, 0] × per_axis[j, 1] nearly equal blocks, in one pass: (lo, hi,
-    owner), the blocks of box 0 first, each box's row-major, as :func:`_grid_boxes` box by box."""
+    owner), the blocks of box 0 first, each box's row-major, as :func:`grid_boxes` box by box."""
     a, b = per_axis[:, 0].astype(np.int64), per_axis[:, 1].astype(np.int64)
     count = a * b
     owner = np.repeat(np.arange(lo.shape[0]), count)
@@ -187,8 +188,8 @@ class UGrid(_Grid):
         n_hat = self.noisy_total(counts, first)
         eps = equivalent_epsilon(grid, grid.amount)
         per_axis = grid_blocks(counts.shape, n_hat * eps / float(c))
-        lo, hi = _grid_boxes((0, 0), counts.shape, per_axis)
-        noisy, _ = grid.measure(_box_sums(counts, lo, hi), L1, L2_SQUARED, grid.amount,
+        lo, hi = grid_boxes((0, 0), counts.shape, per_axis)
+        noisy, _ = grid.measure(box_sums(counts, lo, hi), L1, L2_SQUARED, grid.amount,
                                 "every grid block's count (grid sized by the noisy total)")
         values = _spread(counts.shape, lo, hi, noisy.astype(np.float64))
         return Estimate(values=values,
@@ -237,8 +238,8 @@ class AGrid(_Grid):
         level1_part, level2_part = grid.split([alpha, 1 - alpha])
 
         per_axis = self.level1_blocks(counts.shape, n_hat, eps)
-        lo1, hi1 = _grid_boxes((0, 0), counts.shape, per_axis)
-        y1, rec1 = level1_part.measure(_box_sums(counts, lo1, hi1), L1, L2_SQUARED, level1_part.amount,
+        lo1, hi1 = grid_boxes((0, 0), counts.shape, per_axis)
+        y1, rec1 = level1_part.measure(box_sums(counts, lo1, hi1), L1, L2_SQUARED, level1_part.amount,
                                        "every level-1 block's count (grid sized by the noisy total)")
 
         # level 2: each level-1 block's grid from its noisy count (post-processing); all level-2 blocks tile the
@@ -248,7 +249,7 @@ class AGrid(_Grid):
         subs = np.array([grid_blocks((n0, n1), side * side) for (n0, n1), side in zip(block_shapes, sides)],
                         dtype=np.int64).reshape(-1, 2)
         lo2, hi2, owner = _grids_in_boxes(lo1, hi1, subs)
-        y2, rec2 = level2_part.measure(_box_sums(counts, lo2, hi2), L1, L2_SQUARED, level2_part.amount,
+        y2, rec2 = level2_part.measure(box_sums(counts, lo2, hi2), L1, L2_SQUARED, level2_part.amount,
                                        "every level-2 block's count (grids sized by the level-1 noisy counts)")
 
         # infer: per level-1 block, inverse-variance average of its count and its children's sum, the difference

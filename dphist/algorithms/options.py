@@ -10,7 +10,7 @@ from fractions import Fraction
 import numpy as np
 
 __all__ = ["choice", "positive_int", "non_negative_int", "fraction_between_0_and_1", "positive_number_or_auto",
-           "branching"]
+           "branching", "exact"]
 
 MAX_BRANCHING = 1 << 16
 
@@ -67,7 +67,7 @@ def non_negative_int(value) -> int:
 
 def fraction_between_0_and_1(value) -> Fraction:
     """The exact number a user wrote ('0.25', '1/3', 0.25), strictly between 0 and 1."""
-    number = _exact(value)
+    number = exact(value)
     if number is None:
         raise ValueError("must be a number between 0 and 1")
     if not 0 < number < 1:
@@ -79,13 +79,13 @@ def positive_number_or_auto(value) -> float | str:
     """'auto' (None) for the method's own choice, or a number greater than 0 and at most 10⁶."""
     if value in (None, "auto"):
         return "auto"
-    number = _exact(value)
+    number = exact(value)
     if number is None or not 0 < number <= 10**6:
         raise ValueError("must be auto or a number greater than 0 and at most 1000000")
     return float(number)
 
 
-def _exact(value) -> Fraction | None:
+def exact(value) -> Fraction | None:
     """The exact rational written as ``value``, or None for anything that is not a finite number of sane size
     (true/false, inf, nan, text, or an exponent such as 1e-999999999, whose exact value would take minutes to
     build)."""

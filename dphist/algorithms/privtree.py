@@ -64,7 +64,7 @@ _BIAS_DIGITS = 10**6  # δ is rounded up to a multiple of 1e-6
 
 
 def _theta(value) -> Fraction:
-    number = option._exact(value)
+    number = option.exact(value)
     if number is None:
         raise ValueError("must be a number (a count threshold, e.g. 0 or 5/2)")
     return number

@@ -1,7 +1,7 @@
 """The accuracy benchmark (DPBench protocol, Hay et al. SIGMOD 2016), for our data sets or a steward's own.
 
 For every data set, scale, ε and algorithm: normalise the histogram to a distribution, draw ``scale`` records
-from it (``samples`` data seeds), run the algorithm (``runs`` noise seeds per sample) and score the released
+from it (``samples`` data seeds; :func:`sample_from_shape`), run the algorithm (``runs`` noise seeds per sample) and score the released
 table by the scaled average per-query L1 error ‖Wx − Wx̂‖₁ / (|W| · scale) on the prefix workload (1-D) or 2000
 random boxes (2-D, seed 0; identity queries beyond 2-D).  Noise is seeded: benchmark outputs are not private.
 
@@ -25,8 +25,8 @@ from ..inference.nonnegative import nonnegative_integer_table
 from ..privacy import PrivacyBudget, SeededBits
 from ..text import quoted
 
-__all__ = ["load_histogram", "workload_for", "cell_error", "marginal_error", "benchmark_sample", "run_benchmark",
-           "summarize"]
+__all__ = ["load_histogram", "workload_for", "cell_error", "marginal_error", "sample_from_shape", "benchmark_sample",
+           "run_benchmark", "summarize", "derived_seed"]
 
 
 def load_histogram(path: str | Path) -> np.ndarray:
@@ -72,10 +72,33 @@ def marginal_error(x: np.ndarray, x_hat: np.ndarray) -> float:
     return float(sum(p.sum() for p in parts) / (sum(p.size for p in parts) * records))
 
 
+def sample_from_shape(x, scale: int, seed) -> np.ndarray:
+    """DPBench's data protocol: a table of ``scale`` records drawn as Multinomial(scale, x / x.sum()).
+
+    ``x`` is a non-negative array with a positive sum (a shape, not necessarily counts); the result is an int64
+    array of the same shape summing to ``scale``, drawn with ``np.random.default_rng(seed)``.  Cells where x is
+    zero stay exactly zero.
+    """
+    x = np.asarray(x, dtype=np.float64)
+    if int(scale) != scale or scale < 0:
+        raise ValueError(f"scale must be a non-negative integer, got {scale}")
+    if not np.all(np.isfinite(x)) or np.any(x < 0) or not x.sum() > 0:
+        raise ValueError("x must be finite and non-negative with a positive sum")
+    flat = x.ravel()
+    support = np.flatnonzero(flat)
+    # Drawing over the support only: numpy hands the last category whatever rounding leaves over, which could
+    # otherwise put a record in a zero cell.  numpy draws nothing for a zero-probability category, so apart from
+    # that rounding case this is the same draw as over the full table.
+    counts = np.random.default_rng(seed).multinomial(int(scale), flat[support] / flat[support].sum())
+    out = np.zeros(flat.size, dtype=np.int64)
+    out[support] = counts
+    return out.reshape(x.shape)
+
+
 def benchmark_sample(x: np.ndarray, scale: int, seed: int, dataset_index: int, sample: int) -> np.ndarray:
     """The ``sample``-th table of ``scale`` records that :func:`run_benchmark` draws from data set number
     ``dataset_index`` (its position among the data sets passed) with ``seed``: the same records for every caller."""
-    return workloads.sample_from_shape(x, scale, seed=_seed(seed, dataset_index, scale, sample))
+    return sample_from_shape(x, scale, seed=derived_seed(seed, dataset_index, scale, sample))
 
 
 def run_benchmark(datasets: dict[str, np.ndarray], algorithms: list[str], scales: list[int],
@@ -98,7 +121,7 @@ def run_benchmark(datasets: dict[str, np.ndarray], algorithms: list[str], scales
                         algo = get_algorithm(algo_name, **(options(algo_name, scale, eps) if options else {}))
                         for r in range(runs):
                             # The same noise stream for every algorithm in a cell (common random numbers).
-                            bits = SeededBits(_seed(seed, d_index, scale, s, e_index, r))
+                            bits = SeededBits(derived_seed(seed, d_index, scale, s, e_index, r))
                             start = time.perf_counter()
                             est = algo.run(sample, PrivacyBudget(eps, bits=bits))
                             released = est.integers() if est.integers else nonnegative_integer_table(est.values,
@@ -139,6 +162,6 @@ def summarize(records: list[dict]) -> str:
     return "\n".join(lines)
 
 
-def _seed(*parts: int) -> int:
+def derived_seed(*parts: int) -> int:
     """A reproducible seed from integers (Python's hash() of strings changes between processes)."""
     return int(np.random.SeedSequence([int(p) for p in parts]).generate_state(1)[0])

@@ -38,7 +38,6 @@ __all__ = [
     "scaled_average_l1",
     "rmse",
     "expected_squared_error",
-    "sample_from_shape",
 ]
 
 # Explicit matrices are for tests: |W| * n above this many entries would mean an oracle run of minutes and GiB.
@@ -502,26 +501,3 @@ def expected_squared_error(workload: Workload, strategy, variances, shape=None) 
     # trace(W M⁻¹ Wᵀ) = trace(M⁻¹ WᵀW): an n x n solve whatever the number of queries.
     solved = scipy.linalg.cho_solve((upper, False), workload.gram(), check_finite=False)
     return float(np.trace(solved))
-
-
-def sample_from_shape(x, scale: int, seed) -> np.ndarray:
-    """DPBench's data protocol: a table of ``scale`` records drawn as Multinomial(scale, x / x.sum()).
-
-    ``x`` is a non-negative array with a positive sum (a shape, not necessarily counts); the result is an int64
-    array of the same shape summing to ``scale``, drawn with ``np.random.default_rng(seed)``.  Cells where x is
-    zero stay exactly zero.
-    """
-    x = np.asarray(x, dtype=np.float64)
-    if int(scale) != scale or scale < 0:
-        raise ValueError(f"scale must be a non-negative integer, got {scale}")
-    if not np.all(np.isfinite(x)) or np.any(x < 0) or not x.sum() > 0:
-        raise ValueError("x must be finite and non-negative with a positive sum")
-    flat = x.ravel()
-    support = np.flatnonzero(flat)
-    # Drawing over the support only: numpy hands the last category whatever rounding leaves over, which could
-    # otherwise put a record in a zero cell.  numpy draws nothing for a zero-probability category, so apart from
-    # that rounding case this is the same draw as over the full table.
-    counts = np.random.default_rng(seed).multinomial(int(scale), flat[support] / flat[support].sum())
-    out = np.zeros(flat.size, dtype=np.int64)
-    out[support] = counts
-    return out.reshape(x.shape)

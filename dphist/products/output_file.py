@@ -177,7 +177,7 @@ def _write_csv(fh: BinaryIO, frame: pd.DataFrame, header: bool) -> None:
     if len(frame.columns) < 2 or len(frame) == 0:
         fh.write(frame.to_csv(index=False, header=header, lineterminator="\n").encode("utf-8"))
         return
-    from ..publishing.writers import csv_column  # shared with the release writer; see its notes on pandas' CSV text
+    from ..publishing.csv_text import csv_column  # loads pandas, which checking a path does not need
 
     if header:
         fh.write(frame.iloc[:0].to_csv(index=False, lineterminator="\n").encode("utf-8"))

@@ -48,7 +48,7 @@ from ..inference.ipf import fit_max_entropy
 from ..algorithms.marginal_sets import derive_marginal
 from ..text import quoted, quoted_list
 
-__all__ = ["Axis", "ReleasedTable", "Synthesis", "CHUNK_ROWS", "load_report", "read_table", "choose_table",
+__all__ = ["ReleasedBins", "ReleasedTable", "Synthesis", "CHUNK_ROWS", "load_report", "read_table", "choose_table",
            "plan_synthesis", "synthesize"]
 
 _SUFFIXES = (".csv", ".parquet", ".json")
@@ -63,8 +63,8 @@ CHUNK_ROWS = 1 << 20  # records drawn and written at a time: bounds synth's memo
 
 
 @dataclass(frozen=True)
-class Axis:
-    """One column of a released table: one entry per bin, in the order of the column's axis.
+class ReleasedBins:
+    """The bins of one column of a released table, read back: one entry per bin, in the order of the column's axis.
 
     ``text``: the released label (categorical) or lower bound (numeric, date), as read, for display and
     comparison; ``lower``/``upper``: the bounds as numbers (a date as days since 1970-01-01; 0 for a categorical
@@ -81,7 +81,7 @@ class Axis:
     def size(self) -> int:
         return len(self.text)
 
-    def same_bins(self, other: "Axis") -> bool:
+    def same_bins(self, other: "ReleasedBins") -> bool:
         """The same type and bins, a null bin matching a null bin."""
         return (self.kind == other.kind and self.size == other.size and _same(self.text, other.text)
                 and bool(np.array_equal(self.null, other.null)) and bool(np.array_equal(self.lower, other.lower))
@@ -96,7 +96,7 @@ class ReleasedTable:
     name: str
     path: Path
     meta: dict
-    axes: tuple[Axis, ...]
+    axes: tuple[ReleasedBins, ...]
     counts: np.ndarray
     ci: tuple[np.ndarray, np.ndarray] | None
 
@@ -273,7 +273,7 @@ def _check_flat(path: Path, key: str, values: pd.Series) -> None:
 
 
 def _axis(path: Path, frame: pd.DataFrame, column: str, kind: str, size: int, stride: int,
-          columns: list[str], domain: dict | None = None) -> Axis:
+          columns: list[str], domain: dict | None = None) -> ReleasedBins:
     """The bins of ``column``: row k·stride holds bin k, and every row must repeat its bin's labels (C order).
     The bins' bounds are parsed before the order is checked, so that a bound that is not a number or date is
     reported as such when it is in a bin's first row (elsewhere, as a row that differs from its bin).  End bins
@@ -322,7 +322,7 @@ def _axis(path: Path, frame: pd.DataFrame, column: str, kind: str, size: int, st
                             "from the other "
                             f"rows of its bin, so the rows are not in the order report.json describes (C order "
                             f"over {quoted_list(columns)})")
-    return Axis(column, kind, text, lower, upper, null)
+    return ReleasedBins(column, kind, text, lower, upper, null)
 
 
 def _number(path: Path, key: str, value, row: int) -> float:
@@ -423,7 +423,7 @@ class Synthesis:
     weights instead, the same distribution at O(log cells) per record rather than O(cells) per chunk.
     """
 
-    axes: tuple[Axis, ...]
+    axes: tuple[ReleasedBins, ...]
     weights: np.ndarray
     rows: int
     chunk_rows: int = CHUNK_ROWS
@@ -509,9 +509,9 @@ def synthesize(directory: str | Path, rows: int, table: str | None = None,
     return frames[0] if len(frames) == 1 else pd.concat(frames, ignore_index=True)
 
 
-def _joint(directory: str | Path, report: dict) -> tuple[list[Axis], np.ndarray]:
+def _joint(directory: str | Path, report: dict) -> tuple[list[ReleasedBins], np.ndarray]:
     """The axes and the maximum-entropy table fitted to every table of the release."""
-    axes: dict[str, tuple[str, Axis]] = {}  # column -> (first table with it, its bins)
+    axes: dict[str, tuple[str, ReleasedBins]] = {}  # column -> (first table with it, its bins)
     tables = [read_table(directory, meta) for meta in report["tables"]]
     for t in tables:
         for axis in t.axes:
@@ -547,7 +547,7 @@ def _joint(directory: str | Path, report: dict) -> tuple[list[Axis], np.ndarray]
     return [axes[c][1] for c in names], fit
 
 
-def _values(axis: Axis, index: np.ndarray, u: np.ndarray | None) -> np.ndarray:
+def _values(axis: ReleasedBins, index: np.ndarray, u: np.ndarray | None) -> np.ndarray:
     """One value per record inside its bin, ``index`` giving each record's bin and ``u`` a uniform number in
     [0, 1) per record (unused for categorical columns): the label; ``lower + u·(upper − lower)`` for numbers; the
     day ``lower + ⌊u·(upper − lower)⌋`` for dates; a missing value for the null bin."""

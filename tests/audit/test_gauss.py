@@ -17,7 +17,7 @@ from dphist_audit.mutants import _ShrunkGaussian, _with_bug
 from dphist_audit.replication import NoisePool, PooledZCDPBudget, ReplicatedZCDPBudget, TracedDraw
 from dphist_audit.runner import audit, zcdp_cases
 from dphist_audit.units import BoundedUnits, unit_pairs
-from dphist_audit.runner import Case
+from dphist_audit.cases import Case
 from dphist.privacy import SeededBits
 from dphist.privacy.conversions import delta_for
 from dphist.privacy.samplers import discrete_gaussian_pmf, discrete_gaussian_variance

@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 from dphist.evaluation import workloads
+from dphist.evaluation.benchmark import sample_from_shape
 from dphist.algorithms.dawa import (DAWA, PREFIX_LEVEL, ROOT_SHARES, best_partition, bucket_branching,
                                     bucket_strategy, candidate_costs, candidate_sensitivity, candidate_weights,
                                     cell_prefix_matrix, deviations, dyadic_candidates, level_shares, prefix_deviations,
@@ -476,7 +477,7 @@ def test_bad_input():
 @pytest.mark.skipif(not (DATA / "HEPTH.n4096.npy").exists(), reason="DPBench data not present")
 def test_better_than_identity_at_low_signal():
     x = np.load(DATA / "HEPTH.n4096.npy")
-    sample = workloads.sample_from_shape(x, 1000, seed=0)
+    sample = sample_from_shape(x, 1000, seed=0)
     W = workloads.prefix(4096)
     ours, theirs = [], []
     for seed in range(3):
@@ -651,7 +652,7 @@ def test_2d_structure_is_public_and_runs_under_zcdp():
 @pytest.mark.skipif(not (DATA_2D / "Adult_2D_256_256.npy").exists(), reason="DPBench data not present")
 def test_2d_better_than_identity_at_low_signal():
     x = np.load(DATA_2D / "Adult_2D_256_256.npy")
-    sample = workloads.sample_from_shape(x, 1000, seed=0)
+    sample = sample_from_shape(x, 1000, seed=0)
     W = workloads.random_boxes(sample.shape, 500, seed=0)
     ours, theirs = [], []
     for seed in range(2):

@@ -8,7 +8,7 @@ import math
 import numpy as np
 import pytest
 
-from dphist.algorithms.grids import (AGrid, UGrid, _box_sums, _grid_boxes, block_edges, equivalent_epsilon,
+from dphist.algorithms.grids import (AGrid, UGrid, box_sums, grid_boxes, block_edges, equivalent_epsilon,
                                      grid_blocks)
 from dphist.algorithms.identity import Identity
 from dphist.errors import UsageError
@@ -44,12 +44,12 @@ def test_grid_blocks_are_m_by_m_on_a_square_table_and_clipped():
 @pytest.mark.parametrize("shape, per_axis", [((6, 5), (3, 2)), ((4, 4), (4, 4)), ((7, 3), (1, 3))])
 def test_grid_boxes_tile_the_table_and_one_record_moves_one_block_by_one(shape, per_axis):
     """Δ₁ = Δ₂ = 1 for a grid's block counts: every unit vector moves exactly one block count, by 1."""
-    lo, hi = _grid_boxes((0, 0), shape, per_axis)
+    lo, hi = grid_boxes((0, 0), shape, per_axis)
     for i in range(shape[0]):
         for j in range(shape[1]):
             unit = np.zeros(shape, dtype=np.int64)
             unit[i, j] = 1
-            change = _box_sums(unit, lo, hi)
+            change = box_sums(unit, lo, hi)
             assert np.abs(change).sum() == 1 and np.square(change).sum() == 1
 
 
@@ -125,8 +125,8 @@ def test_agrid_noise_of_both_levels_has_the_discrete_laplace_variance():
     """20 × 20 at ε = 1 (α = 1/2): level 1 has 100 blocks at scale 40/19, level 2 the cells of each block at the
     same scale.  200 runs: ≥ 20,000 values per level; 6 sd of the relative variance error < 10 %."""
     counts = np.random.default_rng(4).integers(0, 3, (20, 20))
-    lo1, hi1 = _grid_boxes((0, 0), (20, 20), (10, 10))
-    true1 = _box_sums(counts, lo1, hi1)
+    lo1, hi1 = grid_boxes((0, 0), (20, 20), (10, 10))
+    true1 = box_sums(counts, lo1, hi1)
     n1, n2 = [], []
     sums = {}  # the true counts of block j's sub-blocks for a side: the same few sides recur run after run
     for seed in range(200):
@@ -137,8 +137,8 @@ def test_agrid_noise_of_both_levels_has_the_discrete_laplace_variance():
         for j, side in enumerate(est.choices["level2_sides"]):
             if (j, side) not in sums:
                 sub = grid_blocks((2, 2), side * side)
-                lo, hi = _grid_boxes(tuple(lo1[j]), tuple(hi1[j]), sub)
-                sums[j, side] = _box_sums(counts, lo, hi)
+                lo, hi = grid_boxes(tuple(lo1[j]), tuple(hi1[j]), sub)
+                sums[j, side] = box_sums(counts, lo, hi)
             true2.append(sums[j, side])
         n2.append(trace[2].values - np.concatenate(true2))
     expected = discrete_laplace_variance(Fraction(40, 19))
@@ -228,10 +228,10 @@ def test_accuracy_beats_identity_at_low_signal():
 def test_grids_in_boxes_equal_the_box_by_box_grids():
     from dphist.algorithms.grids import _grids_in_boxes
     rng = np.random.default_rng(5)
-    lo1, hi1 = _grid_boxes((0, 0), (97, 61), (7, 5))
+    lo1, hi1 = grid_boxes((0, 0), (97, 61), (7, 5))
     subs = np.stack([rng.integers(1, hi1[:, 0] - lo1[:, 0] + 1), rng.integers(1, hi1[:, 1] - lo1[:, 1] + 1)], axis=1)
     lo2, hi2, owner = _grids_in_boxes(lo1, hi1, subs)
-    parts = [_grid_boxes(tuple(lo1[j]), tuple(hi1[j]), tuple(subs[j])) for j in range(lo1.shape[0])]
+    parts = [grid_boxes(tuple(lo1[j]), tuple(hi1[j]), tuple(subs[j])) for j in range(lo1.shape[0])]
     assert np.array_equal(lo2, np.concatenate([p[0] for p in parts]))
     assert np.array_equal(hi2, np.concatenate([p[1] for p in parts]))
     assert np.array_equal(owner, np.repeat(np.arange(lo1.shape[0]), [p[0].shape[0] for p in parts]))

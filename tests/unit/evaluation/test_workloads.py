@@ -1,4 +1,4 @@
-"""Workloads, error metrics, the expected-error oracle (algorithms.md §0, §3.5, §8) and DPBench data sampling."""
+"""Workloads, error metrics and the expected-error oracle (algorithms.md §0, §3.5, §8)."""
 
 from __future__ import annotations
 
@@ -338,23 +338,3 @@ def test_singular_strategies_raise():
         wl.expected_squared_error(wl.identity(2), np.eye(3), 1.0)  # wrong number of columns
     with pytest.raises(ValueError):
         wl.expected_squared_error(wl.identity(2), np.eye(2), [1.0, 1.0, 1.0])
-
-
-# --------------------------------------------------------------------------------------------------------------
-# DPBench data sampling
-
-
-def test_sample_from_shape():
-    x = np.array([[0, 3, 0, 1], [5, 0, 0, 2], [0, 0, 9, 0]])
-    a = wl.sample_from_shape(x, 100_000, seed=1)
-    assert a.dtype == np.int64 and a.shape == x.shape
-    assert a.sum() == 100_000
-    assert np.all(a[x == 0] == 0) and np.all(a[x > 0] > 0)
-    np.testing.assert_allclose(a / a.sum(), x / x.sum(), atol=0.01)
-    np.testing.assert_array_equal(a, wl.sample_from_shape(x, 100_000, seed=1))
-    assert not np.array_equal(a, wl.sample_from_shape(x, 100_000, seed=2))
-    assert wl.sample_from_shape(x, 0, seed=1).sum() == 0
-    with pytest.raises(ValueError):
-        wl.sample_from_shape(np.zeros(4), 10, seed=1)
-    with pytest.raises(ValueError):
-        wl.sample_from_shape(np.array([1, -1, 2]), 10, seed=1)

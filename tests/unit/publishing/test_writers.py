@@ -1,5 +1,5 @@
-"""Writing release files (dphist/publishing/writers.py): big tables are written as CSV by chunks, byte for byte as pandas'
-to_csv writes them."""
+"""Writing release files (dphist/publishing/writers.py, its CSV text from csv_text.py): big tables are written as CSV by
+chunks, byte for byte as pandas' to_csv writes them."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from dphist.publishing import writers
+from dphist.publishing import csv_text, writers
 
 from conftest import SAMPLE
 
@@ -61,7 +61,7 @@ special = st.sampled_from([0.0, -0.0, 1.0, 1e-4, 9.999999999999999e-05, 1e15 + 0
 def test_floats_as_pandas_writes_them(values):
     values = np.array(values, dtype=np.float64)
     expected = pd.DataFrame({"v": values, "w": 0}).to_csv(index=False, header=False, lineterminator="\n")
-    assert writers._float_text(values).to_pylist() == [line[:-2] for line in expected.split("\n")[:-1]]
+    assert csv_text._float_text(values).to_pylist() == [line[:-2] for line in expected.split("\n")[:-1]]
 
 
 def test_a_release_writes_the_same_csv_by_chunks(tmp_path, monkeypatch):
