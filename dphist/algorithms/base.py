@@ -162,7 +162,7 @@ class Algorithm(ABC):
                 step.tried(budget)
             except (ValueError, BudgetExceeded):
                 raise UsageError(f"algorithm '{self.name}': its step '{step.what}' would get "
-                                 f"{budget._unit} {format_share(step.share * budget.amount)} of the table's "
+                                 f"{budget._unit} {format_share(budget.part(step.share))} of the table's "
                                  f"{format_share(budget.amount)}, too little for exact noise (its scale would be "
                                  f"past the samplers' range); raise the budget or the table's share"
                                  f"{_option_hint(self)}") from None

@@ -586,7 +586,7 @@ class DAWA(Algorithm):
             composition="one vector: over the intervals holding a cell, Σ (2(1 − 1/size) for L1, 1/2 for prefix)"
                         "/weight is at most Δ")
         # select: the best partition of the noisy costs (post-processing)
-        penalty = float(self.params["penalty"] * count_budget.scale(1, count_budget.amount))
+        penalty = float(count_budget.scale(self.params["penalty"], count_budget.amount))  # penalty × the count scale
         edges = self.partition(n, starts, stops, noisy_q / sizes, penalty, float(record.scale) * weights)
 
         # measure: the bucket counts through a tree over the k buckets

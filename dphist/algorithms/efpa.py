@@ -262,12 +262,11 @@ class EFPA(Algorithm):
         """q(m) = −(⌊√E(m)⌋ + N(m)) for m = 1 … M, integers (see the module docstring): the L2 truncation error
         plus the expected L2 noise of keeping m frequencies, both in units of 2^b √n per cell."""
         energy = dft.dropped_energy(facts["cos"], facts["sin"], facts["nyquist"])
-        unit = measure.scale(1, measure.amount)  # the scale is linear in Δ: unit·Δ₁(m), exactly as scale(Δ₁(m))
         out = []
         for m in range(1, dft.candidates + 1):
             pairs, with_nyquist = dft.kept(m)
             weight = 1 + 4 * pairs + (1 if with_nyquist else 0)  # Σ_{kept r} c_r (c = 2 for each cos/sin row)
-            scale = float(unit * facts["l1"][m - 1])
+            scale = float(measure.scale(facts["l1"][m - 1], measure.amount))
             noise = math.ceil(math.sqrt(2.0 * weight) * scale)  # public: any rounding is fine
             out.append(-(math.isqrt(energy[m - 1]) + noise))
         return out

@@ -93,9 +93,8 @@ def equivalent_epsilon(budget: PrivacyBudget, amount) -> float:
     ε whose continuous Laplace noise Lap(1/ε̃) has the standard deviation of that measurement's noise (module
     docstring).  Public: it depends on the budget's definition, factor and the amount only."""
     if budget.noise == "gaussian":
-        sigma = budget.factor / math.sqrt(2 * float(amount))  # discrete Gaussian σ² = factor²·Δ₂²/(2ρ)
-        return math.sqrt(2) / sigma
-    return 1 / float(budget.scale(L1, amount))  # discrete Laplace scale b = factor·Δ₁/ε
+        return math.sqrt(2) / budget.gaussian_sigma(amount)  # discrete Gaussian σ = factor·Δ₂/√(2ρ)
+    return budget.inverse_scale(L1, amount)  # 1/b, discrete Laplace scale b = factor·Δ₁/ε
 
 
 def box_sums(counts: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:

@@ -191,13 +191,13 @@ class MWEM(Algorithm):
                                            "the grand total (the estimate's scale)")
         total = max(float(noisy_total), 1.0)
         estimate = np.full(n, total / n)
-        T = self.rounds_for(lo.size, float(noisy_total), 1 / budget.scale(1, budget.amount))
+        T = self.rounds_for(lo.size, float(noisy_total), budget.epsilon_per_record(budget.amount))
 
         true_prefix = np.concatenate([[0], np.cumsum(counts, dtype=np.int64)])
         draws = for_selection.selection(
             T, for_selection.amount, 1,
             "the range query of each round: permute-and-flip on |q(x) - round(q(estimate))| (sensitivity 1)")
-        per_round = for_measures.amount / T
+        per_round = for_measures.part(Fraction(1, T))
         alive = np.ones(lo.size, dtype=bool)
         history: list[tuple[int, int, float]] = []
         variances: list[float] = []

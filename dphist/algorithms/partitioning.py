@@ -495,7 +495,7 @@ class DPCube(Algorithm):
         noisy_total, record = for_total.laplace(np.asarray(counts.sum()), 1, for_total.amount,
                                                 "the grand total (to choose the phase-1 block size)",
                                                 composition="one query")
-        per_record = 1 / budget.scale(1, budget.amount)
+        per_record = budget.epsilon_per_record(budget.amount)
         block = self.auto_block(float(noisy_total), counts.shape, per_record)
         penalty = self._penalty(self.auto_penalty(float(noisy_total), counts.shape, per_record))
         significance = self._significance(self.low_signal(float(noisy_total), counts.shape, per_record) > 0)
@@ -593,7 +593,7 @@ class DPCube(Algorithm):
         partitions are disjoint: Δ₁ = 1 for one record).  Infer: z_P = the inverse-variance combination of the
         sub-blocks' sum (variance m_P·σ₂²) and F_P (variance |P|σ₁², |P| in blocks); each sub-block gets its
         noisy count + (z_P − sum)/m_P, spread evenly over its cells.  Returns the Estimate (table shape)."""
-        eps2 = 1 / float(second.scale(1, second.amount))
+        eps2 = second.inverse_scale(1, second.amount)
         c = self.REFINE_C
         label = np.zeros(counts.shape, dtype=np.int64)
         owner, phase1, nblocks = [], [], []

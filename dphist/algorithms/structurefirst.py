@@ -133,7 +133,7 @@ class StructureFirst(Algorithm):
     def run(self, counts: np.ndarray, budget: PrivacyBudget, columns=None) -> Estimate:
         self.check_shape(counts.shape)
         n, F = counts.shape[0], self.params["cap"]
-        cuts, k, share = self.plan(n, 1 / budget.scale(1, budget.amount))  # the proxy reads ε per record
+        cuts, k, share = self.plan(n, budget.epsilon_per_record(budget.amount))  # the proxy reads ε per record
 
         # select: k − 1 boundaries by the exponential mechanism (none when k = 1: the plan is public)
         if k > 1:
@@ -155,7 +155,7 @@ class StructureFirst(Algorithm):
         sizes = np.diff(edges)
         values = np.repeat(noisy / sizes, sizes).astype(np.float64)
         structure = {"cap": F, "buckets": k, "candidate_boundaries": int(cuts.size),
-                     "structure_epsilon": str(share * budget.amount)}
+                     "structure_epsilon": str(budget.part(share))}
         return Estimate(values=values, structure=structure,
                         choices={"buckets": k, "boundaries": [int(c) for c in edges[1:-1]]})
 

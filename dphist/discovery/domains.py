@@ -78,6 +78,7 @@ from ..read.counting import as_text, days_since_epoch
 from ..errors import DataError, UsageError
 from ..read.sources import kinds_of
 from ..privacy import PrivacyBudget, format_fraction
+from ..privacy import discrete_laplace_tail_threshold as tail_threshold
 from ..declare.schema import Column, normalise_label, parse_schema
 from ..text import quoted
 
@@ -367,15 +368,6 @@ def _as_numbers(values: pa.Array | pa.ChunkedArray, kind: str, name: str) -> np.
 # Numeric and date columns
 
 
-def tail_threshold(scale: Fraction, tail: float) -> int:
-    """The smallest integer t with P(Z > t) ≤ tail for Z ~ discrete Laplace(scale): a^(t+1)/(1+a) ≤ tail."""
-    a = math.exp(-1 / float(scale))
-    t = math.ceil(math.log(tail * (1 + a)) / math.log(a)) - 1
-    while a ** (t + 1) / (1 + a) > tail:  # guard the float log against an off-by-one
-        t += 1
-    return max(t, 0)
-
-
 def _log_bin(v: np.ndarray, s: float, big: int, fine: int = 1) -> np.ndarray:
     """Index in [0, 2·B·fine] of each finite value's log-scale bin, ``fine`` bins to a doubling: B·fine for
     |v| < s, B·fine ± k for s·2^((k−1)/fine) ≤ |v| < s·2^(k/fine) (the last bin on each side also holds
@@ -518,7 +510,9 @@ def numeric_domain(name: str, kind: str, data: np.ndarray, plan: DiscoveryPlan, 
         upper = median + _log_edges(centre + reach[1], s, big, integer, SPREAD_FINE)[1]
     # 4. The bounds.  Room past the range, so that a draw that misses its quantile falls outward (wider bins)
     #    rather than inward (cut rows): PAD rank resolutions of the draws (2·Δ·m/ε rows) as a share of the rows.
-    pad = float(min(Fraction(1, 4), PAD * bounds.scale(2, bounds.epsilon / 2) / total)) * (upper - lower)
+    # (the scale is linear in Δ: the scale at Δ = 2·PAD/total is PAD resolutions of a draw over the rows)
+    pad = float(min(Fraction(1, 4), bounds.scale(Fraction(2 * PAD, total), bounds.part(Fraction(1, 2))))) * \
+        (upper - lower)
     candidates = _points(lower - pad, upper + pad, QUANTILE_POINTS + 1, integer)
     below = _below(finite, candidates)
     draws = bounds.selection(2, bounds.epsilon, 1, f"{bounds_what} over {candidates.size} points")
@@ -633,9 +627,7 @@ def categorical_domain(name: str, codes: np.ndarray, labels: list[str], max_cate
     if budget.delta <= 0:
         raise ValueError(f"column {quoted(name)}: partition selection needs delta > 0")
     counts = np.bincount(codes[codes >= 0], minlength=len(labels))
-    m = budget.factor  # one unit may hold up to m labels alone: the per-label δ′ and the threshold's m
-    delta_each = 1 - (1 - float(budget.delta)) ** (1 / m)
-    threshold = m + tail_threshold(budget.scale(1, budget.epsilon), delta_each)
+    threshold = budget.partition_threshold()  # a unit of m rows may hold m labels alone: δ′ each, and m more
     # One noisy count per label present in the data: how many there are is itself private (not published).
     noisy, _ = budget.laplace(counts, 1, budget.epsilon,
                               f"{name}: partition selection (count per label, kept above {threshold})",

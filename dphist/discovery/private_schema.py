@@ -25,7 +25,8 @@ from ..errors import DataError, UsageError
 from ..read.sources import Source, open_source
 from ..publishing.ledger import ROW_UNIT
 from ..publishing.planning import column_kinds, parse_discovery_delta, unit_bound, usable_delta
-from ..privacy import MIN_EPSILON, BitSource, PrivacyBudget, bit_source, format_fraction, parse_epsilon
+from ..privacy import (MIN_EPSILON, BitSource, PrivacyBudget, bit_source, format_fraction, parse_epsilon,
+                       per_row_amount)
 from ..declare.schema import Column, declaration
 from ..text import first_of, quoted
 
@@ -84,8 +85,9 @@ def plan_private_schema(source: Any, epsilon: Any, delta: Any = 0, columns: list
     plan = DiscoveryPlan(kinds, total, usable_delta(parse_discovery_delta(delta), kinds), bins or DEFAULT_BINS,
                          max_categories or DEFAULT_MAX_CATEGORIES, binning)
     factor = unit.max_rows if unit else 1
-    if plan.column_epsilon / factor < MIN_EPSILON:
-        raise UsageError(f"{len(names)} columns would leave each epsilon {format_fraction(plan.column_epsilon / factor)}"
+    per_row = per_row_amount("pure", plan.column_epsilon, factor)  # discovery is pure ε
+    if per_row < MIN_EPSILON:
+        raise UsageError(f"{len(names)} columns would leave each epsilon {format_fraction(per_row)}"
                          f" per row, below the minimum {format_fraction(MIN_EPSILON)}: raise epsilon or name fewer "
                          "columns with --columns")
     if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int) or seed < 0):

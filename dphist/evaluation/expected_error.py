@@ -27,7 +27,7 @@ from fractions import Fraction
 import numpy as np
 
 from . import workloads
-from ..privacy import PrivacyBudget, SeededBits, ZCDPBudget
+from ..privacy import PrivacyBudget, SeededBits, ZCDPBudget, per_row_epsilon_like
 
 __all__ = ["noise_errors", "typical_errors", "expected_errors", "range_workload", "MAX_SIMULATED_CELLS"]
 
@@ -85,7 +85,7 @@ def noise_errors(algorithm, shape: tuple[int, ...], columns, amount: Fraction, d
             estimate = algorithm.run(zeros, budget_type(amount, bits=SeededBits(_SEED + r), factor=factor), columns)
         else:
             whole = PrivacyBudget(total_amount + amount, bits=SeededBits(_SEED + r), factor=factor)
-            for_total, rest = whole.split([total_amount / whole.amount, amount / whole.amount])
+            for_total, rest = whole.split([total_amount, amount])
             total, record = for_total.laplace(np.asarray(0), 1, for_total.amount, "the total", composition="one query")
             estimate = algorithm.run(zeros, rest, columns)
             if estimate.with_total is not None:
@@ -137,6 +137,6 @@ def expected_errors(algorithm, shape: tuple[int, ...], columns, amount: Fraction
                                 f"(here {cells:,})"}
     # An ε-like number for the signal decade: ε per row, or √(2ρ) per row under zCDP (the ε at which a Laplace
     # count's noise has the Gaussian's scale, up to a constant).
-    per_row = float(amount) / factor if definition == "pure" else math.sqrt(2 * float(amount)) / factor
+    per_row = per_row_epsilon_like(definition, amount, factor)
     typical = typical_errors(algorithm.name, tuple(shape), released_total, per_row)
     return typical or {"not_computed": f"no DPBench figure for {algorithm.name} at this shape"}

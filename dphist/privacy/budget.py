@@ -30,7 +30,8 @@ Costs (the proofs are one line each; privacy-engineering.md §1.3, CKS20):
 of K rows changes L1 and L2 norms by at most K times as much), so no algorithm handles privacy units.  Every call
 checks, before drawing, that its amount (and δ) fit in what is left, and records a
 :class:`~dphist.privacy.measurement.Measurement`; ``measurements`` lists them in the order drawn, children's where
-they were split off, and ``spent`` adds up their cost in the budget's unit.  Nothing else in dphist adds up budgets.
+they were split off, and ``spent`` adds up their cost in the budget's unit.  Nothing else in dphist adds up budgets within a release;
+across releases, :mod:`~dphist.privacy.accountant` does.
 """
 
 from __future__ import annotations
@@ -45,9 +46,10 @@ import numpy as np
 
 from .bits import BitSource
 from .measurement import GAUSSIAN, LAPLACE, SELECTION, Measurement
-from .samplers import checked_scale, discrete_laplace, permute_and_flip
+from .samplers import checked_scale, discrete_laplace, discrete_laplace_tail_threshold, permute_and_flip
 
-__all__ = ["PrivacyBudget", "ZCDPBudget", "Selection", "BudgetExceeded", "Draw", "split_shares", "epsilon_within"]
+__all__ = ["PrivacyBudget", "ZCDPBudget", "Selection", "BudgetExceeded", "Draw", "split_shares", "epsilon_within",
+           "per_row_amount", "per_row_epsilon_like"]
 
 
 class BudgetExceeded(RuntimeError):
@@ -146,6 +148,11 @@ class PrivacyBudget:
         """The amount of every measurement made, in the budget's unit (a child's unspent part is not spent)."""
         return sum((self.cost(m) for m in self.measurements), Fraction(0))
 
+    def spent_counting(self, forfeited) -> Fraction:
+        """:attr:`spent` plus ``forfeited``: an amount of this budget's unit that was charged for parts never
+        measured with (a table skipped after its part was paid for), counted as spent."""
+        return self.spent + Fraction(forfeited)
+
     @property
     def spent_delta(self) -> Fraction:
         return sum((m.delta for m in self.measurements), Fraction(0))
@@ -157,6 +164,35 @@ class PrivacyBudget:
     def scale(self, sensitivity, amount) -> Fraction:
         """The discrete Laplace scale factor·Δ/ε a measurement of one-record sensitivity Δ gets for ``amount``."""
         return self.factor * Fraction(sensitivity) / self.laplace_epsilon(amount)
+
+    def inverse_scale(self, sensitivity, amount) -> float:
+        """1/b as a float for the discrete Laplace scale b = :meth:`scale` (sensitivity, amount), b rounded to a
+        float first (1 / float(b)): ε/(factor·Δ), the rate an error model that works in floats reads."""
+        return 1 / float(self.scale(sensitivity, amount))
+
+    def epsilon_per_record(self, amount) -> Fraction:
+        """The ε per record that ``amount`` buys, exactly: ε/factor with ε = :meth:`laplace_epsilon` (amount), the
+        reciprocal 1/scale(1, amount) of a one-record count's Laplace scale (ε of one row of the protected unit)."""
+        return 1 / self.scale(1, amount)
+
+    def part(self, share) -> Fraction:
+        """The amount ``share`` (a fraction, exact) of this budget's whole amount is: share × amount, in the
+        budget's unit (what :meth:`probe` gets, or a child of :meth:`split` in that proportion)."""
+        return Fraction(share) * self.amount
+
+    def delta_per_row(self) -> float:
+        """δ′ = 1 − (1 − δ)^(1/m), m = ``factor``, as a float: m independent events of probability δ′ each (one per
+        row of the protected unit) all miss with probability (1 − δ′)^m = 1 − δ, so one of them happens with
+        probability at most δ."""
+        return 1 - (1 - float(self.delta)) ** (1 / self.factor)
+
+    def partition_threshold(self) -> int:
+        """The count a label's noisy count must exceed to be kept in partition selection at this budget's (ε, δ):
+        m + t, m = ``factor`` rows of the protected unit (each may hold a label no one else has) and t the
+        smallest integer with P(Z > t) <= :meth:`delta_per_row` for Z the discrete Laplace noise of scale
+        scale(1, ε).  Each of a unit's own labels is then kept with probability at most δ′, all of them together
+        at most δ."""
+        return self.factor + discrete_laplace_tail_threshold(self.scale(1, self.epsilon), self.delta_per_row())
 
     # -- dividing the budget -------------------------------------------------------------------------------------
 
@@ -183,7 +219,7 @@ class PrivacyBudget:
         what a ρ can buy).  It is no part of this budget, spends nothing of it and is never used for data."""
         from .bits import SeededBits  # noqa: PLC0415  (the test-mode source: nothing it draws is published)
 
-        probe = self._child(Fraction(share) * self.amount, Fraction(0))
+        probe = self._child(self.part(share), Fraction(0))
         probe._bits, probe._trace = SeededBits(0), None
         return probe
 
@@ -345,6 +381,11 @@ class ZCDPBudget(PrivacyBudget):
     def cost(self, measurement: Measurement) -> Fraction:
         return measurement.rho
 
+    def gaussian_sigma(self, amount, l2_sensitivity=1) -> float:
+        """σ (a float, in records) of the discrete Gaussian that a measurement of one-record L2 sensitivity Δ₂ gets
+        for ``amount`` ρ: σ = factor·Δ₂/√(2ρ), the root of the variance parameter factor²·Δ₂²/(2ρ)."""
+        return self.factor * l2_sensitivity / math.sqrt(2 * float(amount))
+
     def laplace_epsilon(self, amount) -> Fraction:
         """The largest ε with ε²/2 <= ρ among rationals of denominator 10⁹ (so ε-DP steps cost at most ρ)."""
         return epsilon_within(Fraction(amount))
@@ -401,6 +442,20 @@ class ZCDPBudget(PrivacyBudget):
 #: The largest variance parameter a Gaussian measurement may ask for (keeps every draw far inside int64).
 MAX_SIGMA2 = Fraction(2**60)
 _DIGITS = 10**9
+
+
+def per_row_amount(definition: str, amount, rows: int) -> Fraction:
+    """The amount that protects one row alone when ``amount`` protects a unit of ``rows`` rows, exactly: ε/K under
+    "pure" (a unit of K rows moves L1 answers K times as far), ρ/K² under "zcdp" or "approximate" (run as ρ-zCDP:
+    the unit moves L2 answers K times as far, and ρ grows with the square)."""
+    amount = Fraction(amount)
+    return amount / rows if definition == "pure" else amount / rows ** 2
+
+
+def per_row_epsilon_like(definition: str, amount, rows: int) -> float:
+    """An ε-like float per row for a table's amount: ε/K under "pure", √(2ρ)/K otherwise (the ε at which a
+    Laplace count's noise has the discrete Gaussian's scale, up to a constant), for a unit of K = ``rows`` rows."""
+    return float(amount) / rows if definition == "pure" else math.sqrt(2 * float(amount)) / rows
 
 
 def epsilon_within(rho: Fraction) -> Fraction:

@@ -48,6 +48,7 @@ __all__ = [
     "discrete_laplace_variance",
     "discrete_laplace_pmf",
     "discrete_laplace_halfwidth",
+    "discrete_laplace_tail_threshold",
     "checked_sigma2",
     "discrete_gaussian",
     "discrete_gaussian_variance",
@@ -300,6 +301,16 @@ def discrete_laplace_halfwidth(scale, level: float = 0.95) -> int:
     while 2 * a ** (q + 1) / (1 + a) > beta:
         q += 1
     return q
+
+
+def discrete_laplace_tail_threshold(scale: Fraction, tail: float) -> int:
+    """The smallest integer t >= 0 with P(Z > t) <= tail for Z ~ discrete Laplace(scale): a^(t+1)/(1+a) <= tail,
+    a = exp(-1/scale)."""
+    a = math.exp(-1 / float(scale))
+    t = math.ceil(math.log(tail * (1 + a)) / math.log(a)) - 1
+    while a ** (t + 1) / (1 + a) > tail:  # guard the float log against an off-by-one
+        t += 1
+    return max(t, 0)
 
 
 # --------------------------------------------------------------------------------------------------------------

@@ -29,7 +29,8 @@ entries are covered by the chain like every other field.  An entry with no ε (a
 empty string in its epsilon column: a dphist from before definitions stops on it rather than counting it as 0.
 
 A data set is capped in ε with δ (its definition is "pure" if δ = 0, else "approximate") or in ρ ("zcdp"), and
-every release is counted in the cap's definition, exactly (fractions):
+every release is counted in the cap's definition, exactly (fractions), by :mod:`dphist.privacy.accountant` (this
+module keeps the entries and asks it for the sums, the conversions and the checks against the cap):
 
     against a ρ cap    zcdp and approximate releases count their ρ; a pure release with δ = 0 counts ε²/2
                        (ε-DP implies ε²/2-zCDP: Bun and Steinke 2016, Prop. 1.4); a pure release with δ > 0 has
@@ -85,6 +86,8 @@ from pathlib import Path
 
 from ..declare import identifiers
 from ..privacy import format_fraction
+from ..privacy.accountant import REFERENCE_DELTA, Cap, Charge, Spend, cap_note, charge_for, epsilon_at, \
+    reference_delta, refusal, remaining
 from ..errors import DphistError, UsageError
 from ..text import quoted
 
@@ -100,8 +103,6 @@ _COLUMNS = ("seq", "ts", "dataset", "unit", "kind", "run_id", "run_key", "epsilo
 _TABLE = ("seq", "ts", "dataset", "unit", "kind", "run_id", "run_key", "epsilon", "delta", "detail", "prev_hash",
           "hash")
 DEFINITIONS = ("pure", "zcdp", "approximate")
-#: The δ at which a spend counted in ρ is shown as (ε, δ) when its ρ cap names none.
-REFERENCE_DELTA = Fraction(1, 10**6)
 _NO_EPSILON = ""  # the epsilon column of an entry that has no ε (a zcdp RESERVE, a ρ CAP)
 #: Ledger writes after a run has read data must not give up as quickly as the reservation may (--lock-timeout 0):
 #: they are short, and failing them would leave a paid-for release unpublished.
@@ -235,38 +236,6 @@ def default_ledger_path() -> Path:
         return Path(os.environ["DPHIST_LEDGER"])
     base = os.environ.get("XDG_DATA_HOME") or os.path.join(os.path.expanduser("~"), ".local", "share")
     return Path(base) / "dphist" / "ledger.sqlite"
-
-
-@dataclass(frozen=True)
-class Charge:
-    """What one release costs, in its definition: pure (ε, δ), zcdp (ρ alone) or approximate ((ε, δ) and ρ)."""
-
-    definition: str
-    epsilon: Fraction | None
-    delta: Fraction
-    rho: Fraction | None
-
-    def in_epsilon(self) -> tuple[Fraction, Fraction] | None:
-        """(ε, δ) as counted against an ε cap; None for a zcdp release (no δ was chosen for it)."""
-        return None if self.epsilon is None else (self.epsilon, self.delta)
-
-    def in_rho(self) -> Fraction | None:
-        """ρ as counted against a ρ cap: its own ρ, or ε²/2 for a pure release with δ = 0 (ε-DP implies
-        ε²/2-zCDP, Bun and Steinke 2016 Prop. 1.4); None for a pure release with δ > 0, which has no ρ."""
-        if self.rho is not None:
-            return self.rho
-        return self.epsilon * self.epsilon / 2 if self.delta == 0 else None
-
-
-@dataclass(frozen=True)
-class Cap:
-    """A data set's cap: in ε with δ ("pure" if δ = 0, else "approximate"), or in ρ ("zcdp"; ``delta`` is then
-    only the reference δ at which the spend is shown as (ε, δ), 0 if none was given)."""
-
-    definition: str
-    epsilon: Fraction | None
-    delta: Fraction
-    rho: Fraction | None
 
 
 @dataclass(frozen=True)
@@ -526,7 +495,7 @@ class Ledger:
         ``recover(ledger)`` runs first inside the transaction (see :func:`dphist.publishing.transaction.recover`)."""
         dataset = identifiers.account(dataset)
         run_key = None if run_key is None else identifiers.run_key(run_key, "run key")
-        charge = _request(epsilon, delta, rho)
+        charge = charge_for(epsilon, delta, rho)
         with self.transaction():
             self.release_dead()
             if recover is not None:
@@ -546,7 +515,9 @@ class Ledger:
         spend = self._spend(dataset, unit)
         cap = self._cap(dataset, unit)
         if cap is not None:
-            _check_cap(dataset, cap, spend, charge)
+            why = refusal(dataset, cap, spend, charge)
+            if why is not None:
+                raise BudgetExhausted(why)
         elif require_cap:
             raise CapRequired(_no_cap(dataset, unit))
         run_id = run_id or uuid.uuid4().hex
@@ -674,17 +645,17 @@ class Ledger:
             row = {"dataset": ds, "unit": unit, "definition": "none" if cap is None else cap.definition,
                    "epsilon_spent": _text(spend.epsilon), "delta_spent": _text(spend.delta),
                    "epsilon_cap": _text(eps_cap), "delta_cap": None if eps_cap is None else _text(cap.delta),
-                   "epsilon_remaining": _remaining(eps_cap, spend.epsilon),
+                   "epsilon_remaining": _text(remaining(eps_cap, spend.epsilon)),
                    "rho_spent": _text(spend.rho), "rho_cap": _text(rho_cap),
-                   "rho_remaining": _remaining(rho_cap, spend.rho),
+                   "rho_remaining": _text(remaining(rho_cap, spend.rho)),
                    "reference_delta": None, "epsilon_spent_at_delta": None, "epsilon_cap_at_delta": None,
-                   "cap_note": None if cap is None else _cap_note(cap, spend),
+                   "cap_note": None if cap is None else cap_note(cap, spend),
                    "releases": releases, "last_entry": last}
-            if rho_cap is not None or (cap is None and spend.epsilon is None and spend.rho is not None):
-                ref = cap.delta if rho_cap is not None and cap.delta > 0 else REFERENCE_DELTA
+            ref = reference_delta(cap, spend)
+            if ref is not None:
                 row.update(reference_delta=format_fraction(ref),
-                           epsilon_spent_at_delta=_epsilon_at(spend.rho, ref),
-                           epsilon_cap_at_delta=_epsilon_at(rho_cap, ref))
+                           epsilon_spent_at_delta=_text(epsilon_at(spend.rho, ref)),
+                           epsilon_cap_at_delta=_text(epsilon_at(rho_cap, ref)))
             out.append(row)
         return out
 
@@ -812,8 +783,8 @@ class Ledger:
             "NOT EXISTS (SELECT 1 FROM entries a WHERE a.run_id=r.run_id AND a.kind='ABORT')", (dataset, unit))
             if row[0] not in given_back]
 
-    def _spend(self, dataset: str, unit: str, given_back: set[str] = frozenset()) -> _Spend:
-        return _Spend.of(self._charges(dataset, unit, given_back))
+    def _spend(self, dataset: str, unit: str, given_back: set[str] = frozenset()) -> Spend:
+        return Spend.of(self._charges(dataset, unit, given_back))
 
     def _cap(self, dataset: str, unit: str) -> Cap | None:
         row = self._query("SELECT epsilon, delta, detail FROM entries WHERE dataset=? AND unit=? AND kind='CAP' "
@@ -842,61 +813,6 @@ class Ledger:
                              {"reason": f"process {run.detail.get('pid')} ended before reading any data"})
 
 
-@dataclass(frozen=True)
-class _Spend:
-    """A data set's spend in each account: Σ(ε, δ) (None if some release has no ε) and Σρ (None if some release
-    has no ρ).  Exact."""
-
-    epsilon: Fraction | None
-    delta: Fraction | None
-    rho: Fraction | None
-
-    @classmethod
-    def of(cls, charges: list[Charge]) -> _Spend:
-        eps, delta, rho = Fraction(0), Fraction(0), Fraction(0)
-        for c in charges:
-            pair, r = c.in_epsilon(), c.in_rho()
-            if eps is not None:
-                eps, delta = (None, None) if pair is None else (eps + pair[0], delta + pair[1])
-            if rho is not None:
-                rho = None if r is None else rho + r
-        return cls(eps, delta, rho)
-
-    def as_text(self) -> dict:
-        return {"epsilon": _text(self.epsilon), "delta": _text(self.delta), "rho": _text(self.rho)}
-
-
-def _request(epsilon, delta, rho) -> Charge:
-    """The charge a reservation asks for, its definition read from which amounts are given."""
-    delta = Fraction(delta)
-    if not 0 <= delta < 1:
-        raise UsageError(f"delta must be at least 0 and less than 1, got {format_fraction(delta)}")
-    if rho is not None:
-        rho = Fraction(rho)
-        if rho <= 0:
-            raise UsageError(f"rho must be greater than 0, got {format_fraction(rho)}")
-    if epsilon is None:
-        if rho is None:
-            raise UsageError("a reservation needs an epsilon or a rho")
-        if delta != 0:
-            raise UsageError("a zCDP (rho) release has no delta; give its (epsilon, delta) as well to reserve it "
-                             "as approximate DP")
-        return Charge("zcdp", None, delta, rho)
-    epsilon = Fraction(epsilon)
-    if epsilon < 0:
-        raise UsageError(f"epsilon must be at least 0, got {format_fraction(epsilon)}")
-    if rho is None:
-        return Charge("pure", epsilon, delta, None)
-    if delta == 0 or epsilon == 0:
-        raise UsageError("an approximate (epsilon, delta) release run as rho-zCDP needs epsilon > 0 and delta > 0")
-    from ..privacy.conversions import rho_for  # scipy: only when a release is approximate
-
-    if rho > rho_for(epsilon, delta):  # then the release would not be (ε, δ)-DP: a planning bug
-        raise UsageError(f"rho {format_fraction(rho)} is more than the (epsilon {format_fraction(epsilon)}, delta "
-                         f"{format_fraction(delta)}) guarantee allows ({format_fraction(rho_for(epsilon, delta))})")
-    return Charge("approximate", epsilon, delta, rho)
-
-
 def _entry_charge(path, eps: str, delta: str, detail: str) -> Charge:
     """The charge a RESERVE entry records.  An entry that names no definition is pure (every entry written before
     definitions existed)."""
@@ -910,45 +826,6 @@ def _entry_charge(path, eps: str, delta: str, detail: str) -> Charge:
     return Charge(definition, None if eps == _NO_EPSILON else Fraction(eps), Fraction(delta), rho)
 
 
-def _check_cap(dataset: str, cap: Cap, spend: _Spend, charge: Charge) -> None:
-    """Raise BudgetExhausted (one line; nothing is charged) unless the release fits the cap in its definition."""
-    where = f"data set '{dataset}'"
-    if cap.rho is not None:
-        need = charge.in_rho()
-        if need is None:
-            raise BudgetExhausted(
-                f"{where} is capped in rho (zCDP), and this release's epsilon {format_fraction(charge.epsilon)} "
-                f"with delta {format_fraction(charge.delta)} > 0 (partition selection) has no rho; nothing was "
-                f"charged (release without a delta, or cap the data set in epsilon: 'dphist budget set "
-                f"{dataset} --epsilon E --delta D')")
-        if spend.rho is None:
-            raise BudgetExhausted(f"{where} is capped in rho (zCDP), but {_cap_note(cap, spend)}; nothing was "
-                                  "charged")
-        if spend.rho + need > cap.rho:
-            counted = "" if charge.rho is not None else                 f" (epsilon {format_fraction(charge.epsilon)} counted as epsilon^2/2)"
-            raise BudgetExhausted(
-                f"{where}: this release needs rho {format_fraction(need)}{counted} but only rho "
-                f"{format_fraction(max(cap.rho - spend.rho, Fraction(0)))} of the cap {format_fraction(cap.rho)} "
-                "is left (see 'dphist budget show')")
-        return
-    if charge.epsilon is None:
-        raise BudgetExhausted(
-            f"{where} is capped in epsilon, and a --rho release has no (epsilon, delta) until a delta is chosen; "
-            f"nothing was charged (release with --epsilon E --delta D --noise gaussian, or cap the data set in rho: "
-            f"'dphist budget set {dataset} --rho R')")
-    if spend.epsilon is None:
-        raise BudgetExhausted(f"{where} is capped in epsilon, but {_cap_note(cap, spend)}; nothing was charged")
-    epsilon, delta = charge.epsilon, charge.delta
-    if spend.epsilon + epsilon > cap.epsilon or spend.delta + delta > cap.delta:
-        left = (max(cap.epsilon - spend.epsilon, Fraction(0)), max(cap.delta - spend.delta, Fraction(0)))
-        raise BudgetExhausted(
-            f"{where}: this release needs epsilon {format_fraction(epsilon)}"
-            + (f", delta {format_fraction(delta)}" if delta else "")
-            + f" but only epsilon {format_fraction(left[0])}"
-            + (f", delta {format_fraction(left[1])}" if cap.delta or delta else "")
-            + f" of the cap {format_fraction(cap.epsilon)} is left (see 'dphist budget show')")
-
-
 def _no_cap(dataset: str, unit: str) -> str:
     """Why a run that requires a cap was refused, with the command that sets one."""
     per = "" if unit == ROW_UNIT else f" --privacy-unit {shlex.quote(unit.removeprefix('unit:'))}"
@@ -957,39 +834,8 @@ def _no_cap(dataset: str, unit: str) -> str:
             f"dphist budget set {shlex.quote(dataset)} --epsilon E{per} (or --rho R)")
 
 
-def _cap_note(cap: Cap, spend: _Spend) -> str | None:
-    """Why no release fits the cap any more because of what was spent before it, else None."""
-    if cap.rho is not None and spend.rho is None:
-        return ("an earlier release spent (epsilon, delta) with delta > 0, which has no rho, so the data set's "
-                "spend has no rho bound and no release is accepted under this cap (cap it in epsilon with "
-                "--epsilon E --delta D instead)")
-    if cap.epsilon is not None and spend.epsilon is None:
-        return ("an earlier release spent rho alone, which has no (epsilon, delta) without a chosen delta, so no "
-                "release is accepted under this cap (cap it in rho with --rho R instead)")
-    return None
-
-
 def _text(value: Fraction | None) -> str | None:
     return None if value is None else format_fraction(value)
-
-
-def _remaining(cap: Fraction | None, spent: Fraction | None) -> str | None:
-    return None if cap is None or spent is None else format_fraction(max(cap - spent, Fraction(0)))
-
-
-def _epsilon_at(rho: Fraction | None, delta: Fraction) -> str | None:
-    """The ε that ρ-zCDP implies at δ (tight CKS20 conversion), as a decimal of 6 significant digits rounded up
-    (so it never understates the loss); "0" for ρ = 0."""
-    if rho is None:
-        return None
-    if rho == 0:
-        return "0"
-    from decimal import ROUND_CEILING, Context, Decimal
-
-    from ..privacy.conversions import epsilon_for  # scipy: only when a spend is shown converted
-
-    eps = Context(prec=6, rounding=ROUND_CEILING).plus(Decimal(epsilon_for(rho, delta)))
-    return format_fraction(Fraction(eps))
 
 
 def _operator() -> str:

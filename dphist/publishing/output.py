@@ -29,7 +29,7 @@ from ..declare.job import TableRequest, table_name_for
 from ..inference.marginals import consistent_marginals, expected_errors, nonnegative_integer_marginals
 from ..algorithms.marginal_sets import derive_marginal, labelled_frame
 from .planning import ReleasePlan
-from ..privacy import Measurement, PrivacyBudget, format_fraction
+from ..privacy import Measurement, PrivacyBudget, format_fraction, per_row_amount
 from ..privacy.conversions import epsilon_for
 from .tidy import CHUNK_ROWS, Tables, TidyTable
 from ..version import __version__
@@ -329,11 +329,12 @@ def _expected_error(table: MeasuredTable, factor: int, choice: dict | None) -> d
 def _table_amount(budget: PrivacyBudget, factor: int) -> dict:
     if budget.definition == "pure":
         return {"epsilon": format_fraction(budget.amount),
-                **({"epsilon_per_row": format_fraction(budget.amount / factor)} if factor > 1 else {}),
+                **({"epsilon_per_row": format_fraction(per_row_amount("pure", budget.amount, factor))}
+                   if factor > 1 else {}),
                 "delta": "0"}
     # A unit of K rows moves the answers K times as far in L2, so one row alone is protected at ρ/K².
     return {"rho": format_fraction(budget.amount),
-            **({"rho_per_row": format_fraction(budget.amount / factor ** 2)} if factor > 1 else {})}
+            **({"rho_per_row": format_fraction(per_row_amount("zcdp", budget.amount, factor))} if factor > 1 else {})}
 
 
 def discovery_report(plan: ReleasePlan, columns: list[dict], steps: list[Measurement],
@@ -401,7 +402,7 @@ def budget_report(plan: ReleasePlan, budget: PrivacyBudget, skipped: Fraction = 
       (the (ε, δ) charged), rho_requested (= rho_for(ε, δ)), rho_spent, epsilon_implied (at delta_requested,
       never above epsilon_requested), conversion."""
     definition = plan.definition
-    spent = budget.spent + skipped
+    spent = budget.spent_counting(skipped)
     if definition == "pure":
         requested = plan.delta if plan.delta_requested is None else plan.delta_requested
         return {

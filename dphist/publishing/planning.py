@@ -33,7 +33,8 @@ from ..declare.job import TableRequest, check_option_names, check_table_names, p
 from .ledger import ROW_UNIT
 from ..algorithms.marginal_sets import STRATEGIES, MarginalPlan, parse_marginals, plan_marginals, union_of
 from ..privacy import (MAX_RHO, MIN_EPSILON, MIN_RHO, PrivacyBudget, SeededBits, ZCDPBudget, exact_fraction,
-                       format_fraction, parse_delta, parse_epsilon, parse_rho, split_shares)
+                       format_fraction, parse_delta, parse_epsilon, parse_rho, per_row_amount,
+                       split_shares)
 from ..privacy.conversions import rho_for
 from ..declare.schema import MAX_CELLS, MAX_DIMENSIONS, Schema, load_schema, parse_schema
 from ..text import quoted, quoted_list
@@ -273,7 +274,7 @@ def make_plan(source: Any, options: ReleaseOptions) -> ReleasePlan:
     if marginals is not None:
         algorithm = algorithm or MARGINALS_ALGORITHM
         # The amount one row's worth of noise is set by: ε/K under pure ε, ρ/K² under zCDP (σ² grows with K²).
-        per_row = table_amount / factor if o.definition == "pure" else table_amount / factor ** 2
+        per_row = per_row_amount(o.definition, table_amount, factor)
         marginal_plan = _plan_marginal_set(marginals, schema, per_row, algorithm, o.marginal_strategy, o.max_cells,
                                            o.noise)
         if marginal_plan.strategy == "full":
@@ -567,8 +568,9 @@ def _check_budgets(requests: list[TableRequest], budgets: list[Fraction], discov
     protected group; under zCDP every table's ρ is at least MIN_RHO, per row (ρ/K², as σ² grows with K²)."""
     if definition != "pure":
         for request, budget in zip(requests, budgets):
-            if budget / factor ** 2 < MIN_RHO:
-                per_row = "" if factor == 1 else f" ({format_fraction(budget / factor ** 2)} per row of {factor})"
+            if per_row_amount(definition, budget, factor) < MIN_RHO:
+                per_row = "" if factor == 1 else \
+                    f" ({format_fraction(per_row_amount(definition, budget, factor))} per row of {factor})"
                 raise UsageError(f"table {quoted(request.name)} would get rho {format_fraction(budget)}{per_row}, "
                                  "below the "
                                  f"minimum {format_fraction(MIN_RHO)}: raise the budget or the table's share, or "
@@ -579,10 +581,11 @@ def _check_budgets(requests: list[TableRequest], budgets: list[Fraction], discov
             raise UsageError(f"table {quoted(request.name)} would get epsilon {format_fraction(budget)}, below the "
                              "minimum "
                              f"{format_fraction(MIN_EPSILON)}: raise epsilon or its share, or release fewer tables")
-        if budget / factor < MIN_EPSILON:
+        if per_row_amount("pure", budget, factor) < MIN_EPSILON:
             raise UsageError(f"table {quoted(request.name)}: epsilon {format_fraction(budget)} spread over {factor} "
                              f"rows per protected group is below the minimum {format_fraction(MIN_EPSILON)} per row")
-    if discovery is not None and discovery.column_epsilon / factor < MIN_EPSILON:
+    if discovery is not None and per_row_amount("pure", discovery.column_epsilon, factor) < MIN_EPSILON:
         raise UsageError(f"discovering {len(discovery.kinds)} columns would leave each epsilon "
-                         f"{format_fraction(discovery.column_epsilon / factor)} per row, below the minimum "
+                         f"{format_fraction(per_row_amount('pure', discovery.column_epsilon, factor))} per row, "
+                         "below the minimum "
                          f"{format_fraction(MIN_EPSILON)}: raise epsilon or the discovery share, or declare columns")

@@ -331,7 +331,7 @@ class Auto(Algorithm):
                                                       "the table's total (read by the choice of algorithm)",
                                                       composition="one query")
         # select: the algorithm, from public facts and the noisy total (post-processing)
-        per_record = 1 / rest.scale(1, rest.amount)
+        per_record = rest.epsilon_per_record(rest.amount)
         choice = self.choose(counts.shape, per_record, float(noisy_total), columns)
         name = choice["chosen"]
         # run it on the rest of the budget

@@ -500,3 +500,62 @@ def test_weighted_gaussian_noise_has_each_values_variance():
     assert record.sigma2 == 12  # 3 / (2 · 1/8)
     for g in (1.0, 0.5, 2.5):
         assert_gaussian_variance(noisy[relative == g], 12 * g * g)
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# The figures the rest of dphist reads from the kernel instead of computing with a budget's amounts
+
+
+def test_epsilon_per_record_is_the_reciprocal_of_a_count_scale_exactly():
+    pure = PrivacyBudget(Fraction(3, 10), bits=SeededBits(0), factor=4)
+    assert pure.epsilon_per_record(Fraction(3, 10)) == Fraction(3, 40) == 1 / pure.scale(1, Fraction(3, 10))
+    assert isinstance(pure.epsilon_per_record(1), Fraction)
+    z = ZCDPBudget(Fraction(1, 2), bits=SeededBits(0), factor=2)
+    assert z.epsilon_per_record(Fraction(1, 2)) == epsilon_within(Fraction(1, 2)) / 2 == Fraction(1, 2)
+    # the float rate is taken from the float scale, as error models read it: 1/float(b), not float(1/b)
+    assert pure.inverse_scale(1, Fraction(3, 10)) == 1 / float(Fraction(40, 3))
+    assert pure.inverse_scale(2, Fraction(3, 10)) == 1 / float(Fraction(80, 3))
+
+
+def test_a_share_of_a_budget_is_what_a_split_or_probe_gives():
+    budget = PrivacyBudget(Fraction(7, 10), bits=SeededBits(0))
+    assert budget.part(Fraction(1, 3)) == Fraction(7, 30)
+    first, _ = PrivacyBudget(Fraction(7, 10), bits=SeededBits(0)).split([1, 2])
+    assert first.amount == budget.part(Fraction(1, 3)) == budget.probe(Fraction(1, 3)).amount
+    assert budget.part(0) == 0
+
+
+def test_sigma_of_a_gaussian_part():
+    z = ZCDPBudget(Fraction(1, 8), bits=SeededBits(0), factor=3)
+    assert z.gaussian_sigma(Fraction(1, 8)) == 3 / math.sqrt(0.25) == 6.0  # factor / √(2ρ)
+    assert z.gaussian_sigma(Fraction(1, 8), 2) == 12.0
+    _, record = z.gaussian(np.zeros(1, dtype=np.int64), 1, Fraction(1, 8), "x")
+    assert record.sigma2 == Fraction(36)  # σ² of the measurement the same part buys
+
+
+def test_partition_selection_splits_delta_over_the_rows_of_the_unit():
+    one = PrivacyBudget(1, Fraction(1, 10**6), bits=SeededBits(0))
+    assert one.delta_per_row() == 1 - (1 - 1e-6)
+    three = PrivacyBudget(1, Fraction(1, 10**6), bits=SeededBits(0), factor=3)
+    each = three.delta_per_row()
+    assert 1 - (1 - each) ** 3 == pytest.approx(1e-6, rel=1e-9) and each < 1e-6 / 3 * (1 + 1e-6)
+    # m labels a unit may hold alone, plus the tail threshold at the unit's scale and δ′
+    t = kernel.discrete_laplace_tail_threshold(three.scale(1, 1), each)
+    assert three.partition_threshold() == 3 + t
+    a = math.exp(-1 / float(three.scale(1, 1)))
+    assert a ** (t + 1) / (1 + a) <= each < a ** t / (1 + a)  # the smallest such t
+
+
+def test_per_row_amounts_of_a_unit_of_k_rows():
+    assert kernel.per_row_amount("pure", Fraction(1, 2), 4) == Fraction(1, 8)
+    assert kernel.per_row_amount("zcdp", Fraction(1, 2), 4) == Fraction(1, 32)  # ρ/K²
+    assert kernel.per_row_amount("approximate", Fraction(1, 2), 4) == Fraction(1, 32)
+    assert kernel.per_row_epsilon_like("pure", Fraction(1, 2), 4) == 0.125
+    assert kernel.per_row_epsilon_like("zcdp", Fraction(1, 2), 4) == 0.25  # √(2ρ)/K
+
+
+def test_spent_counting_what_was_charged_and_never_measured():
+    budget = PrivacyBudget(1, bits=SeededBits(0))
+    used, _ = budget.split([1, 1])
+    used.laplace(np.zeros(2, dtype=np.int64), 1, used.amount, "x")
+    assert budget.spent == Fraction(1, 2) and budget.spent_counting(Fraction(1, 2)) == 1
