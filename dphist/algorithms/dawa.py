@@ -139,11 +139,12 @@ from ..errors import UsageError
 from ..inference.measurements import Measurement
 from ..inference.nonnegative import NNLS_MAX_LEAVES, tree_least_squares, tree_nonnegative_least_squares
 from ..privacy import PrivacyBudget
-from .strategies.trees import Tree, range_tree
+from .strategies.trees import range_tree
 from . import options as option
 from .base import Algorithm, Estimate, Step
 from .hierarchical import LEVEL_L1, LEVEL_L2_SQUARED, level_inputs, level_query
 from .strategies.hilbert import hilbert_order
+from .strategies.trees import Tree
 
 __all__ = ["DAWA", "dyadic_candidates", "candidate_weights", "candidate_sensitivity", "level_weight", "top_level",
            "deviations", "prefix_deviations", "candidate_costs", "prefix_levels", "best_partition", "split_partition",

@@ -33,7 +33,7 @@ from functools import lru_cache, partial
 
 import numpy as np
 
-from ..inference.measurements import Measurement, by_query, total_measurements
+from ..inference.measurements import Measurement, by_query, pooled_total
 from ..inference.nonnegative import tree_least_squares, tree_nonnegative_integers
 from ..privacy import PrivacyBudget
 from .strategies.trees import Tree, height_for, product_tree, range_tree
@@ -271,16 +271,16 @@ def level_query(level: int) -> tuple[str, int]:
 def level_inputs(levels: int, measurements) -> tuple[list, list, bool]:
     """The inputs of :func:`~dphist.inference.nonnegative.tree_least_squares` for a tree of ``levels`` levels
     from ``measurements``: each level's noisy sums (None where not measured) and noise variances (inf there),
-    with every measurement of the table's total folded into the root (:func:`with_root_measurement`, in their
-    order); and whether any total was."""
+    with the measurements of the table's total (:func:`~dphist.inference.measurements.pooled_total`) folded into
+    the root (:func:`with_root_measurement`); and whether there were any."""
     noisy: list[np.ndarray | None] = [None] * levels
     variances: list[float] = [math.inf] * levels
     for query, measurement in by_query(measurements).items():
         noisy[query[1]], variances[query[1]] = measurement.values, measurement.variance
-    extra = total_measurements(measurements)
-    for total in extra:
+    total = pooled_total(measurements)
+    if total is not None:
         noisy, variances = with_root_measurement(noisy, variances, total.values, total.variance)
-    return noisy, variances, bool(extra)
+    return noisy, variances, total is not None
 
 
 def with_root_measurement(noisy: list, variances: list, total: float, variance: float) -> tuple[list, list]:

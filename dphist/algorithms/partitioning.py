@@ -36,7 +36,6 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from collections.abc import Sequence
 from dataclasses import dataclass
 from fractions import Fraction
 from functools import lru_cache
@@ -44,7 +43,7 @@ from functools import lru_cache
 import numpy as np
 
 from ..errors import UsageError
-from ..inference.measurements import Measurement, by_query, total_measurement, total_measurements
+from ..inference.measurements import Measurement, by_query, pooled_total, total_measurement
 from ..inference.nonnegative import with_sum_measurement
 from ..privacy import PrivacyBudget, discrete_laplace_variance
 from . import options as option
@@ -564,10 +563,11 @@ class DPCube(Algorithm):
 
     def infer(self, plan: PartitionPlan | SubBlockPlan, measurements: tuple[Measurement, ...]) -> Estimate:
         """The release from the noisy blocks of phase 1 and the noisy totals of phase 2 (:meth:`combine`, or
-        :func:`refined_release`), each total measured elsewhere one more measurement of the sum of the partitions'
-        totals (least squares).  Post-processing."""
-        own, extra = by_query(measurements), [(m.values, m.variance) for m in total_measurements(measurements)]
-        structure = {**plan.structure, **self.REFITTED} if extra else plan.structure
+        :func:`refined_release`), the total measured elsewhere (:func:`~dphist.inference.measurements.pooled_total`)
+        one more measurement of the sum of the partitions' totals (least squares).  Post-processing."""
+        own, total = by_query(measurements), pooled_total(measurements)
+        extra = None if total is None else (total.values, total.variance)
+        structure = plan.structure if total is None else {**plan.structure, **self.REFITTED}
         if isinstance(plan, SubBlockPlan):
             values = refined_release(plan, own[PHASE1], own[SUB_BLOCKS], extra)
         else:
@@ -639,19 +639,17 @@ class DPCube(Algorithm):
         return self.infer(plan, (phase1, Measurement(SUB_BLOCKS, noisy, sigma2)))
 
     def combine(self, run: np.ndarray, flat: np.ndarray, k: int, noisy_totals: np.ndarray, sigma1: float,
-                sigma2: float, extra: Sequence[tuple[float, float]] = ()) -> np.ndarray:
+                sigma2: float, total: tuple[float, float] | None = None) -> np.ndarray:
         """Per block: the estimate from the noisy blocks ``run``, their partition labels ``flat`` and the noisy
-        partition totals, by the chosen release (module docstring).  ``extra``: pairs (T, V), more independent
-        measurements of the table's total and their noise variances, folded in turn into the partitions'
-        combined totals by least squares (:func:`~dphist.inference.nonnegative.with_sum_measurement`)."""
+        partition totals, by the chosen release (module docstring).  ``total``: (T, V), one more independent
+        measurement of the table's total and its noise variance, folded into the partitions' combined totals by
+        least squares (:func:`~dphist.inference.nonnegative.with_sum_measurement`)."""
         size = np.bincount(flat, minlength=k).astype(np.float64)  # blocks per partition
         from_cells = np.bincount(flat, weights=run, minlength=k)
         w = size * sigma1 / (size * sigma1 + sigma2)  # inverse-variance weight of the phase-2 total
         combined = w * noisy_totals + (1 - w) * from_cells
-        if extra:
-            variance = size * sigma1 * sigma2 / (size * sigma1 + sigma2)
-            for total in extra:
-                combined, variance = with_sum_measurement(combined, variance, *total)
+        if total is not None:
+            combined, _ = with_sum_measurement(combined, size * sigma1 * sigma2 / (size * sigma1 + sigma2), *total)
         release = "gls" if self.params["release"] == "auto" else self.params["release"]  # refine never gets here
         if release == "uniform":
             return (combined / size)[flat]
@@ -732,10 +730,11 @@ def box_sums(cells: np.ndarray, leaves) -> list[float]:
     return [float(cells[tuple(slice(a, b) for a, b in zip(lo, hi))].sum()) for lo, hi in leaves]
 
 
-def refined_release(plan: SubBlockPlan, phase1: Measurement, subblocks: Measurement, extra=()) -> np.ndarray:
+def refined_release(plan: SubBlockPlan, phase1: Measurement, subblocks: Measurement,
+                    total: tuple[float, float] | None = None) -> np.ndarray:
     """The refined release's cells (the table's shape): per partition P, z_P = the inverse-variance combination
     of its sub-blocks' noisy sum (variance m_P σ₂²) and its phase-1 noisy total F_P (variance |P| σ₁², |P| in
-    blocks), refitted in turn with each (T, V) of ``extra``, a measurement of the sum of all z_P
+    blocks), refitted with ``total`` = (T, V), if given, one more measurement of the sum of all z_P
     (:func:`~dphist.inference.nonnegative.with_sum_measurement`); each sub-block gets its noisy count
     + (z_P − sum)/m_P, spread evenly over its cells."""
     sigma1, sigma2 = phase1.variance, subblocks.variance
@@ -745,11 +744,10 @@ def refined_release(plan: SubBlockPlan, phase1: Measurement, subblocks: Measurem
     phase1_totals = np.asarray(box_sums(phase1.values, plan.leaves))
     w = nb * sigma1 / (nb * sigma1 + m * sigma2)
     z = w * s_sub + (1 - w) * phase1_totals
-    if extra:
+    if total is not None:
         # z_P's variance: the inverse-variance combination of m_P σ₂² and |P| σ₁²
         z_variance = m * sigma2 * nb * sigma1 / (m * sigma2 + nb * sigma1)
-        for total in extra:
-            z, z_variance = with_sum_measurement(z, z_variance, *total)
+        z = with_sum_measurement(z, z_variance, *total)[0]
     value = noisy + ((z - s_sub) / m)[plan.owner]
     return (value / plan.cells_per_subblock)[plan.labels].reshape(plan.shape)
 

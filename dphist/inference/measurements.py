@@ -13,7 +13,7 @@ from collections.abc import Hashable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["Measurement", "TOTAL", "total_measurement", "total_measurements", "by_query"]
+__all__ = ["Measurement", "TOTAL", "total_measurement", "total_measurements", "pooled_total", "by_query"]
 
 #: The query of a measurement of the whole table's total (one number per run).
 TOTAL = "the table's total"
@@ -41,6 +41,18 @@ def total_measurement(value: float, variance: float) -> Measurement:
 def total_measurements(measurements: Iterable[Measurement]) -> list[Measurement]:
     """The measurements of the table's total among ``measurements``, in their order."""
     return [m for m in measurements if m.query == TOTAL]
+
+
+def pooled_total(measurements: Iterable[Measurement]) -> Measurement | None:
+    """The measurements of the table's total among ``measurements`` as one: None if there is none, the one
+    itself if there is one, else their inverse-variance combination (the least-squares estimate of the total from
+    all of them, of variance 1/Σ(1/v)).  Independent measurements of one query are summed up by this one exactly,
+    so an inference step that folds in a single total folds in any number."""
+    found = total_measurements(measurements)
+    if len(found) < 2:
+        return found[0] if found else None
+    precision = sum(1 / float(m.variance) for m in found)
+    return total_measurement(sum(float(m.values) / float(m.variance) for m in found) / precision, 1 / precision)
 
 
 def by_query(measurements: Iterable[Measurement]) -> dict:

@@ -54,8 +54,8 @@ from fractions import Fraction
 import numpy as np
 
 from ...declare.choices import RELEASE_WORKLOADS as WORKLOADS
-from ...errors import UsageError
 from ...inference.measurements import total_measurement
+from ...errors import UsageError
 from ...privacy import PrivacyBudget, format_fraction
 from .. import options as option
 from .rules import RULES
