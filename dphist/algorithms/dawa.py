@@ -574,21 +574,23 @@ class DAWA(Algorithm):
         """Order the cells (the Hilbert curve in 2-D), select a partition into buckets (ε₁ = ratio·ε), measure the
         bucket counts through a tree over the buckets (the rest), infer the cells (module docstring)."""
         self.check_shape(counts.shape)
-        algorithm = self.in_force(counts.ndim)
+        algorithm = self.in_force(counts.ndim)  # the options with the 2-D defaults resolved (self stays as it is)
         ratio = algorithm.params["ratio"]
         part_budget, count_budget = budget.split([ratio, 1 - ratio])
+        # order: the cells as one sequence (a 2-D grid along the Hilbert curve)
         order, x = linear_order(counts)
         check_exact_deviations(x)
+        # select (private, ε₁): buckets from the noisy deviations of the dyadic candidates
         edges, partition = algorithm.select_buckets(x, part_budget, count_budget)
-        sizes = np.diff(edges)
-        workload = algorithm.stage2(counts.ndim)
+        # measure (ε₂): the bucket counts through a tree over the buckets, tuned to the workload
+        sizes, workload = np.diff(edges), algorithm.stage2(counts.ndim)
         tree, measurements, strategy = algorithm.measure_bucket_tree(np.add.reduceat(x, edges[:-1]), count_budget,
                                                                      sizes, workload)
+        # infer: least squares over the bucket tree, each bucket spread evenly over its cells
         nonnegative, fit = fit_in_force(algorithm.params["fit"], sizes.size)
-        structure = {**partition, **({"linearisation": "hilbert", "bucket_workload": workload} if order is not None
-                                     else {})}
-        plan = BucketPlan(counts.shape, order, tree, sizes, nonnegative, structure,
-                          {"buckets": int(sizes.size), **strategy, "fit": fit})
+        plan = BucketPlan(counts.shape, order, tree, sizes, nonnegative,
+                          structure={**partition, **linearisation_report(order, workload)},
+                          choices={"buckets": int(sizes.size), **strategy, "fit": fit})
         return algorithm.infer(plan, measurements)
 
     def select_buckets(self, x: np.ndarray, part_budget: PrivacyBudget,
@@ -723,6 +725,12 @@ def partition_report(candidates: int, sensitivity: Fraction, ratio: Fraction, no
     their deviations' vector, the share of the budget spent on it and the base scale of its noise."""
     return {"candidates": int(candidates), "partition_sensitivity": str(sensitivity), "ratio": str(ratio),
             "partition_noise_scale": float(noise_scale)}
+
+
+def linearisation_report(order: np.ndarray | None, workload: str) -> dict:
+    """The report's entries for the order of the cells: none in 1-D; in 2-D the curve and the bucket tree's
+    workload along it."""
+    return {} if order is None else {"linearisation": "hilbert", "bucket_workload": workload}
 
 
 def fit_in_force(option: str, buckets: int) -> tuple[bool, str]:
