@@ -84,13 +84,12 @@ def true_buckets(table: np.ndarray, epsilon: Fraction = EPSILON) -> int:
     along the Hilbert curve and gets the 2-D defaults, as a run does."""
     from dphist.algorithms.dawa import DAWA, candidate_costs, candidate_sensitivity, candidate_weights, dyadic_candidates
 
-    algo = DAWA()
-    algo._dims = table.ndim  # the 2-D defaults, as in a run
+    algo = DAWA().in_force(table.ndim)  # the 2-D defaults, as in a run
     if table.ndim == 2:
         from dphist.algorithms.strategies.hilbert import hilbert_order  # noqa: PLC0415
 
         table = table.ravel()[hilbert_order(table.shape)]
-    ratio = algo.setting("ratio", algo._dims)
+    ratio = algo.params["ratio"]
     penalty = float(algo.params["penalty"] / ((1 - ratio) * epsilon))
     starts, stops = dyadic_candidates(table.size)
     noise_scale = float(candidate_sensitivity(table.size) / (ratio * epsilon)) * candidate_weights(table.size, starts,

@@ -17,6 +17,7 @@ from typing import Any, ClassVar
 import numpy as np
 
 from ..errors import UsageError
+from ..inference.measurements import Measurement
 from ..privacy import PrivacyBudget
 from ..text import quoted
 
@@ -72,22 +73,22 @@ class Step:
             part.measure_weighted(one, [relative], self.l1, self.l2_squared, part.amount, self.what, "probe")
 
 
-@dataclass
+@dataclass(frozen=True, eq=False)
 class Estimate:
-    """What an algorithm returns.
+    """What an algorithm returns (a frozen record: a refit is a new Estimate).
 
     ``values``: float array of the table's shape, an unbiased estimate of the true counts (before
     non-negativity and rounding).  ``variance``: per-cell variance of ``values`` if known.  ``halfwidth``:
     per-cell half-width of an exact 95 % interval around ``values`` if known (else a normal interval from
-    ``variance`` is used).  ``integers``: the
-    algorithm's own non-negative, total-preserving integer post-processing (e.g. top-down on its tree), if it
-    has one; otherwise the table-wide projection is used.  ``structure``: public facts about the strategy for
-    the report (tree shape, branching): these depend on the shape and the options only.  ``choices``: what a
-    data-adaptive algorithm chose from noisy values (bucket or partition counts; free post-processing, also
-    reported).  ``with_total(total, variance)``: the same estimate refitted with one more measurement of the
-    table's total, independent of the algorithm's own measurements (an N̂ released earlier, e.g. auto's, with its
-    noise variance): post-processing, no new noise; None where the algorithm has no least-squares fit to fold it
-    into.  What was measured, and at what cost, is recorded by the budget the algorithm ran on.
+    ``variance`` is used).  ``integers``: the algorithm's own non-negative, total-preserving integer
+    post-processing (e.g. top-down on its tree), a function of its public structure and fitted values bound when
+    the Estimate is made, if it has one; otherwise the table-wide projection is used.  ``structure``: public
+    facts about the strategy for the report (tree shape, branching): these depend on the shape and the options
+    only.  ``choices``: what a data-adaptive algorithm chose from noisy values (bucket or partition counts; free
+    post-processing, also reported).  ``plan`` and ``measurements``: the public plan the run selected and its
+    noisy measurements, which the algorithm's :meth:`Algorithm.infer` turns into this estimate; ``plan`` is
+    None where the algorithm has no inference step that takes more measurements.  What was measured, and at
+    what cost, is recorded by the budget the algorithm ran on.
     """
 
     values: np.ndarray
@@ -97,7 +98,8 @@ class Estimate:
     integers: Callable[[], np.ndarray] | None = None
     structure: dict = field(default_factory=dict)
     choices: dict = field(default_factory=dict)
-    with_total: Callable[[float, float], "Estimate"] | None = None
+    plan: Any = None
+    measurements: tuple[Measurement, ...] = ()
 
 
 class Algorithm(ABC):
@@ -117,7 +119,7 @@ class Algorithm(ABC):
     example_options: ClassVar[dict[str, Any]] = {}
     #: One line per option for ``dphist algorithms``: what it sets, in the user's terms.
     option_help: ClassVar[dict[str, str]] = {}
-    #: Where an Estimate's ``with_total`` puts a total measured elsewhere, for the report.
+    #: Where :meth:`refit` puts a total measured elsewhere, for the report.
     total_refit: ClassVar[str] = "one more measurement of the table's total (least squares)"
     #: The ceilings on what the options that drive its cost may ask for; :meth:`work` gives the amounts.
     ceilings: ClassVar[tuple[Ceiling, ...]] = ()
@@ -179,6 +181,21 @@ class Algorithm(ABC):
                 raise UsageError(f"algorithm '{self.name}': {given} on a table of {math.prod(shape):,} cells ask for "
                                  f"{amount:,} {ceiling.unit} ({ceiling.formula}), more than the ceiling of "
                                  f"{ceiling.limit:,} ({ceiling.why}); lower {' or '.join(ceiling.options)}")
+
+    def infer(self, plan: Any, measurements: tuple[Measurement, ...]) -> Estimate:
+        """The estimate from the public ``plan`` a run of this algorithm selected and ``measurements``: the run's
+        own, in its order, then any taken elsewhere and independently of them (a measurement of the table's total,
+        :data:`~dphist.inference.measurements.TOTAL`).  Post-processing: it draws no noise.  Implemented by the
+        algorithms whose estimate is a least-squares fit that can take more measurements (their Estimates carry a
+        ``plan``)."""
+        raise NotImplementedError(f"algorithm {quoted(self.name)} has no inference step that takes more measurements")
+
+    def refit(self, estimate: Estimate, *more: Measurement) -> Estimate | None:
+        """``estimate`` (from a run of this algorithm) inferred again with the measurements ``more``, independent of
+        its own: a new Estimate, or None where the estimate carries no plan.  Post-processing, no new noise."""
+        if estimate.plan is None:
+            return None
+        return self.infer(estimate.plan, estimate.measurements + tuple(more))
 
     @abstractmethod
     def run(self, counts: np.ndarray, budget: PrivacyBudget, columns=None) -> Estimate:

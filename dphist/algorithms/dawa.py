@@ -68,7 +68,7 @@ protected unit's factor).
    Δ₂² = 1 per level, and the levels (shares adding up to 1 exactly) compose sequentially to ε₂ (ρ₂).
    Adaptive sequential composition: ε₁ + ε₂ = ε.
 5. Spreading and least squares (constrained or not) are post-processing.  The true total is never read (the tree's levels carry it).
-   A total measured elsewhere and independently (auto's N̂, ``Estimate.with_total``) is one more measurement of
+   A total measured elsewhere and independently (auto's N̂, :meth:`DAWA.infer`) is one more measurement of
    the bucket tree's root in the same least squares: post-processing of both.
 
 Differences from the paper and dpcomp_core (read for facts only): they consider every interval and add noise of
@@ -127,20 +127,24 @@ algorithm per data set at scales 1e3 / 1e5):
 
 from __future__ import annotations
 
+import copy
 import math
+from dataclasses import dataclass
 from fractions import Fraction
 from functools import lru_cache
 
 import numpy as np
 
 from ..errors import UsageError
+from ..inference.measurements import Measurement
 from ..inference.nonnegative import NNLS_MAX_LEAVES, tree_least_squares, tree_nonnegative_least_squares
 from ..privacy import PrivacyBudget
 from .strategies.trees import range_tree
 from . import options as option
 from .base import Algorithm, Estimate, Step
-from .hierarchical import LEVEL_L1, LEVEL_L2_SQUARED, with_root_measurement
+from .hierarchical import LEVEL_L1, LEVEL_L2_SQUARED, level_inputs, level_query
 from .strategies.hilbert import hilbert_order
+from .strategies.trees import Tree
 
 __all__ = ["DAWA", "dyadic_candidates", "candidate_weights", "candidate_sensitivity", "level_weight", "top_level",
            "deviations", "prefix_deviations", "candidate_costs", "prefix_levels", "best_partition", "split_partition",
@@ -522,7 +526,6 @@ class DAWA(Algorithm):
     def __init__(self, **options):
         super().__init__(**options)
         self._given = frozenset(options)  # options the user set: the 2-D defaults never override them
-        self._dims = 1
 
     def setting(self, key: str, dims: int):
         """The value of option ``key`` for a table of ``dims`` axes: the user's value if given, else
@@ -530,6 +533,14 @@ class DAWA(Algorithm):
         if dims == 2 and key not in self._given and key in DEFAULTS_2D:
             return DEFAULTS_2D[key]
         return self.params[key]
+
+    def in_force(self, dims: int) -> DAWA:
+        """This algorithm with the options in force on a table of ``dims`` axes (:meth:`setting` of each) as its
+        options: a new object, so a run reads every option from its own and leaves ``self`` as it was."""
+        resolved = copy.copy(self)
+        resolved.params = {key: self.setting(key, dims) for key in self.params}
+        resolved._given = frozenset(self.params)
+        return resolved
 
     def check_shape(self, shape: tuple[int, ...]) -> None:
         if len(shape) not in (1, 2):
@@ -560,21 +571,35 @@ class DAWA(Algorithm):
         return chosen if chosen != "auto" else ("prefix" if dims == 1 else STAGE2_2D)
 
     def run(self, counts: np.ndarray, budget: PrivacyBudget, columns=None) -> Estimate:
+        """Order the cells (the Hilbert curve in 2-D), select a partition into buckets (ε₁ = ratio·ε), measure the
+        bucket counts through a tree over the buckets (the rest), infer the cells (module docstring)."""
         self.check_shape(counts.shape)
-        shape = counts.shape
-        # 2-D: read the grid along the Hilbert curve (a public bijection of the cells: one record still moves
-        # one cell of the sequence by 1, so every sensitivity below is the 1-D one for n = r·c cells)
-        order = hilbert_order(shape) if len(shape) == 2 else None
-        n = math.prod(shape)
-        self._dims = len(shape)
-        ratio = self.setting("ratio", self._dims)
+        algorithm = self.in_force(counts.ndim)  # the options with the 2-D defaults resolved (self stays as it is)
+        ratio = algorithm.params["ratio"]
         part_budget, count_budget = budget.split([ratio, 1 - ratio])
-        x = np.asarray(counts, dtype=np.int64)
-        if order is not None:
-            x = x.ravel()[order]
-        if int(np.abs(x).sum()) >= (1 << 62) // (2 * n):
-            raise UsageError("algorithm 'dawa': the table's total is too large for its exact integer deviations")
+        # order: the cells as one sequence (a 2-D grid along the Hilbert curve)
+        order, x = linear_order(counts)
+        check_exact_deviations(x)
+        # select (private, ε₁): buckets from the noisy deviations of the dyadic candidates
+        edges, partition = algorithm.select_buckets(x, part_budget, count_budget)
+        # measure (ε₂): the bucket counts through a tree over the buckets, tuned to the workload
+        sizes, workload = np.diff(edges), algorithm.stage2(counts.ndim)
+        tree, measurements, strategy = algorithm.measure_bucket_tree(np.add.reduceat(x, edges[:-1]), count_budget,
+                                                                     sizes, workload)
+        # infer: least squares over the bucket tree, each bucket spread evenly over its cells
+        nonnegative, fit = fit_in_force(algorithm.params["fit"], sizes.size)
+        plan = BucketPlan(counts.shape, order, tree, sizes, nonnegative,
+                          structure={**partition, **linearisation_report(order, workload)},
+                          choices={"buckets": int(sizes.size), **strategy, "fit": fit})
+        return algorithm.infer(plan, measurements)
 
+    def select_buckets(self, x: np.ndarray, part_budget: PrivacyBudget,
+                       count_budget: PrivacyBudget) -> tuple[np.ndarray, dict]:
+        """The private partition of the cells ``x`` (int64, in their linear order) into buckets, spending all of
+        ``part_budget`` on one weighted measurement of the candidates' deviations; ``count_budget`` (what will
+        measure the bucket counts) sets the penalty of a bucket.  Returns (the bucket edges 0 = e_0 < … < e_k = n,
+        the partition's public entries for the report)."""
+        n = x.size
         # measure: every candidate's deviation, one weighted Laplace call (Δ = candidate_sensitivity(n))
         starts, stops = dyadic_candidates(n)
         sizes = stops - starts
@@ -588,42 +613,25 @@ class DAWA(Algorithm):
         # select: the best partition of the noisy costs (post-processing)
         penalty = float(count_budget.scale(self.params["penalty"], count_budget.amount))  # penalty × the count scale
         edges = self.partition(n, starts, stops, noisy_q / sizes, penalty, float(record.scale) * weights)
+        return edges, partition_report(starts.size, delta, self.params["ratio"], record.scale)
 
-        # measure: the bucket counts through a tree over the k buckets
-        bucket_counts = np.add.reduceat(x, edges[:-1])
-        bucket_sizes = np.diff(edges)
-        workload = self.stage2(len(shape))
-        tree, noisy, variances, structure = self.measure_bucket_tree(bucket_counts, count_budget, bucket_sizes,
-                                                                     workload)
-        public = {"candidates": int(starts.size), "partition_sensitivity": str(delta), "ratio": str(ratio),
-                  "partition_noise_scale": float(record.scale)}
-        if order is not None:
-            public.update(linearisation="hilbert", bucket_workload=workload)
-        nonnegative = self.params["fit"] == "nnls" and bucket_sizes.size <= NNLS_MAX_LEAVES
-        fit = "nnls" if nonnegative else "lsq"
-        if self.params["fit"] == "nnls" and not nonnegative:
-            fit = f"lsq (nnls takes at most {NNLS_MAX_LEAVES} buckets)"
-        chosen = {"buckets": int(bucket_sizes.size), **structure, "fit": fit}
-
-        # infer: tree least squares over the buckets (nnls: with counts of at least 0), each bucket spread evenly,
-        # back from the curve to the grid
-        def released(noisy: list, variances: list, structure: dict) -> Estimate:
-            fitted = (tree_nonnegative_least_squares(tree, noisy, variances) if nonnegative
-                      else tree_least_squares(tree, noisy, variances).values[-1])
-            values = np.repeat(fitted / bucket_sizes, bucket_sizes)
-            if order is not None:
-                grid = np.empty(n, dtype=np.float64)
-                grid[order] = values
-                values = grid.reshape(shape)
-            return Estimate(values=values, structure=structure, choices=dict(chosen))
-
-        estimate = released(noisy, variances, public)
-        # A total measured elsewhere (auto's N̂) is one more measurement of the bucket tree's root: every bucket
-        # lies under it, so the same least squares takes it (post-processing, no new noise).
-        estimate.with_total = lambda total, variance: released(
-            *with_root_measurement(noisy, variances, total, variance),
-            {**public, "bucket_root_also_from": "an earlier noisy total (least squares)"})
-        return estimate
+    def infer(self, plan: BucketPlan, measurements: tuple[Measurement, ...]) -> Estimate:
+        """Tree least squares over the buckets (``fit=nnls``: with counts of at least 0; a total measured
+        elsewhere: one more measurement of the bucket tree's root, under which every bucket lies), each bucket
+        spread evenly over its cells, then back from the curve to the grid.  Post-processing."""
+        noisy, variances, refitted = level_inputs(plan.tree.levels, measurements)
+        fitted = (tree_nonnegative_least_squares(plan.tree, noisy, variances) if plan.nonnegative
+                  else tree_least_squares(plan.tree, noisy, variances).values[-1])
+        values = np.repeat(fitted / plan.sizes, plan.sizes)
+        if plan.order is not None:
+            grid = np.empty(math.prod(plan.shape), dtype=np.float64)
+            grid[plan.order] = values
+            values = grid.reshape(plan.shape)
+        structure = plan.structure
+        if refitted:
+            structure = {**structure, "bucket_root_also_from": "an earlier noisy total (least squares)"}
+        return Estimate(values=values, structure=structure, choices=dict(plan.choices), plan=plan,
+                        measurements=measurements)
 
     def partition_sensitivity(self, n: int) -> Fraction:
         """Δ of the deviations' vector, :func:`candidate_sensitivity` (a method so the audit's mutant can lie)."""
@@ -636,8 +644,8 @@ class DAWA(Algorithm):
         ``penalty`` is λ (one bucket count's noise scale times the ``penalty`` option) and ``noise_scale`` the
         scale b·g_I of the noise on each deviation (an array); both are public (n, ε and the options)."""
         if self.params["select"] == "split":
-            ratios = np.where(prefix_levels(n, starts, stops), float(self.setting("prefix_threshold", self._dims)),
-                              float(self.setting("threshold", self._dims)))
+            ratios = np.where(prefix_levels(n, starts, stops), float(self.params["prefix_threshold"]),
+                              float(self.params["threshold"]))
             threshold = penalty + ratios * noise_scale
             return split_partition(n, starts, stops, noisy_costs, threshold)
         return best_partition(n, starts, stops, noisy_costs, penalty)
@@ -650,14 +658,15 @@ class DAWA(Algorithm):
         :func:`bucket_strategy` on ``bucket_sizes`` (cells per bucket; default all 1) and ``workload``, a DP output: free
         post-processing, they never read the counts.  Every measured level partitions the buckets:
         Δ₁ = Δ₂² = 1 per level, and the levels' shares add up to the budget exactly (sequential composition)."""
-        tree, noisy, variances, structure = DAWA.measure_bucket_tree(bucket_counts, budget, bucket_sizes, workload)
+        tree, measurements, structure = DAWA.measure_bucket_tree(bucket_counts, budget, bucket_sizes, workload)
+        noisy, variances, _ = level_inputs(tree.levels, measurements)
         return tree_least_squares(tree, noisy, variances).values[-1], structure
 
     @staticmethod
     def measure_bucket_tree(bucket_counts: np.ndarray, budget: PrivacyBudget, bucket_sizes=None,
                             workload: str = "prefix") -> tuple:
-        """:meth:`measure_buckets` before its least squares: (the range tree over the k buckets, each level's
-        noisy sums or None where not measured, their noise variances (inf where not measured), the structure)."""
+        """:meth:`measure_buckets` before its least squares: (the range tree over the k buckets, the measurements
+        of its measured levels (queries :func:`~dphist.algorithms.hierarchical.level_query`), the structure)."""
         k = bucket_counts.size
         sizes = np.ones(k, dtype=np.int64) if bucket_sizes is None else np.asarray(bucket_sizes, dtype=np.int64)
         b, root_share = bucket_strategy(sizes, budget.noise, workload)
@@ -666,13 +675,68 @@ class DAWA(Algorithm):
         measured = list(range(tree.levels - len(shares), tree.levels))
         parts = budget.split(shares)
         sums = tree.level_sums(bucket_counts)
-        noisy: list[np.ndarray | None] = [None] * tree.levels
-        variances: list[float] = [math.inf] * tree.levels
+        measurements = []
         for level, part in zip(measured, parts):
-            noisy[level], rec = part.measure(
+            noisy, rec = part.measure(
                 sums[level], LEVEL_L1, LEVEL_L2_SQUARED, part.amount,
                 f"bucket tree level {level} ({tree.sizes[level]} nodes over {k} buckets)",
                 composition="parallel over the level's disjoint nodes; levels add up sequentially")
-            variances[level] = rec.noise_variance
-        return tree, noisy, variances, {"bucket_tree_branching": int(b), "bucket_tree_levels": int(tree.levels),
-                                        "bucket_tree_root_share": str(root_share if tree.levels > 1 else 1)}
+            measurements.append(Measurement(level_query(level), noisy, rec.noise_variance))
+        return tree, tuple(measurements), {"bucket_tree_branching": int(b), "bucket_tree_levels": int(tree.levels),
+                                           "bucket_tree_root_share": str(root_share if tree.levels > 1 else 1)}
+
+
+@dataclass(frozen=True, eq=False)
+class BucketPlan:
+    """What a DAWA run selected: the table's ``shape``, the ``order`` of its cells (the C-order index of each
+    position along the Hilbert curve; None in 1-D), the range ``tree`` over the buckets, the cells per bucket
+    (``sizes``, from the private partition), whether the fit keeps the bucket counts non-negative, and the
+    report's ``structure`` and ``choices``.  Public or a function of the ε₁-DP partition only."""
+
+    shape: tuple[int, ...]
+    order: np.ndarray | None
+    tree: Tree
+    sizes: np.ndarray
+    nonnegative: bool
+    structure: dict
+    choices: dict
+
+
+def linear_order(counts: np.ndarray) -> tuple[np.ndarray | None, np.ndarray]:
+    """(order, x): the cells of ``counts`` as int64 in the one sequence DAWA reads, a 1-D table as it is (order
+    None) and a 2-D grid along the Hilbert curve (``order``: the C-order index of each position).  The order is a
+    public bijection of the cells: one record still moves one cell of the sequence by 1."""
+    order = hilbert_order(counts.shape) if counts.ndim == 2 else None
+    x = np.asarray(counts, dtype=np.int64)
+    if order is not None:
+        x = x.ravel()[order]
+    return order, x
+
+
+def check_exact_deviations(x: np.ndarray) -> None:
+    """UsageError unless every candidate's integer deviation of the cells ``x`` fits int64 exactly (each is at
+    most 2·n times the table's absolute total)."""
+    if int(np.abs(x).sum()) >= (1 << 62) // (2 * x.size):
+        raise UsageError("algorithm 'dawa': the table's total is too large for its exact integer deviations")
+
+
+def partition_report(candidates: int, sensitivity: Fraction, ratio: Fraction, noise_scale) -> dict:
+    """The report's entries for the private partition: the number of candidate intervals, the sensitivity Δ of
+    their deviations' vector, the share of the budget spent on it and the base scale of its noise."""
+    return {"candidates": int(candidates), "partition_sensitivity": str(sensitivity), "ratio": str(ratio),
+            "partition_noise_scale": float(noise_scale)}
+
+
+def linearisation_report(order: np.ndarray | None, workload: str) -> dict:
+    """The report's entries for the order of the cells: none in 1-D; in 2-D the curve and the bucket tree's
+    workload along it."""
+    return {} if order is None else {"linearisation": "hilbert", "bucket_workload": workload}
+
+
+def fit_in_force(option: str, buckets: int) -> tuple[bool, str]:
+    """(whether the bucket counts are fitted non-negative, the fit's name for the report) for the ``fit`` option
+    on ``buckets`` buckets: nnls takes at most NNLS_MAX_LEAVES, beyond which the fit is the plain least squares."""
+    nonnegative = option == "nnls" and buckets <= NNLS_MAX_LEAVES
+    if option == "nnls" and not nonnegative:
+        return False, f"lsq (nnls takes at most {NNLS_MAX_LEAVES} buckets)"
+    return nonnegative, "nnls" if nonnegative else "lsq"

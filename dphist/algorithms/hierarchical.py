@@ -27,11 +27,13 @@ that depend on the noise are re-derived for L2 (algorithms.md §3.3, §8):
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from fractions import Fraction
-from functools import lru_cache
+from functools import lru_cache, partial
 
 import numpy as np
 
+from ..inference.measurements import Measurement, by_query, pooled_total
 from ..inference.nonnegative import tree_least_squares, tree_nonnegative_integers
 from ..privacy import PrivacyBudget
 from .strategies.trees import Tree, height_for, product_tree, range_tree
@@ -39,7 +41,7 @@ from . import options as option
 from .base import Algorithm, Estimate, Step
 
 __all__ = ["H", "Hb", "QuadTree", "best_branching", "released_branching", "level_weights", "l2_range_error",
-           "with_root_measurement"]
+           "with_root_measurement", "TreePlan", "level_query", "level_inputs"]
 
 #: One record lies in exactly one node of a level and changes its sum by 1.
 LEVEL_L1 = 1
@@ -218,22 +220,67 @@ class _TreeMethod(Algorithm):
 
         # measure: each level's node sums (a level partitions the cells: Δ₁ = Δ₂² = 1 per level)
         sums = tree.level_sums(counts)
-        noisy: list[np.ndarray | None] = [None] * tree.levels
-        variances: list[float] = [math.inf] * tree.levels
+        measurements = []
         for level, part in zip(measured, level_budgets):
-            noisy[level], record = part.measure(
+            noisy, record = part.measure(
                 sums[level], LEVEL_L1, LEVEL_L2_SQUARED, part.amount, f"tree level {level} ({tree.sizes[level]} nodes)",
                 composition="parallel over the level's disjoint nodes; levels add up sequentially")
-            variances[level] = record.noise_variance
+            measurements.append(Measurement(level_query(level), noisy, record.noise_variance))
 
         # infer: tree least squares, then top-down non-negative integers
         structure = {"branching": b, "root_measured": keep_root, "budget_split": split, "noise": noise,
                      **tree.describe()}
-        estimate = _fitted(tree, noisy, variances, shape, structure)
-        estimate.with_total = lambda total, variance: _fitted(
-            tree, *with_root_measurement(noisy, variances, total, variance), shape,
-            {**structure, "root_measured": True, "root_also_from": "an earlier noisy total (least squares)"})
-        return estimate
+        return self.infer(TreePlan(tree, shape, structure), tuple(measurements))
+
+    def infer(self, plan: TreePlan, measurements: tuple[Measurement, ...]) -> Estimate:
+        """Tree least squares over the measured levels (a total measured elsewhere: one more measurement of the
+        root), with the tree's top-down non-negative integers.  Post-processing."""
+        noisy, variances, refitted = level_inputs(plan.tree.levels, measurements)
+        structure = plan.structure
+        if refitted:
+            structure = {**structure, "root_measured": True,
+                         "root_also_from": "an earlier noisy total (least squares)"}
+        fit = tree_least_squares(plan.tree, noisy, variances)
+        leaves = fit.values[-1]
+        return Estimate(
+            values=leaves.reshape(leaves.shape[:-1] + plan.shape),
+            variance=fit.variances[-1].reshape(plan.shape),
+            total=fit.values[0][..., 0] if leaves.ndim > 1 else float(fit.values[0][0]),
+            integers=partial(tree_nonnegative_integers, plan.tree, fit.values),
+            structure=structure,
+            plan=plan,
+            measurements=measurements,
+        )
+
+
+@dataclass(frozen=True, eq=False)
+class TreePlan:
+    """What a tree method's run selected, all public (the shape, the options and the noise kind): the tree over
+    the cells, the table's shape and the report's entries for the strategy."""
+
+    tree: Tree
+    shape: tuple[int, ...]
+    structure: dict
+
+
+def level_query(level: int) -> tuple[str, int]:
+    """The query of a measurement of every node of one level of a tree (level 0: the root)."""
+    return ("tree level", level)
+
+
+def level_inputs(levels: int, measurements) -> tuple[list, list, bool]:
+    """The inputs of :func:`~dphist.inference.nonnegative.tree_least_squares` for a tree of ``levels`` levels
+    from ``measurements``: each level's noisy sums (None where not measured) and noise variances (inf there),
+    with the measurements of the table's total (:func:`~dphist.inference.measurements.pooled_total`) folded into
+    the root (:func:`with_root_measurement`); and whether there were any."""
+    noisy: list[np.ndarray | None] = [None] * levels
+    variances: list[float] = [math.inf] * levels
+    for query, measurement in by_query(measurements).items():
+        noisy[query[1]], variances[query[1]] = measurement.values, measurement.variance
+    total = pooled_total(measurements)
+    if total is not None:
+        noisy, variances = with_root_measurement(noisy, variances, total.values, total.variance)
+    return noisy, variances, total is not None
 
 
 def with_root_measurement(noisy: list, variances: list, total: float, variance: float) -> tuple[list, list]:
@@ -249,20 +296,6 @@ def with_root_measurement(noisy: list, variances: list, total: float, variance: 
         noisy[0] = (noisy[0] / own + float(total) / variance) / (1 / own + 1 / variance)
         variances[0] = 1 / (1 / own + 1 / variance)
     return noisy, variances
-
-
-def _fitted(tree: Tree, noisy: list, variances: list, shape: tuple[int, ...], structure: dict) -> Estimate:
-    """The Estimate of a tree method from its levels' noisy sums: tree least squares, with the tree's top-down
-    non-negative integers."""
-    fit = tree_least_squares(tree, noisy, variances)
-    leaves = fit.values[-1]
-    return Estimate(
-        values=leaves.reshape(leaves.shape[:-1] + shape),
-        variance=fit.variances[-1].reshape(shape),
-        total=fit.values[0][..., 0] if leaves.ndim > 1 else float(fit.values[0][0]),
-        integers=lambda: tree_nonnegative_integers(tree, fit.values),
-        structure=structure,
-    )
 
 
 class H(_TreeMethod):

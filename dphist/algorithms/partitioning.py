@@ -34,13 +34,16 @@ those noisy counts, so it is post-processing and costs nothing more.
 
 from __future__ import annotations
 
+import dataclasses
 import math
+from dataclasses import dataclass
 from fractions import Fraction
 from functools import lru_cache
 
 import numpy as np
 
 from ..errors import UsageError
+from ..inference.measurements import Measurement, by_query, pooled_total, total_measurement
 from ..inference.nonnegative import with_sum_measurement
 from ..privacy import PrivacyBudget, discrete_laplace_variance
 from . import options as option
@@ -500,10 +503,9 @@ class DPCube(Algorithm):
         penalty = self._penalty(self.auto_penalty(float(noisy_total), counts.shape, per_record))
         significance = self._significance(self.low_signal(float(noisy_total), counts.shape, per_record) > 0)
         # infer: the total is independent of both phases, so it joins their least squares (as auto's N̂ does)
-        estimate = self._two_phases(counts, rest, block, penalty, significance).with_total(
-            float(noisy_total), record.noise_variance)
-        estimate.structure = {**estimate.structure, **self.OWN_TOTAL}
-        return estimate
+        estimate = self.refit(self._two_phases(counts, rest, block, penalty, significance),
+                              total_measurement(float(noisy_total), record.noise_variance))
+        return dataclasses.replace(estimate, structure={**estimate.structure, **self.OWN_TOTAL})
 
     def _significance(self, automatic: bool = False) -> bool:
         """Whether the refined release takes the significance cut: the ``significance`` option, else
@@ -523,7 +525,7 @@ class DPCube(Algorithm):
                     penalty: float, significance: bool = False) -> Estimate:
         """Phase 1 on blocks of ``block`` cells per axis, the k-d partition (the refined release's split penalty
         ``penalty`` and, if ``significance``, its significance cut), phase 2 and the release, all on ``rest``;
-        the Estimate's ``with_total`` folds in a total measured elsewhere."""
+        its plan and measurements are what :meth:`infer` refits with a total measured elsewhere."""
         alpha = self.params["alpha"]
         if self._release(counts.ndim) == "refine":
             alpha = self.params["refine_alpha"]
@@ -544,27 +546,37 @@ class DPCube(Algorithm):
             label[tuple(slice(a, b) for a, b in zip(lo, hi))] = i
         flat = label.ravel()
 
+        phase1 = Measurement(PHASE1, cells, sigma1)
         if self._release(counts.ndim) == "refine":
-            return self._refined(counts, cells, edges, leaves, second, sigma1, sigma2, block, alpha, penalty,
-                                 significance)
+            return self._refined(counts, phase1, edges, leaves, second, sigma2, block, alpha, penalty, significance)
         # measure: phase 2, every partition's total (partitions are disjoint: one record moves one total by 1)
         totals = np.bincount(flat, weights=coarse.ravel(), minlength=len(leaves)).round().astype(np.int64)
         noisy_totals, _ = second.laplace(totals, 1, second.amount,
                                          "phase 2: the total of every partition (chosen from phase 1)")
 
         # infer: combine the two estimates of each partition, then spread blocks over their cells
-        noisy_blocks = cells.ravel().astype(np.float64)
         structure = {"alpha": str(alpha), "release": self._release(counts.ndim),
                      "max_depth": self.params["max_depth"], "block": self.params["block"]}
+        plan = PartitionPlan(coarse.shape, tuple(edges), flat, len(leaves), structure,
+                             {"partitions": len(leaves), "block": list(block)})
+        return self.infer(plan, (phase1, Measurement(PARTITION_TOTALS, noisy_totals, sigma2)))
 
-        def released(total=None, structure=structure) -> Estimate:
-            value = self.combine(noisy_blocks, flat, len(leaves), noisy_totals, sigma1, sigma2, total)
-            return Estimate(values=_spread(value.reshape(coarse.shape), edges), structure=structure,
-                            choices={"partitions": len(leaves), "block": list(block)})
-
-        estimate = released()
-        estimate.with_total = lambda total, variance: released((total, variance), {**structure, **self.REFITTED})
-        return estimate
+    def infer(self, plan: PartitionPlan | SubBlockPlan, measurements: tuple[Measurement, ...]) -> Estimate:
+        """The release from the noisy blocks of phase 1 and the noisy totals of phase 2 (:meth:`combine`, or
+        :func:`refined_release`), the total measured elsewhere (:func:`~dphist.inference.measurements.pooled_total`)
+        one more measurement of the sum of the partitions' totals (least squares).  Post-processing."""
+        own, total = by_query(measurements), pooled_total(measurements)
+        extra = None if total is None else (total.values, total.variance)
+        structure = plan.structure if total is None else {**plan.structure, **self.REFITTED}
+        if isinstance(plan, SubBlockPlan):
+            values = refined_release(plan, own[PHASE1], own[SUB_BLOCKS], extra)
+        else:
+            blocks, parts = own[PHASE1], own[PARTITION_TOTALS]
+            value = self.combine(blocks.values.ravel().astype(np.float64), plan.labels, plan.partitions,
+                                 parts.values, blocks.variance, parts.variance, extra)
+            values = _spread(value.reshape(plan.blocks), list(plan.edges))
+        return Estimate(values=values, structure=structure, choices=dict(plan.choices), plan=plan,
+                        measurements=measurements)
 
     # What a refit with a total measured elsewhere (auto's N̂) adds to the structure: the partitions' estimates
     # are independent and cover the table, so N̂ is one more measurement of their sum (least squares).
@@ -585,8 +597,7 @@ class DPCube(Algorithm):
     # 15 % at 10⁷ records: hence the gate.
     SIGNIFICANT_Z = 3.0
 
-    def _refined(self, counts, cells, edges, leaves, second, sigma1, sigma2, block, alpha, penalty,
-                 significance=False):
+    def _refined(self, counts, phase1, edges, leaves, second, sigma2, block, alpha, penalty, significance=False):
         """Phase 2 of the refined release.  Select (post-processing of phase 1): partition P, with phase-1 noisy
         total F_P, gets m_P = clip(max(F_P, 0)·ε₂/c, 1, |P| cells) sub-blocks, a near-equal grid with sides in
         proportion to P's.  Measure: every sub-block's true count + DLap(1/ε₂), one call (the sub-blocks of all
@@ -596,10 +607,9 @@ class DPCube(Algorithm):
         eps2 = second.inverse_scale(1, second.amount)
         c = self.REFINE_C
         label = np.zeros(counts.shape, dtype=np.int64)
-        owner, phase1, nblocks = [], [], []
+        owner, nblocks = [], []
         nxt = 0
-        for i, (lo, hi) in enumerate(leaves):
-            f = float(cells[tuple(slice(a, b) for a, b in zip(lo, hi))].sum())
+        for i, ((lo, hi), f) in enumerate(zip(leaves, box_sums(phase1.values, leaves))):
             clo = [int(e[a]) for e, a in zip(edges, lo)]
             chi = [int(e[b]) for e, b in zip(edges, hi)]
             sides = [b - a for a, b in zip(clo, chi)]
@@ -614,34 +624,19 @@ class DPCube(Algorithm):
             label[tuple(slice(a, b) for a, b in zip(clo, chi))] = ids
             owner += [i] * count
             nxt += count
-            phase1.append(f)
             nblocks.append(float(math.prod(hi_ - lo_ for lo_, hi_ in zip(lo, hi))))
         flat = label.ravel()
         totals = np.bincount(flat, weights=counts.ravel(), minlength=nxt).round().astype(np.int64)
         noisy, _ = second.laplace(totals, 1, second.amount, "phase 2: sub-blocks of every partition")
-        owner = np.asarray(owner)
         k = len(leaves)
-        m = np.bincount(owner, minlength=k).astype(float)
-        s_sub = np.bincount(owner, weights=noisy.astype(float), minlength=k)
-        phase1 = np.asarray(phase1); nb = np.asarray(nblocks)
-        w = nb * sigma1 / (nb * sigma1 + m * sigma2)
-        z = w * s_sub + (1 - w) * phase1
-        size = np.bincount(flat, minlength=nxt).astype(float)
-        structure = {"alpha": str(alpha), "release": "refine", "max_depth": self.params["max_depth"],
-                     "block": self.params["block"]}
-
-        def released(z: np.ndarray, structure: dict) -> Estimate:
-            value = noisy + ((z - s_sub) / m)[owner]
-            return Estimate(values=(value / size)[flat].reshape(counts.shape), structure=structure,
-                            choices={"partitions": k, "block": list(block), "subblocks": int(nxt),
-                                     "penalty": round(float(penalty), 4), "significance_cut": bool(significance)})
-
-        estimate = released(z, structure)
-        # z_P's variance: the inverse-variance combination of m_P sub-blocks (m_P σ₂²) and |P| blocks (|P| σ₁²)
-        z_variance = m * sigma2 * nb * sigma1 / (m * sigma2 + nb * sigma1)
-        estimate.with_total = lambda total, variance: released(
-            with_sum_measurement(z, z_variance, total, variance)[0], {**structure, **self.REFITTED})
-        return estimate
+        owner = np.asarray(owner)
+        plan = SubBlockPlan(counts.shape, tuple(leaves), owner, flat, np.asarray(nblocks),
+                            np.bincount(owner, minlength=k).astype(float), np.bincount(flat, minlength=nxt).astype(float),
+                            {"alpha": str(alpha), "release": "refine", "max_depth": self.params["max_depth"],
+                             "block": self.params["block"]},
+                            {"partitions": k, "block": list(block), "subblocks": int(nxt),
+                             "penalty": round(float(penalty), 4), "significance_cut": bool(significance)})
+        return self.infer(plan, (phase1, Measurement(SUB_BLOCKS, noisy, sigma2)))
 
     def combine(self, run: np.ndarray, flat: np.ndarray, k: int, noisy_totals: np.ndarray, sigma1: float,
                 sigma2: float, total: tuple[float, float] | None = None) -> np.ndarray:
@@ -689,6 +684,72 @@ class DPCube(Algorithm):
         """The release in force: ``auto`` is gls on one axis, refine on two or more."""
         release = self.params["release"]
         return release if release != "auto" else ("gls" if ndim == 1 else "refine")
+
+
+#: The queries of DPCube's measurements: the blocks of phase 1, and in phase 2 either every partition's total or
+#: the sub-blocks of the refined release.
+PHASE1 = "phase-1 blocks"
+PARTITION_TOTALS = "phase-2 partition totals"
+SUB_BLOCKS = "phase-2 sub-blocks"
+
+
+@dataclass(frozen=True, eq=False)
+class PartitionPlan:
+    """What DPCube selected for the release from partition totals (a function of phase 1's noisy blocks and
+    public numbers): the shape of the table of ``blocks``, the block ``edges`` per axis, the partition of every
+    block (``labels``, C order), the number of ``partitions``, and the report's ``structure`` and ``choices``."""
+
+    blocks: tuple[int, ...]
+    edges: tuple[np.ndarray, ...]
+    labels: np.ndarray
+    partitions: int
+    structure: dict
+    choices: dict
+
+
+@dataclass(frozen=True, eq=False)
+class SubBlockPlan:
+    """What DPCube's refined release selected (a function of phase 1's noisy blocks and public numbers): the
+    table's ``shape``, the partitions as boxes of blocks (``leaves``), the partition of every sub-block
+    (``owner``), the sub-block of every cell (``labels``, C order), per partition its blocks and its
+    sub-blocks, the cells of every sub-block, and the report's ``structure`` and ``choices``."""
+
+    shape: tuple[int, ...]
+    leaves: tuple
+    owner: np.ndarray
+    labels: np.ndarray
+    blocks_per_partition: np.ndarray
+    subblocks_per_partition: np.ndarray
+    cells_per_subblock: np.ndarray
+    structure: dict
+    choices: dict
+
+
+def box_sums(cells: np.ndarray, leaves) -> list[float]:
+    """The sum of the noisy blocks ``cells`` over each box (lo, hi) of ``leaves``, as floats."""
+    return [float(cells[tuple(slice(a, b) for a, b in zip(lo, hi))].sum()) for lo, hi in leaves]
+
+
+def refined_release(plan: SubBlockPlan, phase1: Measurement, subblocks: Measurement,
+                    total: tuple[float, float] | None = None) -> np.ndarray:
+    """The refined release's cells (the table's shape): per partition P, z_P = the inverse-variance combination
+    of its sub-blocks' noisy sum (variance m_P σ₂²) and its phase-1 noisy total F_P (variance |P| σ₁², |P| in
+    blocks), refitted with ``total`` = (T, V), if given, one more measurement of the sum of all z_P
+    (:func:`~dphist.inference.nonnegative.with_sum_measurement`); each sub-block gets its noisy count
+    + (z_P − sum)/m_P, spread evenly over its cells."""
+    sigma1, sigma2 = phase1.variance, subblocks.variance
+    k, m, nb = len(plan.leaves), plan.subblocks_per_partition, plan.blocks_per_partition
+    noisy = subblocks.values
+    s_sub = np.bincount(plan.owner, weights=noisy.astype(float), minlength=k)
+    phase1_totals = np.asarray(box_sums(phase1.values, plan.leaves))
+    w = nb * sigma1 / (nb * sigma1 + m * sigma2)
+    z = w * s_sub + (1 - w) * phase1_totals
+    if total is not None:
+        # z_P's variance: the inverse-variance combination of m_P σ₂² and |P| σ₁²
+        z_variance = m * sigma2 * nb * sigma1 / (m * sigma2 + nb * sigma1)
+        z = with_sum_measurement(z, z_variance, *total)[0]
+    value = noisy + ((z - s_sub) / m)[plan.owner]
+    return (value / plan.cells_per_subblock)[plan.labels].reshape(plan.shape)
 
 
 class KDTree(DPCube):

@@ -27,6 +27,7 @@ from fractions import Fraction
 import numpy as np
 
 from . import workloads
+from ..inference.measurements import total_measurement
 from ..privacy import PrivacyBudget, SeededBits, ZCDPBudget, per_row_epsilon_like
 
 __all__ = ["noise_errors", "typical_errors", "expected_errors", "range_workload", "MAX_SIMULATED_CELLS"]
@@ -67,7 +68,7 @@ def noise_errors(algorithm, shape: tuple[int, ...], columns, amount: Fraction, d
     from ``repeats`` runs on the all-zero table at ``amount`` (ε under "pure", ρ otherwise) for a protected group
     of ``factor`` rows: ``{"cells": {"rms", "mean_abs"}, "ranges": {...}, "basis": ...}``, in records.  Only for
     data-independent algorithms (their error is the same on every table).  ``total_amount`` (pure ε): each run
-    also measures the total at that ε and refits the estimate with it (``Estimate.with_total``), as auto does
+    also measures the total at that ε and refits the estimate with it (``Algorithm.refit``), as auto does
     with its N̂.  Reads no data."""
     cells = math.prod(shape)
     if repeats is None:  # about 2^16 simulated cells in all, 8 to 64 runs (well under a second)
@@ -88,8 +89,8 @@ def noise_errors(algorithm, shape: tuple[int, ...], columns, amount: Fraction, d
             for_total, rest = whole.split([total_amount, amount])
             total, record = for_total.laplace(np.asarray(0), 1, for_total.amount, "the total", composition="one query")
             estimate = algorithm.run(zeros, rest, columns)
-            if estimate.with_total is not None:
-                estimate = estimate.with_total(float(total), record.noise_variance)
+            refitted = algorithm.refit(estimate, total_measurement(float(total), record.noise_variance))
+            estimate = estimate if refitted is None else refitted
         values = np.asarray(estimate.values, dtype=np.float64)
         cell_errors.append(values.ravel())
         range_errors.append(ranges.answer(values))

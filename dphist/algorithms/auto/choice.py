@@ -9,7 +9,7 @@
     run:      the chosen algorithm at ε₁ (DPCube and the k-d tree take their block size from N̂ instead of
               measuring a total of their own)
     infer:    where the chosen algorithm fits its measurements by least squares, N̂ joins the fit
-              (``Estimate.with_total``): as one more measurement of the root of a tree (h, hb, quadtree) or of
+              (:meth:`Algorithm.refit`): as one more measurement of the root of a tree (h, hb, quadtree) or of
               DAWA's bucket tree, and of the sum of DPCube's (and the k-d tree's) partition totals.  N̂ is
               independent of the algorithm's own measurements, so the fit is the least-squares estimate from
               every measurement made.  On the DPBench data (bench/low_signal.py's fresh samples, ε = 0.1, the
@@ -54,6 +54,7 @@ from fractions import Fraction
 import numpy as np
 
 from ...declare.choices import RELEASE_WORKLOADS as WORKLOADS
+from ...inference.measurements import total_measurement
 from ...errors import UsageError
 from ...privacy import PrivacyBudget, format_fraction
 from .. import options as option
@@ -312,18 +313,12 @@ class Auto(Algorithm):
             workload = self.workload(columns)
             choice = choose_gaussian(counts.shape, columns, workload)
             estimate = get_algorithm(choice["chosen"]).run(counts, budget, columns)
-            estimate.choices = {"algorithm_choice": {"workload": workload, "chosen": choice["chosen"],
-                                                     "reason": choice["reason"]},
-                                **estimate.choices}
-            estimate.structure = {"algorithm": choice["chosen"], **estimate.structure}
-            return estimate
+            return with_choice(estimate, choice["chosen"], {"workload": workload, "chosen": choice["chosen"],
+                                                            "reason": choice["reason"]})
         if len(_unordered_axes(columns)) == counts.ndim:
             # Every column categorical: the choice is identity whatever the total, so no total is measured.
             choice = self.choose(counts.shape, budget.amount, 0.0, columns)
-            estimate = get_algorithm(choice["chosen"]).run(counts, budget, columns)
-            estimate.choices = {"algorithm_choice": choice, **estimate.choices}
-            estimate.structure = {"algorithm": choice["chosen"], **estimate.structure}
-            return estimate
+            return with_choice(get_algorithm(choice["chosen"]).run(counts, budget, columns), choice["chosen"], choice)
         # measure: the table's total, with a share of ε
         share = self.params["total_share"]
         for_total, rest = budget.split([share, 1 - share])
@@ -337,18 +332,22 @@ class Auto(Algorithm):
         # run it on the rest of the budget
         chosen = self.instance(name, counts.shape, per_record, float(noisy_total))
         estimate = chosen.run(counts, rest, columns)
+        # infer: N̂ is released already, and it measures the table's total independently of the chosen
+        # algorithm's own measurements: one more measurement in its least squares (post-processing, no new noise)
+        refitted = chosen.refit(estimate, total_measurement(float(noisy_total), total_record.noise_variance))
         reused = {}
-        if estimate.with_total is not None:
-            # infer: N̂ is released already, and it measures the table's total independently of the chosen
-            # algorithm's own measurements: one more measurement in its least squares (post-processing, no new
-            # noise)
-            estimate = estimate.with_total(float(noisy_total), total_record.noise_variance)
+        if refitted is not None:
+            estimate = refitted
             reused = {"noisy_total_reused": f"as {chosen.total_refit}"}
         extra = self.low_signal(name, counts.shape, per_record, float(noisy_total))
         if extra:
             reused["low_signal_options"] = {k: str(v) for k, v in extra.items()}
-        estimate.choices = {"algorithm_choice": {**choice, "noisy_total": int(noisy_total),
-                                                 "epsilon_for_total": format_fraction(for_total.amount), **reused},
-                            **estimate.choices}
-        estimate.structure = {"algorithm": name, **estimate.structure}
-        return estimate
+        return with_choice(estimate, name, {**choice, "noisy_total": int(noisy_total),
+                                            "epsilon_for_total": format_fraction(for_total.amount), **reused})
+
+
+def with_choice(estimate: Estimate, name: str, choice: dict) -> Estimate:
+    """``estimate`` of the chosen algorithm ``name`` as auto's: its report entries led by the choice (what was
+    chosen, and why) and the algorithm's name."""
+    return dataclasses.replace(estimate, choices={"algorithm_choice": choice, **estimate.choices},
+                               structure={"algorithm": name, **estimate.structure})

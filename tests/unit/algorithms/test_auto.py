@@ -21,6 +21,7 @@ RULES = ALL_RULES["ranges"]  # the default workload of ordered columns
 from dphist.errors import UsageError
 from dphist.privacy import PrivacyBudget, SeededBits, ZCDPBudget, discrete_laplace_variance
 from dphist.declare.schema import parse_schema
+from dphist.inference.measurements import total_measurement
 
 
 def test_rule_tables_are_complete_and_name_real_algorithms():
@@ -216,7 +217,7 @@ def test_a_tree_choice_is_refitted_with_the_noisy_total_and_nothing_more_is_meas
 @pytest.mark.parametrize("shape, chosen", [((4096,), "dawa"), ((64, 64), "dpcube")])
 def test_a_data_adaptive_choice_is_refitted_with_the_noisy_total(shape, chosen):
     """DAWA and DPCube (auto's choices at low signal in 1-D and 2-D) take N̂ into their least squares too: auto's
-    values are exactly the chosen algorithm's run on the same noise, refitted by its own ``with_total`` with N̂
+    values are exactly the chosen algorithm's run on the same noise, refitted by its own ``refit`` with N̂
     and N̂'s variance; nothing more is measured, ε is spent exactly, and the report says where N̂ went."""
     x = np.zeros(shape, dtype=np.int64)
     x.flat[:50] = 2
@@ -235,7 +236,7 @@ def test_a_data_adaptive_choice_is_refitted_with_the_noisy_total(shape, chosen):
     assert int(total) == choice["noisy_total"]
     algo = Auto().instance(chosen, shape, 1 / rest.scale(1, rest.amount), float(total))
     plain = algo.run(x, rest)
-    refit = plain.with_total(float(total), record.noise_variance)
+    refit = algo.refit(plain, total_measurement(float(total), record.noise_variance))
     assert np.array_equal(estimate.values, refit.values)
     assert not np.allclose(estimate.values, plain.values)
     assert len(again.measurements) == len(budget.measurements)

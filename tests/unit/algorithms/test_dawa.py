@@ -21,6 +21,7 @@ from dphist_audit.dawa_cases import flip_pair, grid_pair, prefix_pair, true_buck
 from dphist_audit.replication import NoisePool, PooledBudget, ReplicatedBudget
 from dphist.errors import UsageError
 from dphist.privacy import PrivacyBudget, SeededBits, ZCDPBudget, discrete_laplace_variance
+from dphist.inference.measurements import total_measurement
 
 from conftest import SHARED
 
@@ -664,7 +665,7 @@ def test_2d_better_than_identity_at_low_signal():
 
 @pytest.mark.parametrize("runs", [600, pytest.param(3000, marks=pytest.mark.slow)])
 def test_a_total_measured_elsewhere_joins_the_bucket_tree(runs):
-    """``Estimate.with_total`` (what auto does with its N̂), the noise measured: on runs where the partition is one
+    """``Algorithm.refit`` with a total (what auto does with its N̂), the noise measured: on runs where the partition is one
     bucket (the bucket's noise does not depend on the partition's), the refitted total's variance is the
     inverse-variance combination of the bucket's (v, at ε₂) and the total's (V = v here): v/2, within 5 standard
     errors of the sample variance, and more than 5 away from the unrefitted v; with a total of variance 3v it is
@@ -685,14 +686,14 @@ def test_a_total_measured_elsewhere_joins_the_bucket_tree(runs):
         total = float(np.random.default_rng(r + 7).laplace(0, np.sqrt(v / 2)))
         if estimate.choices["buckets"] != 1:
             continue
-        refit = estimate.with_total(total, v)
+        refit = DAWA().refit(estimate, total_measurement(total, v))
         plain_errors.append(estimate.values.sum())
         refit_errors.append(refit.values.sum())
         if len(refit_errors) <= 20:
-            assert np.allclose(estimate.with_total(1e9, 1e30).values, estimate.values, rtol=0, atol=1e-9)
+            assert np.allclose(DAWA().refit(estimate, total_measurement(1e9, 1e30)).values, estimate.values, rtol=0, atol=1e-9)
             # the weights exactly: the bucket (variance v) and a total T of variance 3v → (3B̂ + T)/4
             b = estimate.values.sum()
-            assert np.isclose(estimate.with_total(100.0, 3 * v).values.sum(), (3 * b + 100) / 4, rtol=0, atol=1e-9)
+            assert np.isclose(DAWA().refit(estimate, total_measurement(100.0, 3 * v)).values.sum(), (3 * b + 100) / 4, rtol=0, atol=1e-9)
     assert len(refit_errors) > runs / 2
     refit_errors, plain_errors = np.array(refit_errors), np.array(plain_errors)
     assert abs(plain_errors.var() - v) < 5 * v * np.sqrt(5 / plain_errors.size)  # the bucket alone: v
@@ -741,7 +742,7 @@ def test_nonnegative_fit_takes_auto_total_and_falls_back_above_its_limit():
     x = np.zeros(256, dtype=np.int64)
     x[:8] = 50
     estimate = DAWA(fit="nnls").run(x, PrivacyBudget(Fraction(1, 10), bits=SeededBits(4)))
-    refit = estimate.with_total(float(x.sum()) + 300, 1.0)
+    refit = DAWA(fit="nnls").refit(estimate, total_measurement(float(x.sum()) + 300, 1.0))
     assert refit.values.min() >= 0 and not np.allclose(refit.values, estimate.values)
     rng = np.random.default_rng(5)
     wild = rng.integers(0, 10**6, 4096)  # every cell differs a lot: near one bucket per cell at ε = 10

@@ -22,6 +22,7 @@ from dphist.algorithms.hierarchical import best_branching, level_weights, releas
 from dphist_audit.replication import ReplicatedBudget
 from dphist.privacy import PrivacyBudget, SeededBits, ZCDPBudget, discrete_laplace_variance
 from dphist.algorithms.strategies.trees import product_tree, range_tree
+from dphist.inference.measurements import total_measurement
 
 
 def run(algo, counts, epsilon, bits):
@@ -51,7 +52,7 @@ def same_as_a_plain_run(algo, counts, epsilon, seed, total=None) -> None:
     plain = algo.run(counts, PrivacyBudget(epsilon, bits=SeededBits(seed)))
     one, _ = runs(algo, counts, epsilon, SeededBits(seed), 1)
     if total is not None:
-        plain, one = plain.with_total(*total), one.with_total(*total)
+        plain, one = algo.refit(plain, total_measurement(*total)), algo.refit(one, total_measurement(*total))
     assert np.allclose(plain.values, one.values[0], rtol=1e-12, atol=1e-9)
     assert np.allclose(plain.variance, one.variance, rtol=1e-12)
 
@@ -211,12 +212,12 @@ def test_with_root_measurement_sets_or_combines_the_root():
 @pytest.mark.parametrize("name, shape, options", [("hb", (64,), {}), ("quadtree", (8, 8), {}),
                                                   ("hb", (40,), {"branching": 3, "root": "keep"})])
 def test_a_total_measured_elsewhere_joins_the_least_squares_fit(name, shape, options):
-    """``Estimate.with_total`` (what auto does with its N̂): the refitted estimate's error on ranges matches the
+    """``Algorithm.refit`` with a total (what auto does with its N̂): the refitted estimate's error on ranges matches the
     trace oracle of the tree's levels plus one more row, the total, at its own variance, and the per-cell
     variances it states are that strategy's exact ones.  The same runs are rejected against the oracle without the
     extra row, so the check can tell the two apart.
 
-    ``with_total`` takes one total, so the 3,000 runs are 150 batches of 20 replicated runs, each batch refitted
+    A refit here takes one total, so the 3,000 runs are 150 batches of 20 replicated runs, each batch refitted
     with a total of its own: the batch means are independent (the runs within a batch are not: they share a
     total), and the band is 5 standard errors of their mean, a false alarm about 1.6e-6 (t, 149 degrees of
     freedom).  The closest pair of oracles (Hb at 40 cells, root kept) differs by 7.7 %, about 10 standard errors
@@ -232,7 +233,7 @@ def test_a_total_measured_elsewhere_joins_the_least_squares_fit(name, shape, opt
         other = PrivacyBudget(1 / total_scale, bits=bits)
         total, record = other.laplace(np.asarray(x.sum()), 1, other.amount, "the total", composition="one query")
         assert record.noise_variance == total_variance
-        refit = est.with_total(float(total), record.noise_variance)
+        refit = algo.refit(est, total_measurement(float(total), record.noise_variance))
         batch_means.append(squared_errors(W, x, refit.values).mean())
     same_as_a_plain_run(algo, x, eps, 45, (float(x.sum()) + 3, total_variance))
     tree = product_tree(shape, est.structure["branching"])

@@ -17,6 +17,7 @@ from dphist.algorithms.partitioning import _kd_partition, _median_cut, v_optimal
 from dphist_audit.replication import NoisePool, PooledBudget
 from dphist.errors import UsageError
 from dphist.privacy import PrivacyBudget, SeededBits, discrete_laplace_variance
+from dphist.inference.measurements import total_measurement
 
 
 def traced_run(algo, counts, epsilon, seed):
@@ -480,7 +481,7 @@ def test_depth_at_a_time_partition_equals_the_box_by_box_one(d):
 @pytest.mark.parametrize("runs", [1000, pytest.param(2000, marks=pytest.mark.slow)])
 @pytest.mark.parametrize("shape, block, alpha", [((16,), 16, Fraction(9, 10)), ((8, 8), 8, Fraction(1, 2))])
 def test_a_total_measured_elsewhere_joins_the_partition_totals(shape, block, alpha, runs):
-    """``Estimate.with_total`` (what auto does with its N̂), the noise measured on a table of one block, so one
+    """``Algorithm.refit`` with a total (what auto does with its N̂), the noise measured on a table of one block, so one
     partition (1-D: the gls release; 2-D: refine, one sub-block on the empty table): the partition's estimate
     combines its phase-1 block (σ₁², at αε) and its phase-2 total (σ₂², at (1 − α)ε) into v = σ₁²σ₂²/(σ₁² + σ₂²);
     a total of variance V = v refits it to v/2 (and one of 3v to (3z + T)/4, exactly).  Sample variances over
@@ -500,14 +501,14 @@ def test_a_total_measured_elsewhere_joins_the_partition_totals(shape, block, alp
     for r in range(runs):
         estimate = algo.run(np.zeros(shape, dtype=np.int64), PooledBudget(eps, pool=pool))
         assert estimate.choices["partitions"] == 1 and estimate.choices.get("subblocks", 1) == 1
-        refitted = estimate.with_total(float(rng.laplace(0, np.sqrt(v / 2))), v)
+        refitted = algo.refit(estimate, total_measurement(float(rng.laplace(0, np.sqrt(v / 2))), v))
         plain.append(estimate.values.sum())
         refit.append(refitted.values.sum())
         if r < 20:
-            assert np.allclose(estimate.with_total(1e9, 1e30).values, estimate.values, rtol=0, atol=1e-9)
+            assert np.allclose(algo.refit(estimate, total_measurement(1e9, 1e30)).values, estimate.values, rtol=0, atol=1e-9)
             # the weights exactly: one partition of variance v and a total T of variance 3v → (3z + T)/4
             z = estimate.values.sum()
-            assert np.isclose(estimate.with_total(100.0, 3 * v).values.sum(), (3 * z + 100) / 4, rtol=0, atol=1e-9)
+            assert np.isclose(algo.refit(estimate, total_measurement(100.0, 3 * v)).values.sum(), (3 * z + 100) / 4, rtol=0, atol=1e-9)
     plain, refit = np.array(plain), np.array(refit)
     assert abs(plain.var() - v) < 5 * v * np.sqrt(5 / plain.size)
     se = (v / 2) * np.sqrt(5 / refit.size)
@@ -532,7 +533,7 @@ def test_the_total_measured_for_the_block_size_joins_the_least_squares(shape):
     total, record = for_total.laplace(np.asarray(x.sum()), 1, for_total.amount, "total", composition="one query")
     assert float(total) == float(answers[0])
     plain = algo._two_phases(x, rest, tuple(estimate.choices["block"]), estimate.choices.get("penalty", 3.0))
-    assert np.array_equal(estimate.values, plain.with_total(float(total), record.noise_variance).values)
+    assert np.array_equal(estimate.values, algo.refit(plain, total_measurement(float(total), record.noise_variance)).values)
     assert not np.allclose(estimate.values, plain.values)
     assert len(again.measurements) == len(budget.measurements)
     assert "grand total measured for the block size" in estimate.structure["partition_totals_also_from"]
