@@ -1,5 +1,5 @@
 """Data-adaptive partitioning that reads only noisy counts: NoiseFirst (Xu et al. 2012), DPCube (Xiao et al.
-2012/2014) and the k-d tree (Xiao, Xiong, Yuan 2010); algorithms.md §4 and §5.2.
+2012/2014) and the k-d tree (Xiao, Xiong, Yuan 2010); docs/algorithms.md §4 and §5.2.
 
 All start from one noisy measurement of every cell; everything that decides the partition is computed from
 those noisy counts, so it is post-processing and costs nothing more.

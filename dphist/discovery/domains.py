@@ -1,4 +1,4 @@
-"""Private domain discovery for columns the schema does not declare (algorithms.md §9), on the privacy kernel.
+"""Private domain discovery for columns the schema does not declare (docs/algorithms.md §9), on the privacy kernel.
 
 :func:`discover` is given the discovery's :class:`~dphist.privacy.PrivacyBudget` (its ``factor`` is m, the rows
 one protected unit may add: 1, or K·c with privacy units and groups) and splits it: an equal ε to each column,
