@@ -1,4 +1,4 @@
-"""zCDP and the discrete Gaussian: the figures issue 21 asks for, measured side by side in one run.
+"""zCDP and the discrete Gaussian: what they cost and what they buy, measured side by side in one run.
 
     .venv/bin/python bench/zcdp.py            # a few minutes; part of `make bench`
     .venv/bin/python bench/zcdp.py --quick    # fewer runs

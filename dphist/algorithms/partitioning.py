@@ -572,7 +572,7 @@ class DPCube(Algorithm):
     OWN_TOTAL = {"partition_totals_also_from": "the grand total measured for the block size (least squares, as a "
                                                "measurement of their sum)"}
 
-    # Refined release (issue 23), fitted on the 2-D DPBench sets at ε = 0.1: κ = 3σ₂² against the raw SSE (the
+    # Refined release, fitted on the 2-D DPBench sets at ε = 0.1: κ = 3σ₂² against the raw SSE (the
     # reference's 1/ε₂ per partition on cells, in block units at its 11 × 11 blocks and ε₂ = ε/2, is about 3σ₂²);
     # c = 10 records·ε per sub-block as in UGrid.
     REFINE_PENALTY = 3.0
@@ -698,7 +698,7 @@ class KDTree(DPCube):
     name = "kdtree"
     summary = "noisy cells, k-d tree of noisy medians, noisy partition totals, combined (Xiao et al. 2010)"
     split_rule = "median"
-    # Not refitted with DPCube's low-signal blocks and penalty (issue 23 fitted them to DPCube's best split):
+    # DPCube's low-signal blocks and penalty were fitted to its best-split cuts, not to median cuts, so
     # the k-d tree keeps the rule's blocks and the fixed penalty at every signal, and its median cuts take no
     # significance cut.
     MAX_SIDE = None
