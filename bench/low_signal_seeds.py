@@ -1,4 +1,4 @@
-"""Low signal, 1-D, on more fresh samples: issue 22's must-show repeated with other sample seeds.
+"""Low signal, 1-D, on more fresh samples: bench/low_signal.py's comparison repeated with other sample seeds.
 
     .venv/bin/python bench/low_signal_seeds.py                  # seeds 7, 11 and 2027 (about 4 minutes each)
     .venv/bin/python bench/low_signal_seeds.py --seeds 5 6      # other seeds

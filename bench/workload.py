@@ -52,8 +52,8 @@ def section(records: list[dict], minutes: float | None) -> str:
     lines = ["## The workload: auto against identity on single cells and on prefixes", "",
              f"The 18 DPBench 1-D data sets at 4096 cells, ε = {EPSILON}, fresh samples (seed {SEED}), "
              f"{frame['sample'].nunique()} samples × {frame['run'].nunique()} runs per data set and scale. "
-             "*cells* = mean absolute error of the single cells of `auto --workload cells` ÷ identity's (issue "
-             "23: at most 1.15); *ranges* = mean absolute prefix error of `auto --workload ranges` ÷ identity's "
+             "*cells* = mean absolute error of the single cells of `auto --workload cells` ÷ identity's (target: "
+             "at most 1.15); *ranges* = mean absolute prefix error of `auto --workload ranges` ÷ identity's "
              "(at most 0.5). auto pays its noisy total. Ratios per data set, then their mean and worst over the "
              f"18. {records_note(RECORDS, COMMAND)}{took}", "",
              "| rows | cells: mean ratio | cells: worst (data set) | auto chose (cells) | ranges: mean ratio | "

@@ -1,11 +1,11 @@
-"""zCDP and the discrete Gaussian: the figures issue 21 asks for, measured side by side in one run.
+"""zCDP and the discrete Gaussian: what they cost and what they buy, measured side by side in one run.
 
     .venv/bin/python bench/zcdp.py            # a few minutes; part of `make bench`
     .venv/bin/python bench/zcdp.py --quick    # fewer runs
 
 1. the exact discrete Gaussian sampler's speed (10^7 draws at σ = 10) beside our discrete Laplace in the same run;
 2. Monte-Carlo average variance over all ranges of a 1-D domain, per unit σ² (σ² = Δ₂²/(2ρ), Δ₂ the strategy's L2
-   sensitivity), against algorithms.md §8's L2 columns;
+   sensitivity), against docs/algorithms.md §8's L2 columns;
 3. identity's released noise variance against 1/(2ρ); the report's rho_spent; the (ε = 1, δ = 1e-6) conversion;
 4. prefix-query error of hb and privelet against identity at ρ = 0.01 on a 4096-bin table;
 5. OpenDP's Gaussian measurement on the same 4096-bin histogram at the same ρ: error and wall time;
@@ -40,7 +40,7 @@ from dphist.privacy.samplers import discrete_gaussian, discrete_laplace  # noqa:
 ADULT = HERE.parent.parent / "shared" / "data" / "real" / "adult.csv"
 SCHEMA = HERE / "adult.schema.yaml"
 ADULT_SET = "age,sex;sex,income;age,income;education_num,income"
-#: algorithms.md §8, L2 columns: average range variance per unit σ² (n = 1024, 4096)
+#: docs/algorithms.md §8, L2 columns: average range variance per unit σ² (n = 1024, 4096)
 TABLE_L2 = {"identity": (342, 1366), "h": (20.5, 28.6), "privelet": (18.7, 26.4)}
 
 
@@ -81,7 +81,7 @@ def per_unit_sigma2(name: str, n: int, runs: int, options: dict | None = None) -
 
 
 def range_table(runs: int) -> list[str]:
-    lines = ["| strategy | n | ours per unit σ² (± s.e.) | algorithms.md §8 | ratio |", "|---|---|---|---|---|"]
+    lines = ["| strategy | n | ours per unit σ² (± s.e.) | docs/algorithms.md §8 | ratio |", "|---|---|---|---|---|"]
     for name, options in (("identity", None), ("h", None), ("privelet", {"small_axis": 0, "weights": "uniform"}),
                           ("hb", None), ("privelet", {"small_axis": 0})):
         for k, n in enumerate((1024, 4096)):

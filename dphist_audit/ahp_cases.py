@@ -1,6 +1,6 @@
 """Audit cases for AHP (dphist/algorithms/ahp.py): the honest algorithm and a mutant that clusters the TRUE
 counts, both on a pair of 8-cell tables (D, D + one record) whose true-count clustering has a different number of
-clusters, the worst case for a structure chosen from the data (privacy-engineering.md §2.3)."""
+clusters, the worst case for a structure chosen from the data (docs/privacy.md §2.3)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Clopper–Pearson bounds, the lower confidence bound on ε they give (privacy-engineering.md §2.2), and the check
+"""Clopper–Pearson bounds, the lower confidence bound on ε they give (docs/privacy.md §2.2), and the check
 of a ρ-zCDP claim against them."""
 
 from __future__ import annotations

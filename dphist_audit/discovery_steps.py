@@ -181,7 +181,7 @@ def labels_pair(epsilon: Fraction) -> list[tuple[str, np.ndarray, np.ndarray]]:
 
 
 # --------------------------------------------------------------------------------------------------------------
-# Partition selection with a privacy unit (issue 20's discovery bug)
+# Partition selection with a privacy unit (candidates must come from the rows kept by contribution bounding)
 
 #: Rows per unit kept by contribution bounding, and the labels the whale unit owns alone.
 UNIT_ROWS = 1
@@ -219,7 +219,7 @@ class UnitPartitionSelection(_Discovery):
 
 
 class CandidatesBeforeBounding(UnitPartitionSelection):
-    """Mutant (the bug fixed in issue 20): candidates collected from every row before contribution bounding, so
+    """Mutant: candidates collected from every row before contribution bounding, so
     the labels of a unit's dropped rows are zero-count candidates, each with its own chance to pass."""
 
     name = "mutant-discovery-candidates-before-bounding"

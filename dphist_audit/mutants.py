@@ -1,6 +1,6 @@
 """Deliberately broken algorithms.  Each claims the ε it is given but spends more; the audit must catch them all.
 
-They mirror real bugs in DP code (privacy-engineering.md §3): a noise scale off by a factor, a tree whose
+They mirror real bugs in DP code (docs/privacy.md §3): a noise scale off by a factor, a tree whose
 height was forgotten in its sensitivity, a budget split that overspends, a decision read off the true data.
 The privacy kernel checks that budgets add up, so a mutant lies where the kernel cannot see: in the sensitivity
 it states, or in what its decisions read.  Each overrides only public methods of the algorithm it breaks.

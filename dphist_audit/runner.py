@@ -1,4 +1,4 @@
-"""The black-box ε audit (privacy-engineering.md §2.3, layer 2) and its case list.
+"""The black-box ε audit (docs/privacy.md §2.3, layer 2) and its case list.
 
 For each case, an algorithm, a claimed ε and a pair of neighbouring tables D, D′ (one record added or removed):
 
@@ -132,7 +132,7 @@ _HIERARCHY = parse_schema({"columns": {"c": {
 
 def _flip_pair(epsilon: Fraction, name: str = "dpcube") -> tuple[np.ndarray, np.ndarray]:
     """A 1-D pair (D, D + one record) on which the partition of the TRUE counts has a different number of parts
-    for DPCube or the k-d tree: the worst case for a data-adaptive structure (privacy-engineering.md §2.3)."""
+    for DPCube or the k-d tree: the worst case for a data-adaptive structure (docs/privacy.md §2.3)."""
     algo = _tiny(name)
     eps1 = epsilon * algo.params["alpha"]  # tiny: every cell measured, no total
     s1, s2 = discrete_laplace_variance(1 / eps1), discrete_laplace_variance(1 / (epsilon - eps1))

@@ -1,4 +1,4 @@
-"""Audit layer 1: the production samplers against their exact distributions (privacy-engineering.md §2.3).
+"""Audit layer 1: the production samplers against their exact distributions (docs/privacy.md §2.3).
 
 A χ² goodness-of-fit test of discrete Laplace draws against the exact pmf must pass, and the same test must
 reject the pmf at 0.9 and 1.1 times the scale (so it has the power to see a mis-scaled sampler); the same for

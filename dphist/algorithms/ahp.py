@@ -1,5 +1,5 @@
 """AHP (Zhang, Chen, Xu, Meng, Xie: "Towards accurate histogram publication under differential privacy", SDM
-2014), algorithms.md §7: noisy cells, a threshold, a clustering of the sorted noisy values, one noisy total per
+2014), docs/algorithms.md §7: noisy cells, a threshold, a clustering of the sorted noisy values, one noisy total per
 cluster.
 
 The table is flattened to its n cells (any number of axes); ε₁ = ρε, ε₂ = (1 − ρ)ε.

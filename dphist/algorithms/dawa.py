@@ -156,7 +156,7 @@ EXACT_BUCKETS = 512  # up to this many buckets the tree's branching is chosen fr
 BRANCHINGS = (2, 3, 4, 6, 8, 12, 16)  # the branchings compared (and the flat tree, b = k)
 LARGE_BRANCHING = 8  # beyond EXACT_BUCKETS: the exact best was 6 or 8 at k = 358 … 2,000, within 3 % of each other
 SEARCH_BUCKETS = 256  # up to this many buckets stage 2 tries every branching (≤ ~50 ms); up to 512 only one
-PREFIX_LEVEL = 5  # candidates of level ≥ 5 (more than 16 cells) are measured by their prefix deviation (issue 22)
+PREFIX_LEVEL = 5  # candidates of level ≥ 5 (more than 16 cells) are measured by their prefix deviation
 STAGE2_2D = "ranges"  # the bucket tree's workload in 2-D (measured in the module docstring)
 # Defaults on a 2-D grid for the options the user did not give (measured in the module docstring, "2-D")
 DEFAULTS_2D = {"ratio": Fraction(3, 5), "threshold": Fraction(2, 5), "prefix_threshold": Fraction(1, 10)}

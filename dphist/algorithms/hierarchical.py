@@ -1,4 +1,4 @@
-"""Hierarchical methods: H (binary ranges), Hb (branching chosen for the domain), quadtree (algorithms.md §3).
+"""Hierarchical methods: H (binary ranges), Hb (branching chosen for the domain), quadtree (docs/algorithms.md §3).
 
     strategy:  a public tree of nested ranges (1-D) or boxes (d-D) over the cells, from the shape and b only
     measure:   every node of each measured level + the budget's noise for linear queries: a level partitions
@@ -9,13 +9,13 @@
                non-negativity and integer rounding that keep every parent equal to the sum of its children
 
 Defaults: the root is not measured (its total is recovered from its children, and the saved budget lowers the
-error on range queries, algorithms.md §3.1, §3.3); budgets are uniform over levels for ``h``/``hb`` and
+error on range queries, docs/algorithms.md §3.1, §3.3); budgets are uniform over levels for ``h``/``hb`` and
 geometric (more to the leaves) for ``quadtree`` (Cormode et al. 2012); Hb's branching is the closed form's,
 except 4 per axis for 2-D tables under pure ε, where the released table is more accurate with it
 (:func:`released_branching`).
 
 Under zCDP (``budget.noise == "gaussian"``) a level costs √h, not h, in noise standard deviation, so the choices
-that depend on the noise are re-derived for L2 (algorithms.md §3.3, §8):
+that depend on the noise are re-derived for L2 (docs/algorithms.md §3.3, §8):
 
 * Hb's branching minimises the L2 version of Qardaji et al.'s cost (:func:`best_branching`): the same count of
   nodes a range query needs, times a per-node variance of h (Δ₂² = h) instead of h² (Δ₁² = h²).
@@ -57,7 +57,7 @@ def best_branching(shape: tuple[int, ...], noise: str = "laplace") -> int:
     ``noise="gaussian"`` (zCDP): the costs are the number of nodes a query needs times the per-node noise
     variance, which is ∝ Δ₁² = h² under Laplace and ∝ Δ₂² = h under the Gaussian, so both costs are divided by
     h: (b-1)h² - 2(b+1)h/3 (1-D) and b^(d-1) (n^(d-1) - 1) h (d-D).  This picks b = 4 at n = 256 ... 4096,
-    where the exact GLS errors of algorithms.md §8 put H₄ within 2.5 % (n = 1024) and 4 % (n = 4096) of the
+    where the exact GLS errors of docs/algorithms.md §8 put H₄ within 2.5 % (n = 1024) and 4 % (n = 4096) of the
     best tree, H₂, and 1.4 times below H₁₆ (the pure-ε choice).
     """
     if noise not in ("laplace", "gaussian"):
@@ -123,7 +123,7 @@ def released_branching(shape: tuple[int, ...], noise: str = "laplace") -> int:
 
 #: Up to this many cells (1-D) the Gaussian branching is chosen from exact errors (half a second at the limit; O(n²)).
 EXACT_L2_CELLS = 1024
-#: The branchings compared exactly; under L2 errors grow with b beyond 3 or 4 (algorithms.md §8: H₁₆, H₃₂ worse).
+#: The branchings compared exactly; under L2 errors grow with b beyond 3 or 4 (docs/algorithms.md §8: H₁₆, H₃₂ worse).
 L2_CANDIDATES = 8
 
 

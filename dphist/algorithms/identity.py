@@ -1,4 +1,4 @@
-"""Identity: noise on every cell (algorithms.md §1.1–1.3).
+"""Identity: noise on every cell (docs/algorithms.md §1.1–1.3).
 
     select:   the identity queries, one per cell (zeros included)
     measure:  y = x + noise; one record changes one cell by 1 under add/remove, so Δ₁ = Δ₂ = 1:

@@ -1,4 +1,4 @@
-"""Sets of marginal tables from the same records that agree exactly with each other (algorithms.md §6.4).
+"""Sets of marginal tables from the same records that agree exactly with each other (docs/algorithms.md §6.4).
 
 Two strategies, chosen before any data is read:
 

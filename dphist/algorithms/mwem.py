@@ -1,5 +1,5 @@
 """MWEM: the multiplicative weights exponential mechanism (Hardt, Ligett, McSherry; NIPS 2012), for range queries
-over one column (algorithms.md §7, §7.1).
+over one column (docs/algorithms.md §7, §7.1).
 
 The candidate queries W are public and built from the number of cells n only: the n prefix ranges [0, i)
 (``queries=prefix``, the DPBench 1-D workload the reference runs MWEM on) or the 2n − 1 dyadic ranges

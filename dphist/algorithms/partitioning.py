@@ -1,5 +1,5 @@
 """Data-adaptive partitioning that reads only noisy counts: NoiseFirst (Xu et al. 2012), DPCube (Xiao et al.
-2012/2014) and the k-d tree (Xiao, Xiong, Yuan 2010); algorithms.md §4 and §5.2.
+2012/2014) and the k-d tree (Xiao, Xiong, Yuan 2010); docs/algorithms.md §4 and §5.2.
 
 All start from one noisy measurement of every cell; everything that decides the partition is computed from
 those noisy counts, so it is post-processing and costs nothing more.
@@ -584,7 +584,7 @@ class DPCube(Algorithm):
     OWN_TOTAL = {"partition_totals_also_from": "the grand total measured for the block size (least squares, as a "
                                                "measurement of their sum)"}
 
-    # Refined release (issue 23), fitted on the 2-D DPBench sets at ε = 0.1: κ = 3σ₂² against the raw SSE (the
+    # Refined release, fitted on the 2-D DPBench sets at ε = 0.1: κ = 3σ₂² against the raw SSE (the
     # reference's 1/ε₂ per partition on cells, in block units at its 11 × 11 blocks and ε₂ = ε/2, is about 3σ₂²);
     # c = 10 records·ε per sub-block as in UGrid.
     REFINE_PENALTY = 3.0
@@ -759,7 +759,7 @@ class KDTree(DPCube):
     name = "kdtree"
     summary = "noisy cells, k-d tree of noisy medians, noisy partition totals, combined (Xiao et al. 2010)"
     split_rule = "median"
-    # Not refitted with DPCube's low-signal blocks and penalty (issue 23 fitted them to DPCube's best split):
+    # DPCube's low-signal blocks and penalty were fitted to its best-split cuts, not to median cuts, so
     # the k-d tree keeps the rule's blocks and the fixed penalty at every signal, and its median cuts take no
     # significance cut.
     MAX_SIDE = None

@@ -1,4 +1,4 @@
-"""Privelet: noise on wavelet coefficients (Xiao, Wang, Gehrke, ICDE 2010; algorithms.md §2).
+"""Privelet: noise on wavelet coefficients (Xiao, Wang, Gehrke, ICDE 2010; docs/algorithms.md §2).
 
     strategy:  along each axis, the unnormalised Haar transform: the total of the axis and, for every split
                of a binary tree of ranges over it, the difference S(left half) − S(right half); on a d-way table
@@ -16,7 +16,7 @@ is a single cell; no padding, nothing unmeasured).  So the L1 change is at most 
 deepest path.  For the d-way transform the coefficient vector of a unit table is the outer product of the
 per-axis vectors, whose L1 norm is the product of the per-axis norms: ρ = Π_k (1 + L_k), and no more.
 
-Under zCDP (``budget.noise == "gaussian"``, algorithms.md §1.4, §8) the coefficients get discrete Gaussian noise
+Under zCDP (``budget.noise == "gaussian"``, docs/algorithms.md §1.4, §8) the coefficients get discrete Gaussian noise
 of variance σ²·g_c², σ² = Δ₂²/(2ρ), with a relative scale g_c per coefficient:
 
 * ``weights=uniform``: g = 1 on every Haar coefficient.  A record changes the total and one difference per level
@@ -210,7 +210,7 @@ def _all_pairs(first: np.ndarray, split: np.ndarray, size: int) -> bool:
 
 
 class NominalAxis:
-    """The nominal wavelet along a categorical axis with a public hierarchy (algorithms.md §2.4), in integers.
+    """The nominal wavelet along a categorical axis with a public hierarchy (docs/algorithms.md §2.4), in integers.
 
     Coefficients: the axis total T(root), and for every child v of a group u with f_u >= 2 children the integer
     f_u·T(v) − T(u) (f_u times the paper's c_v = T(v) − T(u)/f_u).  Noise on it has the relative scale

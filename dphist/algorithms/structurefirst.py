@@ -1,4 +1,4 @@
-"""StructureFirst (Xu, Zhang, Xiao, Yang, Yu, Winslett: ICDE 2012), algorithms.md §5.3.
+"""StructureFirst (Xu, Zhang, Xiao, Yang, Yu, Winslett: ICDE 2012), docs/algorithms.md §5.3.
 
 The bucket boundaries are chosen first, privately, from the true counts clipped to a public cap F; then every
 bucket's total is measured once:

@@ -1,4 +1,4 @@
-"""Private domain discovery for columns the schema does not declare (algorithms.md §9), on the privacy kernel.
+"""Private domain discovery for columns the schema does not declare (docs/algorithms.md §9), on the privacy kernel.
 
 :func:`discover` is given the discovery's :class:`~dphist.privacy.PrivacyBudget` (its ``factor`` is m, the rows
 one protected unit may add: 1, or K·c with privacy units and groups) and splits it: an equal ε to each column,
@@ -29,7 +29,7 @@ m and records the measurement.  For a column with budget ε_c:
      reaches as far as the other, and with none on either side the range is that of step 1.  Distances from
      the median, not from 0, make the range fit the data's own spread (a year of dates, or prices near 1000,
      lie in one log-scale bin of the raw values but span several bins of the distances).
-  4. *bounds* (ε_b/2, issue 20 item 5): the lower and upper bounds are DP quantiles at TAIL and 1 − TAIL, two
+  4. *bounds* (ε_b/2): the lower and upper bounds are DP quantiles at TAIL and 1 − TAIL, two
      permute-and-flip draws at ε_b/4 each (scores as in step 2, sensitivity 1), over QUANTILE_POINTS + 1
      points spanning the range of step 3 widened on each side by PAD rank resolutions of a draw (2m/ε rows,
      as a share of N̂) of its span, at most a quarter.
@@ -40,10 +40,9 @@ m and records the measurement.  For a column with budget ε_c:
      draws fall outward (wider bins, nothing cut) far more often than inward, which the padding keeps so where
      the data reach the end of the range.  Rows beyond the range of step 3 are cut as well; its bins there
      held no real share.  Measured on 73,421 uniform ids 1–2160 from a CSV file at ε = 1 with no schema
-     (discovery ε 0.1; tests/test_discovered_bounds.py), 200 seeds: alone, 0.02 % of the rows cut on average
-     (at most 0.96 %; the previous rule: 0.63 %), bounds spanning 1.23 times the ids' range; with 6 other
-     columns (the case of issue 20; the previous rule: 10.6 %, at most 19 %), 0.003 % (at most 0.21 %),
-     spanning 1.54 times.
+     (discovery ε 0.1; tests/unit/discovery/test_domains.py), 200 seeds: alone, 0.02 % of the rows cut on
+     average (at most 0.96 %), bounds spanning 1.23 times the ids' range; with 6 other columns sharing the
+     discovery budget, 0.003 % (at most 0.21 %), spanning 1.54 times.
   5. *bins*: equal widths over [lower, upper) (integer-aligned for integers; days, months or years for dates
      by the span), or cut points at the j/bins quantiles of the values clamped to the bounds, one
      permute-and-flip draw each (scores as in step 2) over public points.  Missing values have their own cell.

@@ -1,7 +1,7 @@
 """A schema drafted with differential privacy: the discovery steps of a release, on their own.
 
 ``dphist schema --private INPUT --epsilon E`` spends E (and δ for text columns) to find every column's domain
-exactly as a release without a schema would (algorithms.md §9: DP bounds and equal-width bins for numbers and
+exactly as a release without a schema would (docs/algorithms.md §9: DP bounds and equal-width bins for numbers and
 dates, partition selection for text), and writes the result as a schema file.  Unlike the plain draft, every
 value in it came from noisy counts, so the steward may freeze it and use it for all later releases, which then
 spend nothing on discovery.  The ε and δ are charged to the ledger like a release.

@@ -8,7 +8,7 @@ explicit matrix exists only as a test oracle for small domains.
 The error metrics measure W x − W x̂, computed as W (x − x̂) (the same numbers, by linearity, with less
 cancellation).  ``all_ranges`` carries closed forms of its L1 and squared norms, so its n(n+1)/2 queries are
 never enumerated when scoring.  ``expected_squared_error`` is the exact data-independent oracle of
-algorithms.md §0: trace(W (AᵀV⁻¹A)⁻¹ Wᵀ) for the GLS estimate from a linear strategy A.
+docs/algorithms.md §0: trace(W (AᵀV⁻¹A)⁻¹ Wᵀ) for the GLS estimate from a linear strategy A.
 """
 
 from __future__ import annotations

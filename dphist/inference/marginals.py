@@ -1,4 +1,4 @@
-"""Mutually consistent marginals from separate noisy measurements (algorithms.md §6.4, strategy "separate").
+"""Mutually consistent marginals from separate noisy measurements (docs/algorithms.md §6.4, strategy "separate").
 
 Each marginal i covers a set of columns S_i and is measured with independent noise of variance v_i per cell.
 Their true values are sums of one table x over the union U of the columns.  Three steps, all post-processing:

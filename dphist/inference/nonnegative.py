@@ -1,6 +1,6 @@
 """Post-processing of noisy answers: non-negativity that keeps the total, and integer rounding that keeps sums.
 
-These steps read only noisy values and public facts, so they cost no privacy budget (algorithms.md §6).
+These steps read only noisy values and public facts, so they cost no privacy budget (docs/algorithms.md §6).
 They run in a fixed order: (consistency, in algorithms that need it), then non-negativity, then rounding.
 """
 
@@ -43,7 +43,7 @@ def nonnegative_integer_table(estimate: np.ndarray, total: float | None = None) 
 
 
 # --------------------------------------------------------------------------------------------------------------
-# Trees: exact generalised least squares in two linear passes (algorithms.md §3.2)
+# Trees: exact generalised least squares in two linear passes (docs/algorithms.md §3.2)
 
 
 @dataclass
@@ -270,7 +270,7 @@ def tree_nonnegative_integers(tree: Tree, values: list[np.ndarray]) -> np.ndarra
 
     ``values[l]`` are real estimates of the nodes of level l (e.g. a :class:`TreeFit`'s values).  Top-down: the
     root estimate is clamped at 0 and rounded; then on each level every sibling group is projected onto the
-    non-negative vectors with its parent's (already final) sum and rounded to it (algorithms.md §6.2-6.3).
+    non-negative vectors with its parent's (already final) sum and rounded to it (docs/algorithms.md §6.2-6.3).
     Returns int64 counts of shape ``tree.shape``.  Time O(n log b) for fan-out b; extra memory a few arrays of
     the leaves' size (the projection of a level, its rounding and the sibling order).
     """

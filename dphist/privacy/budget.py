@@ -19,7 +19,7 @@ a zCDP one (:class:`ZCDPBudget`).  Algorithms only split by shares and measure w
 (``part.amount``), so the same plan runs in either definition; an algorithm that has a better strategy under L2
 noise reads ``budget.noise``.
 
-Costs (the proofs are one line each; privacy-engineering.md §1.3, CKS20):
+Costs (the proofs are one line each; docs/privacy.md §1.3, CKS20):
 * Laplace of scale Δ₁/ε on answers of L1 sensitivity Δ₁: ε-DP, hence ε²/2-zCDP (Bun and Steinke 2016, Prop. 1.4).
   In a zCDP budget an amount ρ buys ε = √(2ρ) rounded down to a rational, so the noise is never smaller than ρ
   pays for.

@@ -5,7 +5,7 @@ inject a seeded source and exercise exactly the production code path.  Productio
 :class:`SystemBits`, which reads the operating system's CSPRNG (``os.urandom``).
 
 The discrete Laplace sampler is *exact*: the output distribution is the ideal one, with no floating-point
-inversion and no truncated tail (privacy-engineering.md §1.3).  It rests on two facts about a geometric variable
+inversion and no truncated tail (docs/privacy.md §1.3).  It rests on two facts about a geometric variable
 Y on {0, 1, 2, ...} with P(Y = y) ∝ a^y, a = exp(-1/t):
 
 * its binary digits are independent: bit j is 1 with probability a^(2^j) / (1 + a^(2^j)) = 1/(1 + exp(2^j/t));

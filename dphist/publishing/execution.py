@@ -1,4 +1,4 @@
-"""Executing a release plan: the one path from a checked plan to a published release (design.md §1).
+"""Executing a release plan: the one path from a checked plan to a published release (docs/architecture.md §1).
 
     reserve ─► read ─────────────────► measure ──────────────────► post-process + output ─► commit
     (ledger)   (discovery, then the    (each table's algorithm on    (output.py: tidy tables,  (ledger; files

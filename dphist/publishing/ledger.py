@@ -1,6 +1,6 @@
 """The persistent privacy-budget ledger: what every release of a data set has spent, across runs and processes.
 
-One SQLite file holds an append-only, hash-chained list of entries (privacy-engineering.md §4).  A release goes
+One SQLite file holds an append-only, hash-chained list of entries (docs/privacy.md §4).  A release goes
 
     RESERVE  (before any row is read: refused if it would take the spend past the cap; claims the run key)
     READ     (written just before the first row is read: from here on the budget is spent for good)

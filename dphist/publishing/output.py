@@ -1,7 +1,7 @@
 """Output of a release: post-processing into tidy tables, the report, and the operator's summary.
 
 Everything here reads only noisy values, public facts (the plan, the tables' shapes) and the privacy budget's
-record, so it costs nothing (algorithms.md §6).  :mod:`dphist.publishing.execution` hands over each table as a
+record, so it costs nothing (docs/algorithms.md §6).  :mod:`dphist.publishing.execution` hands over each table as a
 :class:`MeasuredTable`; :func:`released_tables` post-processes them, :func:`release_report` writes the report,
 and :class:`Release` holds the result (``write``, ``stage`` and ``summary``).
 """
@@ -351,7 +351,7 @@ def discovery_report(plan: ReleasePlan, columns: list[dict], steps: list[Measure
         "epsilon": format_fraction(plan.discovery.epsilon), "delta": format_fraction(plan.delta),
         "columns": columns, "steps": [m.report() for m in steps],
         **({"skipped_tables": skipped_tables} if skipped_tables else {}),
-        "note": "domains of undeclared columns were chosen from noisy counts (algorithms.md §9); values "
+        "note": "domains of undeclared columns were chosen from noisy counts (docs/algorithms.md §9); values "
                 "outside a discovered range are counted in its first or last bin, and categories held by few "
                 "records are left out by design (not published as 'other')"}
 

@@ -1,4 +1,4 @@
-"""Contribution bounding: at most K rows of each privacy unit reach the counts (algorithms.md §1.4, last row).
+"""Contribution bounding: at most K rows of each privacy unit reach the counts (docs/algorithms.md §1.4, last row).
 
 When one person (patient, household, account) can own many rows, "one record" is the wrong privacy unit.  With
 ``--privacy-unit COLUMN --max-rows-per-unit K`` the rows are grouped by COLUMN, and of each unit's rows K are

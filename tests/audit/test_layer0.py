@@ -1,5 +1,5 @@
 """Audit layer 0 for every registered algorithm: exact budgets, stated sensitivities hold on random neighbours,
-and public structure (privacy-engineering.md §2.3).
+and public structure (docs/privacy.md §2.3).
 
 Sensitivity is checked without looking inside an algorithm: the same seeded noise stream is used on a table
 and on its neighbour, each run on its own budget with a trace, so for these noise-then-infer algorithms the

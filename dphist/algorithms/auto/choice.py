@@ -41,7 +41,7 @@ choice reads no data, so there is nothing to pay for): the whole ρ goes to the 
 are identity, Privelet with its L2 level weights, and (1-D, at most ``EXACT_L2_CELLS`` cells) Hb with its L2
 branching; each one's exact average variance per unit σ² on the table's workload (all ranges along ordered
 columns, single categories along categorical ones, whose axes factorise) is computed and the least wins.  Above
-``EXACT_L2_CELLS`` cells the tree is not compared: algorithms.md §8 has Privelet below every tree under L2
+``EXACT_L2_CELLS`` cells the tree is not compared: docs/algorithms.md §8 has Privelet below every tree under L2
 (n = 1024 / 4096: 18.7 / 26.4 uniform, 18.0 / 25.6 with L2 weights, against H₂ 20.5 / 28.6 and H₄ 21.0 / 29.7).
 """
 

@@ -138,7 +138,7 @@ def test_range_variance_matches_the_dense_formula(name, options, n):
     assert abs(mean - 0.9 * exact) > 0.05 * 0.9 * exact or abs(mean - 1.1 * exact) > 0.05 * 1.1 * exact
 
 
-# algorithms.md §8, L2 column at n = 1024 (per unit σ², GLS, no root), and the runs: identity's per-run average
+# docs/algorithms.md §8, L2 column at n = 1024 (per unit σ², GLS, no root), and the runs: identity's per-run average
 # varies most (a relative sd of 87 % per run, so 5,000 runs for an SE of 1.2 %), H's and Privelet's 23 % and 28 %.
 PUBLISHED_1024 = [("identity", {}, 342, 5000), ("h", {}, 20.5, 1500),
                   pytest.param("h", {}, 20.5, 5000, marks=pytest.mark.slow),

@@ -1,6 +1,6 @@
 """H, Hb and quadtree (dphist/algorithms/hierarchical.py): privacy structure (public trees, exact budgets,
 sensitivity 1 per level; under zCDP L2 sensitivity 1 per level and ρ split over the levels) and accuracy checked
-against the exact trace-formula oracle (algorithms.md §0, §3, §8).
+against the exact trace-formula oracle (docs/algorithms.md §0, §3, §8).
 
 Monte-Carlo checks use fixed seeds and a 5-standard-error band (false alarm below 1e-6 per check).  The trees are
 not data-adaptive, so the runs are drawn at once on a replicated budget (a leading axis of runs, as the audit draws
@@ -70,7 +70,7 @@ def strategy_of(tree, measured, variances):
 
 @pytest.mark.parametrize("b, expected", [(2, 220), (4, 111), (16, 79)])
 def test_average_range_variance_matches_the_published_table(b, expected):
-    # algorithms.md §8, n = 256, all ranges, ε = 1, continuous-Laplace variance 2(h/ε)², no root, GLS.
+    # docs/algorithms.md §8, n = 256, all ranges, ε = 1, continuous-Laplace variance 2(h/ε)², no root, GLS.
     tree = range_tree(256, b)
     h = tree.levels - 1
     A, v = strategy_of(tree, range(1, tree.levels), [2.0 * h**2] * h)
@@ -151,7 +151,7 @@ def test_every_level_has_sensitivity_one(shape, b):
 
 
 def test_branching_choice():
-    assert best_branching((4096,)) == 16  # algorithms.md §3.3
+    assert best_branching((4096,)) == 16  # docs/algorithms.md §3.3
     assert best_branching((256, 256)) == 7
     assert best_branching((1,)) == 2
 

@@ -1,5 +1,5 @@
 """Privelet (dphist/algorithms/privelet.py): exact transform, sensitivity (bound and equality), the closed-form
-range variance of algorithms.md §2.2 checked by Monte Carlo (5-standard-error band, fixed seeds), and the per-cell
+range variance of docs/algorithms.md §2.2 checked by Monte Carlo (5-standard-error band, fixed seeds), and the per-cell
 variances; under a zCDP budget the L2 sensitivity of either weighting and the exact cell variances."""
 
 from __future__ import annotations
@@ -94,7 +94,7 @@ def range_variance(n: int, lo: int, hi: int, coefficient_variance: float) -> flo
 
 
 def test_range_variance_oracle_values():
-    # algorithms.md §2.2: n = 16, ε = 1, λ = 5 (continuous Laplace, variance 2λ² per coefficient).
+    # docs/algorithms.md §2.2: n = 16, ε = 1, λ = 5 (continuous Laplace, variance 2λ² per coefficient).
     for (lo, hi), expected in {(0, 1): 16.797, (0, 8): 25.0, (3, 11): 58.594, (0, 16): 50.0}.items():
         assert range_variance(16, lo, hi, 2 * 25) == pytest.approx(expected, abs=1e-3)
 

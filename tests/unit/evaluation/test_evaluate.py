@@ -18,7 +18,7 @@ ARGS = [str(ROOT / "sample_data" / "census.parquet"), "-s", str(ROOT / "sample_d
 
 
 def test_errors_rank_as_expected_on_ranges():
-    # On a long 1-D domain, trees beat identity on all ranges by a wide margin (algorithms.md §8).
+    # On a long 1-D domain, trees beat identity on all ranges by a wide margin (docs/algorithms.md §8).
     frame = pd.DataFrame({"v": np.random.default_rng(0).integers(0, 1024, 20_000)})
     schema = {"columns": {"v": {"type": "numeric", "lower": 0, "upper": 1024, "bins": 1024}}}
     table, info = evaluate(frame, "0.1", schema, "v", ["identity", "hb"], trials=5, seed=2)

@@ -1,4 +1,4 @@
-"""Workloads, error metrics and the expected-error oracle (algorithms.md §0, §3.5, §8)."""
+"""Workloads, error metrics and the expected-error oracle (docs/algorithms.md §0, §3.5, §8)."""
 
 from __future__ import annotations
 
@@ -262,7 +262,7 @@ def test_random_ranges_are_uniform_over_all_ranges():
 
 
 # --------------------------------------------------------------------------------------------------------------
-# Expected squared error (the oracle of algorithms.md §0)
+# Expected squared error (the oracle of docs/algorithms.md §0)
 
 
 def test_identity_strategy_on_prefixes():

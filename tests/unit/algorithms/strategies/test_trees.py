@@ -71,7 +71,7 @@ def test_small_oracles_from_algorithms_md():
 
 
 def test_range_variances_match_the_tree_oracle():
-    # algorithms.md §3.5: n = 16, b = 2, root kept, ε = 1, h = 5 levels -> each node Lap(5), variance 50.
+    # docs/algorithms.md §3.5: n = 16, b = 2, root kept, ε = 1, h = 5 levels -> each node Lap(5), variance 50.
     tree = range_tree(16, 2)
     A, v = dense_system(tree, range(tree.levels), [np.full(s, 50.0) for s in tree.sizes])
     cov = np.linalg.inv(A.T @ (A / v[:, None]))
