@@ -76,7 +76,7 @@ from ..read.contribution import UnitBound, UnitIds, bounded_rows
 from ..read.counting import as_text, days_since_epoch
 from ..errors import DataError, UsageError
 from ..read.sources import kinds_of
-from ..privacy import PrivacyBudget, format_fraction
+from ..privacy import PrivacyBudget, equal_part, format_fraction
 from ..privacy import discrete_laplace_tail_threshold as tail_threshold
 from ..declare.schema import Column, normalise_label, parse_schema
 from ..text import quoted
@@ -178,7 +178,7 @@ class DiscoveryPlan:
     @property
     def column_epsilon(self) -> Fraction:
         """The ε each column gets (for checks before reading; :func:`discover` splits the budget it is given)."""
-        return self.epsilon / len(self.kinds)
+        return equal_part(self.epsilon, len(self.kinds))
 
     @property
     def needs_delta(self) -> bool:
@@ -189,7 +189,7 @@ class DiscoveryPlan:
     def column_delta(self) -> Fraction:
         """δ for each column that may need partition selection (text, or a CSV column of unknown type)."""
         categorical = sum(_may_need_delta(k) for k in self.kinds.values())
-        return self.delta / categorical if categorical else Fraction(0)
+        return equal_part(self.delta, categorical) if categorical else Fraction(0)
 
     def placeholders(self) -> dict[str, Column]:
         """Columns of the largest size discovery can give each column (numeric and date: ``bins`` + the null

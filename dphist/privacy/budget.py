@@ -49,7 +49,7 @@ from .measurement import GAUSSIAN, LAPLACE, SELECTION, Measurement
 from .samplers import checked_scale, discrete_laplace, discrete_laplace_tail_threshold, permute_and_flip
 
 __all__ = ["PrivacyBudget", "ZCDPBudget", "Selection", "BudgetExceeded", "Draw", "split_shares", "epsilon_within",
-           "per_row_amount", "per_row_epsilon_like"]
+           "per_row_amount", "per_row_epsilon_like", "total_of", "equal_part"]
 
 
 class BudgetExceeded(RuntimeError):
@@ -79,6 +79,17 @@ def split_shares(total: Fraction, shares: Sequence, allow_zero: bool = False) ->
         raise ValueError(f"shares must be positive, got {[str(s) for s in shares]}")
     whole = sum(shares, Fraction(0))
     return [Fraction(total) * s / whole for s in shares]
+
+
+def total_of(amounts) -> Fraction:
+    """The exact sum of ``amounts`` (ε, δ or ρ of parts of one budget, e.g. parts charged but never measured with);
+    0 for none."""
+    return sum((Fraction(a) for a in amounts), Fraction(0))
+
+
+def equal_part(total, parts: int) -> Fraction:
+    """One of ``parts`` equal parts of ``total``, exactly (``split_shares(total, [1] * parts)[0]``)."""
+    return split_shares(total, [1] * parts)[0]
 
 
 Entry = Union[Measurement, "PrivacyBudget"]

@@ -18,7 +18,6 @@ from __future__ import annotations
 import os
 from collections.abc import Callable
 from dataclasses import dataclass
-from fractions import Fraction
 from pathlib import Path
 from typing import Any
 
@@ -35,7 +34,7 @@ from ..declare.job import TableRequest
 from .ledger import Ledger
 from .output import MeasuredTable, Release, discovery_report, release_report, released_tables
 from .planning import ReleasePlan
-from ..privacy import BitSource, PrivacyBudget, ZCDPBudget, bit_source
+from ..privacy import BitSource, PrivacyBudget, ZCDPBudget, bit_source, total_of
 from ..read.progress import Progress
 from .transaction import Charged, FileRelease, charged_run
 from ..text import first_of, quoted
@@ -139,8 +138,7 @@ def run_plan(plan: ReleasePlan, progress: bool = False) -> Release:
     # Post-process and output: free, from the noisy values and public facts only.
     frames, table_reports, marginals = released_tables(plan, measured)
     # A skipped table's part was charged in the ledger before discovery ran: it is counted as spent.
-    skipped = sum((b.amount for i, b in enumerate(table_budgets) if discovered and i not in discovered.usable),
-                  Fraction(0))
+    skipped = total_of(b.amount for i, b in enumerate(table_budgets) if discovered and i not in discovered.usable)
     report = release_report(plan, budget, skipped, table_reports, discovered and discovered.report, marginals)
     return Release(frames, report, operator=plan.source.describe())
 

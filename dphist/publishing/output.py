@@ -29,7 +29,7 @@ from ..declare.job import TableRequest, table_name_for
 from ..inference.marginals import consistent_marginals, expected_errors, nonnegative_integer_marginals
 from ..algorithms.marginal_sets import derive_marginal, labelled_frame
 from .planning import ReleasePlan
-from ..privacy import Measurement, PrivacyBudget, format_fraction, per_row_amount
+from ..privacy import Measurement, PrivacyBudget, equal_part, format_fraction, per_row_amount
 from ..privacy.conversions import epsilon_for
 from .tidy import CHUNK_ROWS, Tables, TidyTable
 from ..version import __version__
@@ -244,7 +244,7 @@ def _consistent_marginals(plan: ReleasePlan, estimates: list[Estimate], reports:
     k = len(marginals)
     return frames, {**plan.marginal_plan.report(),
                     "composition": f"sequential: the {k} marginals are of the same records, each measured with "
-                                   f"{plan.amount_name} {format_fraction(plan.amount / k)}",
+                                   f"{plan.amount_name} {format_fraction(equal_part(plan.amount, k))}",
                     "ci": "ci_lower/ci_upper: normal approximation, noisy_count ± 1.96 × expected_cell_sd"}
 
 

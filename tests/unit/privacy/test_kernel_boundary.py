@@ -2,7 +2,8 @@
 an amount it reads off a budget.
 
 The rule (:func:`violations`), checked on the syntax tree of every module under ``dphist/`` but ``dphist/privacy/``:
-an arithmetic operation (a binary operator, an augmented assignment or a unary minus) must not have as an operand
+an arithmetic operation (a binary operator, an augmented assignment, a unary minus, or a ``sum``
+of values) must not have as an operand
 
 * an attribute ``amount``, ``epsilon``, ``rho``, ``delta``, ``remaining``, ``remaining_delta``, ``spent``,
   ``spent_delta`` or ``factor`` of a *budget value*, or the result of its ``scale(...)`` or
@@ -13,7 +14,8 @@ A *budget value* is an object of one of the kernel's amount-carrying types (:dat
 the accountant's charges, caps and spends): a name or attribute whose name contains "budget"; a parameter
 annotated with one of those types; the result of calling one of them, or a function or method whose return
 annotation names one (``split``, ``probe``, ``table_budget``...), an element of such a result (unpacked, indexed
-or iterated); or a name bound to a budget value in the same function.
+or iterated, also through ``enumerate``, ``zip``, ``reversed``, ``sorted``, ``list`` or ``tuple``); or a name bound
+to a budget value in the same function.
 
 Where the line is drawn.  Passing a budget's amount on (``budget.laplace(..., part.amount, ...)``), comparing it
 (``budget.delta <= 0``) or formatting it is not arithmetic.  What the kernel returns for that purpose (the ε per
@@ -50,6 +52,10 @@ BUDGET_ATTRIBUTES = frozenset({"amount", "epsilon", "rho", "delta", "remaining",
                                "spent_delta", "factor"})
 BUDGET_METHODS = frozenset({"scale", "laplace_epsilon"})
 _WRAPPERS = frozenset({"float", "int", "Fraction"})
+#: Calls that pass their arguments' elements through (a budget iterated through them is still a budget).
+_PASS_THROUGH = frozenset({"enumerate", "zip", "reversed", "sorted", "list", "tuple"})
+#: Calls that do arithmetic over the values they are given.
+_REDUCTIONS = frozenset({"sum"})
 
 
 def _identifier(node: ast.AST) -> str | None:
@@ -112,7 +118,7 @@ class _Scope:
         for n in own:
             self.bindings.extend(_bindings(n))
             if isinstance(n, (ast.BinOp, ast.AugAssign)) or (isinstance(n, ast.UnaryOp) and
-                                                             isinstance(n.op, ast.USub)):
+                                                             isinstance(n.op, ast.USub)) or _is_reduction(n):
                 self.arithmetic.append(n)
         if isinstance(node, _FUNCTIONS):
             args = node.args
@@ -128,6 +134,8 @@ class _Scope:
             return "budget" in node.attr.lower()
         if isinstance(node, ast.Call):
             name = _identifier(node.func)
+            if name in _PASS_THROUGH:
+                return any(self.is_budget(a) for a in node.args)
             return name in BUDGET_TYPES or name in self.producers
         if isinstance(node, (ast.Subscript, ast.Starred)):
             return self.is_budget(node.value)
@@ -173,7 +181,21 @@ def _bindings(node: ast.AST):
         yield [node.target], node.iter
 
 
+def _is_reduction(node: ast.AST) -> bool:
+    return isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in _REDUCTIONS
+
+
 def _operands(node: ast.AST) -> list[ast.AST]:
+    if _is_reduction(node):
+        values = []
+        for arg in node.args:
+            if isinstance(arg, (ast.GeneratorExp, ast.ListComp, ast.SetComp)):
+                values.append(arg.elt)
+            elif isinstance(arg, (ast.List, ast.Tuple, ast.Set)):
+                values.extend(arg.elts)
+            else:
+                values.append(arg)
+        return values
     if isinstance(node, ast.BinOp):
         return [node.left, node.right]
     if isinstance(node, ast.AugAssign):
@@ -191,7 +213,7 @@ def violations(module: ast.AST | _Index, producers: frozenset[str] = frozenset()
     producers = producers | index.returning
     found = []
     for node, own in index.scopes.items():
-        if not any(isinstance(n, (ast.BinOp, ast.AugAssign, ast.UnaryOp)) for n in own):
+        if not any(isinstance(n, (ast.BinOp, ast.AugAssign, ast.UnaryOp)) or _is_reduction(n) for n in own):
             continue
         scope = _Scope(node, own, producers)
         for node in scope.arithmetic:
@@ -242,6 +264,8 @@ def test_the_scan_covers_the_package():
     "def f(n):\n    whole = PrivacyBudget(n, bits=None)\n    t = 0\n    t += float(whole.amount)\n    return t\n",
     "def f(table):\n    return [m * table.budget.spent for m in range(3)]\n",
     "def f(b):\n    for part in b.split([1, 1]):\n        yield Fraction(part.delta) - 1\n",
+    "def f(table_budgets, used):\n    return sum((b.amount for i, b in enumerate(table_budgets) if i in used), 0)\n",
+    "def f(b):\n    return sum([part.epsilon for part in b.split([1, 2])])\n",
 ])
 def test_a_planted_violation_is_found(source):
     assert len(violations(ast.parse(source), frozenset({"split"}))) == 1
