@@ -13,7 +13,7 @@ from .version import __version__
 __all__ = ["__version__", "release", "Release"]
 
 # Exported name -> the module that defines it, imported when the name is first looked up.
-_LAZY = {"release": ".api", "Release": ".publishing.output"}
+_LAZY = {"release": ".api", "Release": ".publishing.assemble"}
 
 
 def __getattr__(name: str):

@@ -16,7 +16,7 @@ from .errors import UsageError
 from .publishing.execution import execute, run_plan
 from .read.sources import is_path
 from .publishing.ledger import Ledger
-from .publishing.output import Release
+from .publishing.assemble import Release
 from .publishing.planning import DEFAULT_ALGORITHM, ReleaseOptions, ReleasePlan, make_plan
 from .text import quoted
 

@@ -100,7 +100,7 @@ def release_command(input, epsilon, rho, noise, schema_path, columns, spec, marg
     """
     from ..declare.job import load_job, release_arguments
     from ..publishing.execution import ReleaseFiles, execute
-    from ..publishing.output import NOT_PRIVATE
+    from ..publishing.assemble import NOT_PRIVATE
     from ..publishing.planning import ReleaseOptions, make_plan
 
     run_log().json = log_format == "json"

@@ -85,7 +85,7 @@ def _private_schema(input, out, epsilon, delta, columns, bins, max_categories, b
                     max_rows_per_unit, seed, ledger_path, dataset_id, lock_timeout, require_cap):
     from ..publishing.execution import charged
     from ..products.output_file import atomic_output
-    from ..publishing.output import NOT_PRIVATE
+    from ..publishing.assemble import NOT_PRIVATE
     from ..discovery.private_schema import plan_private_schema, run_private_schema
 
     if epsilon is None:

@@ -9,7 +9,7 @@ private and the ledger is never touched; otherwise the run happens inside the re
 (:func:`dphist.publishing.transaction.charged_run`), which reserves the plan's budget before any row is read and commits it with the
 files.  :func:`run_plan` is the middle: it makes the release's one budget (:func:`release_budget`: a
 :class:`~dphist.privacy.PrivacyBudget` of ε, or a :class:`~dphist.privacy.ZCDPBudget` of ρ), splits it into the
-discovery's part and one part per table, reads, measures and hands over to :mod:`dphist.publishing.output`.
+discovery's part and one part per table, reads, measures and hands over to :mod:`dphist.publishing.assemble`.
 The CLI's ``release`` and ``schema --private`` and the Python API's :func:`dphist.release` all run through here.
 """
 
@@ -32,7 +32,7 @@ from .destination import Destination
 from .writers import check_destination
 from ..declare.job import TableRequest
 from .ledger import Ledger
-from .output import MeasuredTable, Release, discovery_report, release_report, released_tables
+from .assemble import MeasuredTable, Release, discovery_report, release_report, released_tables
 from .planning import ReleasePlan
 from ..privacy import BitSource, PrivacyBudget, ZCDPBudget, bit_source, total_of
 from ..read.progress import Progress
@@ -58,7 +58,7 @@ def execute(plan: ReleasePlan, *, ledger: Ledger | str | os.PathLike | None = No
             files: ReleaseFiles | None = None, progress: bool = False,
             on_test_mode: Callable[[], None] | None = None, require_cap: bool = False) -> Charged:
     """Run the release ``plan``: test mode or a charged run (see :func:`charged`), writing ``files`` if given.
-    ``value`` of the result is the :class:`~dphist.publishing.output.Release`; its report holds the ledger block of a
+    ``value`` of the result is the :class:`~dphist.publishing.assemble.Release`; its report holds the ledger block of a
     charged run.  ``progress``: a progress bar of the counting pass on stderr."""
 
     def work(ledger_info: dict | None) -> Release:

@@ -19,7 +19,7 @@ import yaml
 
 import dphist
 from dphist.publishing.ledger import Ledger
-from dphist.publishing.output import DELTA_REFERENCE
+from dphist.publishing.assemble import DELTA_REFERENCE
 from dphist.privacy import discrete_gaussian_halfwidth, discrete_gaussian_variance, format_fraction
 from dphist.privacy.conversions import delta_for, epsilon_for, rho_for
 

@@ -102,11 +102,11 @@ def test_pure_epsilon_release_needs_no_optimizer(tmp_path):
 def test_release_exports_still_work():
     import dphist
     import dphist.api
-    import dphist.publishing.output
+    import dphist.publishing.assemble
     from dphist import Release, release
 
     assert release is dphist.api.release
-    assert Release is dphist.publishing.output.Release
+    assert Release is dphist.publishing.assemble.Release
     assert {"__version__", "release", "Release"} <= set(dir(dphist))
     assert all(hasattr(dphist, name) for name in dphist.__all__)
     assert dphist.declare.schema.load_schema  # a submodule by attribute, as when everything was imported eagerly

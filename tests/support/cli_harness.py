@@ -175,7 +175,7 @@ def _environment(env: Mapping[str, str | None] | None) -> dict[str, str]:
 _PRELOAD = ("dphist.cli", "dphist.api", "dphist.publishing.execution", "dphist.publishing.transaction",
             "dphist.publishing.ledger", "dphist.publishing.budget_status", "dphist.discovery.private_schema",
             "dphist.declare.draft", "dphist.publishing.writers", "dphist.read.sources", "dphist.products.output_file",
-            "dphist.algorithms", "dphist.publishing.output", "dphist.privacy.conversions", "scipy.optimize", "pandas",
+            "dphist.algorithms", "dphist.publishing.assemble", "dphist.privacy.conversions", "scipy.optimize", "pandas",
             "pyarrow.csv", "pyarrow.parquet")
 
 _server: tuple[subprocess.Popen, str] | None = None

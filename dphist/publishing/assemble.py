@@ -1,4 +1,4 @@
-"""Output of a release: post-processing into tidy tables, the report, and the operator's summary.
+"""Assembling a release from its measurements: post-processing into tidy tables, the report, and the operator's summary.
 
 Everything here reads only noisy values, public facts (the plan, the tables' shapes) and the privacy budget's
 record, so it costs nothing (docs/algorithms.md §6).  :mod:`dphist.publishing.execution` hands over each table as a
