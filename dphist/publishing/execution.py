@@ -1,8 +1,8 @@
 """Executing a release plan: the one path from a checked plan to a published release (docs/architecture.md §1).
 
-    reserve ─► read ─────────────────► measure ──────────────────► post-process + output ─► commit
-    (ledger)   (discovery, then the    (each table's algorithm on    (assemble.py: tidy tables,  (ledger; files
-               one counting pass)      its part of one budget)       report)                   moved into place)
+    reserve ─► read ─────────────────► measure ──────────────────► post-process + output ──► commit
+    (ledger)   (discovery, then the    (each table's algorithm on    (assemble.py: tidy tables, (ledger; files
+               one counting pass)      its part of one budget)       report)                    moved into place)
 
 :func:`execute` holds the switch between test mode and a charged run: with a seed the noise is seeded, nothing is
 private and the ledger is never touched; otherwise the run happens inside the release transaction
