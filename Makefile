@@ -5,7 +5,7 @@ PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 comma  := ,
 
-.PHONY: install demo test test-full bench bench-quick clean
+.PHONY: install demo test test-full test-explore bench bench-quick clean
 
 install: $(STAMP)
 
@@ -36,6 +36,11 @@ test: install
 
 test-full: install
 	$(PYTEST) --time-limit 0
+
+# Property tests (hypothesis) run the same examples on every `make test`; this searches fresh ones, and a failure it
+# finds is replayed first next time (from .hypothesis/) and should become an explicit test.
+test-explore: install
+	HYPOTHESIS_PROFILE=explore $(PYTEST) -m "not slow" --time-limit 0
 
 # Speed and DPBench accuracy; tables in bench/RESULTS.md, raw records in bench/results/ (regenerated here, not
 # committed).  The accuracy part needs ../shared/data/dpbench.  The order matters where a script reads another's
