@@ -49,7 +49,7 @@ from .measurement import GAUSSIAN, LAPLACE, SELECTION, Measurement
 from .samplers import checked_scale, discrete_laplace, discrete_laplace_tail_threshold, permute_and_flip
 
 __all__ = ["PrivacyBudget", "ZCDPBudget", "Selection", "BudgetExceeded", "Draw", "split_shares", "epsilon_within",
-           "per_row_amount", "per_row_epsilon_like", "total_of", "equal_part"]
+           "per_row_amount", "per_row_epsilon_like", "total_of", "equal_part", "set_aside", "protected_rows"]
 
 
 class BudgetExceeded(RuntimeError):
@@ -85,6 +85,18 @@ def total_of(amounts) -> Fraction:
     """The exact sum of ``amounts`` (ε, δ or ρ of parts of one budget, e.g. parts charged but never measured with);
     0 for none."""
     return sum((Fraction(a) for a in amounts), Fraction(0))
+
+
+def set_aside(total, share) -> tuple[Fraction, Fraction]:
+    """``total`` cut in two exact parts: ``share`` of it (0 < share < 1) and the rest; they add up to ``total``."""
+    first, rest = split_shares(total, [share, 1 - Fraction(share)])
+    return first, rest
+
+
+def protected_rows(max_rows_per_unit: int | None = None, group_size: int = 1) -> int:
+    """The rows one protected group can change, by which every sensitivity is multiplied (the budget's
+    ``factor``): K rows per privacy unit (1 when a row is the unit) times the C units protected together."""
+    return (max_rows_per_unit or 1) * group_size
 
 
 def equal_part(total, parts: int) -> Fraction:

@@ -33,7 +33,7 @@ from ..declare.job import TableRequest, check_option_names, check_table_names, p
 from .ledger import ROW_UNIT
 from ..algorithms.marginal_sets import STRATEGIES, MarginalPlan, parse_marginals, plan_marginals, union_of
 from ..privacy import (MAX_RHO, MIN_EPSILON, MIN_RHO, PrivacyBudget, SeededBits, ZCDPBudget, exact_fraction,
-                       format_fraction, parse_delta, parse_epsilon, parse_rho, per_row_amount,
+                       format_fraction, parse_delta, parse_epsilon, parse_rho, per_row_amount, protected_rows, set_aside,
                        split_shares)
 from ..privacy.conversions import rho_for
 from ..declare.schema import MAX_CELLS, MAX_DIMENSIONS, Schema, load_schema, parse_schema
@@ -259,15 +259,15 @@ def make_plan(source: Any, options: ReleaseOptions) -> ReleasePlan:
         if marginals is not None:
             raise UsageError(f"column {quoted(undeclared[0])} has no declared domain: marginal sets need a schema")
         kinds = column_kinds(src, undeclared)
-        discovery = DiscoveryPlan(kinds, o.epsilon * o.discovery_share, usable_delta(o.delta, kinds),
+        discovery = DiscoveryPlan(kinds, set_aside(o.epsilon, o.discovery_share)[0], usable_delta(o.delta, kinds),
                                   o.discovery_bins, o.max_categories, o.discovery_binning)
         schema = Schema({**(schema.columns if schema else {}), **discovery.placeholders()})
     # Under pure ε, δ is what partition selection may use: a δ no step can use is charged as 0 (the report says
     # so), never refused, so that one recipe or job spec with a δ works on any input.
     delta = o.delta if o.definition != "pure" else (discovery.delta if discovery else Fraction(0))
     amount = o.epsilon if o.definition == "pure" else o.rho
-    table_amount = amount - (discovery.epsilon if discovery else 0)
-    factor = (o.unit.max_rows if o.unit else 1) * o.group_size  # rows one protected group can change
+    table_amount = set_aside(amount, o.discovery_share)[1] if discovery else amount
+    factor = protected_rows(o.unit.max_rows if o.unit else None, o.group_size)
 
     # A marginal set becomes either one full table (summed afterwards) or one identity table per marginal.
     columns, tables, algorithm, marginal_plan = o.columns, o.tables, o.algorithm, None
