@@ -82,16 +82,21 @@ def _state(algorithm) -> dict:
     return copy.deepcopy(vars(algorithm))
 
 
-@pytest.mark.parametrize("name", sorted(REGISTRY))
-@pytest.mark.parametrize("shape", [(16,), (8, 8)])
+def _takes(name: str, shape: tuple[int, ...]) -> bool:
+    try:
+        get_algorithm(name, **REGISTRY[name].example_options).check(shape)
+    except UsageError:
+        return False
+    return True
+
+
+@pytest.mark.parametrize("name, shape", [(name, shape) for name in sorted(REGISTRY) for shape in [(16,), (8, 8)]
+                                         if _takes(name, shape)])
 def test_a_run_keeps_nothing_on_the_algorithm(name, shape):
     """Every attribute of the algorithm is the same after a run as before (a 2-D run then a 1-D one give what a
-    fresh instance gives on the 1-D table: nothing of the first run carries over)."""
+    fresh instance gives on the 1-D table: nothing of the first run carries over).  Pairs an algorithm refuses
+    (a 1-D algorithm on a 2-D table) are not listed."""
     algorithm = get_algorithm(name, **REGISTRY[name].example_options)
-    try:
-        algorithm.check(shape)
-    except UsageError:
-        pytest.skip(f"{name} takes no table of shape {shape}")
     counts = np.random.default_rng(2).integers(0, 30, shape)
     before = _state(algorithm)
     algorithm.run(counts, PrivacyBudget(Fraction(1), bits=SeededBits(5)))
