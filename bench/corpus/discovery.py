@@ -54,7 +54,7 @@ def _outside(values: pd.Series, domain: dict) -> float:
         return 0.0
     lower, upper = domain["lower"], domain["upper"]
     if domain["type"] == "date":
-        present = pd.to_datetime(present)
+        present = pd.to_datetime(present, utc=True).dt.tz_localize(None)  # compared as UTC wall times
         lower, upper = pd.Timestamp(lower), pd.Timestamp(upper)
     return float(((present < lower) | (present >= upper)).mean())
 

@@ -24,6 +24,7 @@ import datetime as _dt
 import math
 import unicodedata
 from dataclasses import dataclass, field
+from decimal import Decimal, localcontext
 from pathlib import Path
 from typing import Any
 
@@ -374,7 +375,7 @@ def _parse_numeric(f: _Fields) -> NumericColumn:
         bins = f.positive_int("bins")
         if bins > MAX_CELLS:
             raise f.error("bins", f"must be at most {MAX_CELLS}")
-        edges = [lower + (upper - lower) * i / bins for i in range(bins)] + [upper]
+        edges = _decimal_edges(lower, upper, bins=bins)
         _check_distinct(f, "bins", edges)
         return NumericColumn(f.name, nulls, tuple(edges), True, out_of_domain)
     width = f.get("width")
@@ -383,11 +384,29 @@ def _parse_numeric(f: _Fields) -> NumericColumn:
     count = math.ceil((upper - lower) / width - 1e-9)
     if count > MAX_CELLS:
         raise f.error("width", f"gives more than {MAX_CELLS} bins")
-    edges = [lower + width * i for i in range(count)] + [upper]
+    edges = _decimal_edges(lower, upper, width=width, count=count)
     _check_distinct(f, "width", edges)
     # A last bin cut short by 'upper' makes the bins unequal; counting then uses the edges.
     equal = math.isclose(edges[-1] - edges[-2], width, rel_tol=1e-12)
     return NumericColumn(f.name, nulls, tuple(edges), equal, out_of_domain)
+
+
+def _decimal_edges(lower: float, upper: float, *, bins: int | None = None, width: float | None = None,
+                   count: int | None = None) -> list[float]:
+    """The edges of ``bins`` equal bins over [lower, upper), or of ``count`` bins of ``width`` from ``lower`` (the
+    last ends at ``upper``), computed in decimal from the numbers as written and rounded once to the nearest float.
+
+    Float steps accumulate binary error (0.1 + 7 × 0.01 is 0.16999999999999998); computed from the decimals the
+    steward wrote, each edge is the float nearest its decimal value, so labels print as that decimal (0.17)."""
+    low, high = Decimal(repr(float(lower))), Decimal(repr(float(upper)))
+    with localcontext() as context:
+        context.prec = 40
+        if bins is not None:
+            inner = [low + (high - low) * i / bins for i in range(bins)]
+        else:
+            step = Decimal(repr(float(width)))
+            inner = [low + step * i for i in range(count)]
+    return [float(e) for e in inner] + [float(upper)]
 
 
 def _check_distinct(f: _Fields, key: str, edges: list[float]) -> None:

@@ -610,9 +610,12 @@ def _next_start(day: _dt.date, months: int) -> _dt.date:
 
 
 def _rounded_outward(lower: float, upper: float) -> tuple[float, float]:
-    """The bounds widened to multiples of a power of ten about 1/100 of their span (readable bin edges)."""
-    step = 10.0 ** math.floor(math.log10(upper - lower) - 2)
-    return math.floor(lower / step) * step, math.ceil(upper / step) * step
+    """The bounds widened to multiples of a power of ten about 1/100 of their span (readable bin edges), each the
+    float nearest its decimal value k·10^e, so it prints as that decimal (k·step in floats may not: 7 × 0.1 is
+    0.7000000000000001)."""
+    exponent = math.floor(math.log10(upper - lower) - 2)
+    step = 10.0 ** exponent
+    return float(f"{math.floor(lower / step)}e{exponent}"), float(f"{math.ceil(upper / step)}e{exponent}")
 
 
 # --------------------------------------------------------------------------------------------------------------

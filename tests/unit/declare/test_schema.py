@@ -187,3 +187,26 @@ def test_schema_with_100000_categories_and_a_hierarchy_loads_quickly(tmp_path, s
     column = load_schema(tmp_path / f"s.{suffix}")["c"]
     assert time.monotonic() - start < 10  # about 1 s; 65 s before
     assert column.n_cells == n and column.hierarchy[0][-1] == n // 100 - 1
+
+
+@pytest.mark.parametrize("declared", [
+    {"lower": 0.1, "upper": 0.3, "width": 0.01},
+    {"lower": 0.1, "upper": 0.3, "bins": 20},
+    {"lower": -2.5, "upper": 7.3, "width": 0.7},
+    {"lower": 0.2, "upper": 5.01, "bins": 481},
+])
+def test_bin_edges_are_the_decimals_the_steward_wrote(declared):
+    """Each edge is the float nearest its decimal value, so labels print as short decimals: float steps would give
+    0.16999999999999998 for 0.1 + 7 × 0.01 (and 0.7000000000000001 for 7 × 0.1)."""
+    from decimal import Decimal
+
+    column = parse_schema({"columns": {"x": {"type": "numeric", **declared}}}).columns["x"]
+    lower = Decimal(str(declared["lower"]))
+    step = Decimal(str(declared["width"])) if "width" in declared else \
+        (Decimal(str(declared["upper"])) - lower) / declared["bins"]
+    for i, edge in enumerate(column.edges[:-1]):
+        assert edge == float(lower + step * i)
+        assert len(repr(edge)) <= len(str(lower + step * i).rstrip("0")) + 1
+    assert column.edges[-1] == declared["upper"]
+    lows = column.labels()["x_lower"][1:]  # the first bin's outer label is the bound itself
+    assert max(len(str(v)) for v in lows) <= 5  # e.g. -1.8, 0.17, 5.01: no float artefact in a label

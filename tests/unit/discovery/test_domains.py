@@ -446,3 +446,14 @@ def test_discovery_of_float64s_extremes_finds_a_domain():
     with np.errstate(all="raise"):
         column, report = numeric_domain("x", "float", data, plan, PrivacyBudget(Fraction(10), bits=SeededBits(1)))
     assert column is not None and "failed" not in report
+
+
+@pytest.mark.parametrize("lower, upper", [(0.7012, 70.3), (0.2049, 5.0071), (-3.31, 0.1749), (43.0, 79.0),
+                                          (0.0012, 0.0789)])
+def test_widened_bounds_are_short_decimals(lower, upper):
+    """Discovered bounds are widened to multiples of a power of ten: each prints as that multiple (7 × 0.1 in
+    floats is 0.7000000000000001, a label no steward should read)."""
+    low, high = discovery._rounded_outward(lower, upper)
+    assert low <= lower and high >= upper
+    for bound in (low, high):
+        assert len(repr(bound).lstrip("-")) <= 7, repr(bound)
