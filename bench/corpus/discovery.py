@@ -13,7 +13,8 @@ one histogram per column, the default discovery share), then, per column, from t
 * a column skipped, or a release refused as a whole, with the reason the tool gave.
 
 ``--rows N`` also runs each table cut to its first N rows (the small-table figures).  Records go to
-bench/results/corpus-discovery.jsonl (regenerated, not committed); the summary to stdout.  Test mode (seeded
+bench/results/corpus-discovery.jsonl (regenerated, not committed); the summary to stdout and, for a run over
+the whole corpus, to the ``corpus-discovery`` section of bench/RESULTS.md.  Test mode (seeded
 noise) is used so runs are repeatable: the figures are what a real release would see with that noise.
 """
 
@@ -32,7 +33,8 @@ import numpy as np
 import pandas as pd
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from records import RESULTS, write_records  # noqa: E402
+from records import RESULTS, records_note, write_records  # noqa: E402
+from sections import replace_section  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
 MANIFEST = HERE / "data" / "MANIFEST.json"
@@ -149,7 +151,20 @@ def main() -> None:
                         records += measure(name, entry, part, epsilon, seed, cut, work)
                 print(f"{name:28s} {len(part):8,d} rows done", file=sys.stderr, flush=True)
     write_records(RECORDS, records)
-    print(summary(records))
+    table = summary(records)
+    print(table)
+    if args.only is None:
+        replace_section("corpus-discovery", "\n".join([
+            "## Discovery on the real-table corpus",
+            "",
+            f"{len(manifest)} public tables (`bench/corpus/fetch.py`), each released with no schema as the README's "
+            f"recipe does (`dphist release TABLE --epsilon E --delta 1e-6`, the default discovery share, "
+            f"{args.seeds} seed(s)); whole tables and their first {', '.join(map(str, args.rows)) or '–'} rows. "
+            "*released*: columns discovery found a domain for; *outside*: share of a released column's rows outside "
+            "its bounds (placed in an end bin); *fractional bins*: whole-valued columns given bins of fractional "
+            "width; *kept rows*: share of a text column's rows whose category was kept. "
+            + records_note(RECORDS, ".venv/bin/python bench/corpus/discovery.py --rows 500 --rows 1000 --rows 2000"),
+            "", table]))
 
 
 if __name__ == "__main__":
