@@ -63,8 +63,9 @@ class DiscoveredBounds(_Discovery):
 
     def outcome(self, rows, budget):
         plan = DiscoveryPlan({"x": "integer"}, budget.epsilon, Fraction(0), bins=self.bins, binning=self.binning)
-        column, _ = numeric_domain("x", "integer", rows.astype(np.float64), plan, budget)
-        return None if column is None else column.edges
+        column, report = numeric_domain("x", "integer", rows.astype(np.float64), plan, budget)
+        # whether the first look placed the values (else the coarse look found the domain) is public too
+        return None if column is None else (report["method"].startswith("coarse"), column.edges)
 
 
 class DiscoveredLowerBound(DiscoveredBounds):
@@ -75,8 +76,8 @@ class DiscoveredLowerBound(DiscoveredBounds):
     summary = "whether a numeric column's DP lower bound lies above a given value (audit adapter)"
 
     def outcome(self, rows, budget):
-        edges = super().outcome(rows, budget)
-        return None if edges is None else bool(edges[0] > LOW)
+        found = super().outcome(rows, budget)
+        return None if found is None else bool(found[1][0] > LOW)
 
 
 class _Argmax(PrivacyBudget):
@@ -148,8 +149,8 @@ def selection_threshold(epsilon: Fraction) -> int:
 
 def bounds_pair(epsilon: Fraction) -> list[tuple[str, np.ndarray, np.ndarray]]:
     """Integer columns and their neighbours by one row: the whole column in one log-scale bin holding exactly
-    the count that places it (step 1's threshold, so the column is found about half the time), one row more in
-    it; and one far outlier more."""
+    the count that places it (step 1's threshold, so the first look places it about half the time and the coarse
+    look finds it otherwise), one row more in it; and one far outlier more."""
     s, big = LOG_BINS["integer"]
     placing = Fraction(epsilon) * SHARES[0] / sum(SHARES)  # step 1's share of an equal-width column
     threshold = tail_threshold(1 / placing, float(BETA) / 2 / (2 * big + 1))

@@ -66,6 +66,7 @@ import dataclasses
 import datetime as _dt
 import math
 from dataclasses import dataclass
+from decimal import Decimal
 from fractions import Fraction
 
 import numpy as np
@@ -85,11 +86,14 @@ __all__ = ["KINDS", "AUTO", "needs_delta", "TextAs", "typed_text", "BINNINGS", "
            "present_labels", "choose_kind", "numeric_domain", "categorical_domain", "rank_scores", "tail_threshold",
            "DEFAULT_SHARE", "DEFAULT_BINS", "DEFAULT_MAX_CATEGORIES", "TAIL"]
 
-DEFAULT_SHARE = Fraction(1, 10)
+DEFAULT_SHARE = Fraction(1, 4)
 DEFAULT_BINS = 16
 DEFAULT_MAX_CATEGORIES = 100
-#: Probability that some empty bin of the log-scale histogram is taken as occupied (over all its bins).
+#: Probability that some empty bin of the first log-scale histogram is taken as occupied (over all its bins):
+#: a column is then placed where it has no values.
 BETA = Fraction(1, 1000)
+#: The same for the later steps, where an empty bin taken as occupied only widens a range.
+BETA_WIDEN = Fraction(1, 20)
 LOG_BINS = {"integer": (1.0, 64), "date": (1.0, 32), "float": (2.0 ** -10, 74)}  # (s, B): 2B + 1 bins
 #: The share of the rows the discovered bounds aim to leave out at each end (clamped into the end bins).
 TAIL = Fraction(1, 400)
@@ -97,12 +101,24 @@ TAIL = Fraction(1, 400)
 EXTEND_TAIL = 1 / 5
 #: The bounds' candidates reach past the range by this many rank resolutions (as a share of the rows).
 PAD = 32
+#: A range grows across at most this many bins holding no real share, to the next that holds one, when that
+#: one's noisy count is above what an empty bin passes with probability ACROSS_TAIL.
+GAP, ACROSS_TAIL = 1, 1 / 50
+#: Float columns: the share of the budget (beside SHARES) that tests whether the values are whole numbers; they
+#: are taken as whole when at most WHOLE_MOST of the rows are not, by a noisy count whose noise is small beside
+#: the rows (the noisy total over the count's noise scale at least WHOLE_EVIDENCE).
+WHOLE_SHARE, WHOLE_MOST, WHOLE_EVIDENCE = 1, Fraction(1, 20), 20
+#: Whole-number columns whose range holds at most this many values get their bounds from a noisy count of each.
+FEW_VALUES = 64
+#: Whole-number bounds at most this many values apart give one bin per value (more when ``bins`` is larger).
+ONE_PER_VALUE = 32
 #: Bins to a doubling in the histogram of distances from the median (the range overshoots the data by < 42 %).
 SPREAD_FINE = 2
 #: The shares of a numeric column's budget: placing the values, their median, the distances, the bounds.
 SHARES = (1, 1, 2, 4)
-#: Candidate points for the bounds (equally spaced over the padded range; fewer for narrow integer ranges).
-QUANTILE_POINTS = 1024
+#: Candidate points for the bounds (equally spaced over the padded range; fewer for narrow integer ranges), and
+#: beyond each end of it, at 1, 2, 4, ... times its span (each doubling further less likely).
+QUANTILE_POINTS, BEYOND = 1024, 64
 #: How discovered numeric bounds are cut into bins: equal widths, or cut points at DP quantiles.
 BINNINGS = ("equal-width", "quantiles")
 #: Candidate cut points for quantile bins: this many equally spaced points inside the bounds.
@@ -396,24 +412,54 @@ def _log_edges(j: int, s: float, big: int, integer: bool, fine: int = 1) -> tupl
     return -hi, (math.floor(-lo) + 1.0) if integer else float(np.nextafter(-lo, math.inf))
 
 
-def _extended(noisy: np.ndarray, first: int, last: int, step: float, low: int, high: int) -> tuple[int, int]:
-    """Bins ``first..last`` extended outward one bin at a time, down to ``low`` and up to ``high`` at most,
-    while the next bin's noisy count exceeds ``step``.  Post-processing of the noisy counts."""
-    while first > low and noisy[first - 1] > step:
-        first -= 1
-    while last < high and noisy[last + 1] > step:
-        last += 1
-    return first, last
+def _extended(noisy: np.ndarray, first: int, last: int, low: int, high: int,
+              thresholds: tuple[float, float, float]) -> tuple[int, int]:
+    """Bins ``first..last`` extended outward, down to ``low`` and up to ``high`` at most, bin by bin while the
+    next one's noisy count exceeds ``step``, across GAP bins to one exceeding ``across``, and further out to the
+    nearest exceeding ``far`` (``thresholds`` = (step, across, far), each at least the one before, so that empty
+    bins pass each the more rarely the further it reaches).  The gap lets a range cross a bin no value can fall
+    in (distances 1.41 to 2 for whole numbers, between the multiples of 5 of rounded data); ``far`` reaches a
+    share of the rows set apart (the non-zero values of a column that is mostly 0, a top code).
+    Post-processing of the noisy counts."""
+    step, across, far = thresholds
+
+    def outward(edge: int, direction: int, limit: int) -> int:
+        while edge != limit:
+            near = edge + direction
+            if noisy[near] > step:
+                edge = near
+                continue
+            gap = [j for j in range(near + direction, _clip(near + direction * GAP, low, high) + direction,
+                                    direction) if noisy[j] > across][:1]
+            ahead = gap or [j for j in range(near, limit + direction, direction) if noisy[j] > far][:1]
+            if not ahead:
+                break
+            edge = ahead[0]
+        return edge
+    return outward(first, -1, low), outward(last, 1, high)
 
 
-def _reach(side: np.ndarray, occupied: int, step: float) -> int | None:
+def _thresholds(step: float, scale, bins: int, gaps: bool = True) -> tuple[float, float, float]:
+    """(step, across, far) for :func:`_extended` over a histogram of ``bins`` bins with noise of ``scale``:
+    ``across`` is what an empty bin passes with probability ACROSS_TAIL (no crossing without ``gaps``: a
+    histogram of doublings of the values has no bins that values skip), ``far`` what some one of the bins passes
+    with probability at most BETA/2."""
+    far = max(step, tail_threshold(scale, float(BETA) / 2 / bins))
+    return step, max(step, tail_threshold(scale, ACROSS_TAIL)) if gaps else far, far
+
+
+def _clip(j: int, low: int, high: int) -> int:
+    return min(max(j, low), high)
+
+
+def _reach(side: np.ndarray, occupied: float, thresholds: tuple[float, float, float]) -> int | None:
     """How many bins out from the centre one side of a histogram of distances reaches (``side`` is ordered
-    nearest first): from its largest bin, if that is above ``occupied``, outward while bins exceed ``step``;
-    None if no bin is occupied.  Post-processing of the noisy counts."""
+    nearest first): from its largest bin, if that is above ``occupied``, outward over the bins that pass
+    ``thresholds`` (:func:`_extended`); None if no bin is occupied.  Post-processing of the noisy counts."""
     largest = int(np.argmax(side))
     if side[largest] <= occupied:
         return None
-    return _extended(side, largest, largest, step, largest, side.size - 1)[1] + 1
+    return _extended(side, largest, largest, largest, side.size - 1, thresholds)[1] + 1
 
 
 def _extension_step(total: int, scale: Fraction) -> float:
@@ -435,6 +481,26 @@ def _below(values: np.ndarray, points: np.ndarray) -> np.ndarray:
     return np.cumsum(np.bincount(at_or_below, minlength=points.size + 1))[: points.size]
 
 
+def _bound_candidates(lower: float, upper: float, integer: bool, step: Fraction) -> tuple[np.ndarray, list[Fraction]]:
+    """The bounds' candidates: QUANTILE_POINTS + 1 equally spaced points over [lower, upper], and beyond each end
+    BEYOND points at 1, 2, 4, ... times the span past it, the k-th less likely by a penalty of k·``step`` rows
+    of score (a public function of the candidate and of earlier noisy outputs, so the scores keep sensitivity 1).
+    A share of the rows the range missed (the non-zero values of a column that is mostly 0, a thin tail spread
+    over many doublings) outweighs the penalty of the points that reach it; past the data, where every point
+    scores alike, the penalty keeps the draw near the range.  Returns the sorted points and their penalties."""
+    inner = _points(lower, upper, QUANTILE_POINTS + 1, integer)
+    span = max(upper - lower, 1.0 if integer else float(np.finfo(float).tiny))
+    reach = span * 2.0 ** np.arange(BEYOND)
+    with np.errstate(over="ignore"):
+        outer = [p for p in np.concatenate([lower - reach, upper + reach]) if np.isfinite(p) and abs(p) < 2 ** 1000]
+    points = np.array([*inner, *outer])
+    points = np.round(points) + 0.0 if integer else points
+    order = np.unique(points)
+    distance = np.maximum(np.maximum(lower - order, order - upper), 0.0)
+    rank = np.where(distance > 0, np.floor(np.log2(np.maximum(distance, span) / span)) + 1, 0)
+    return order, [int(k) * step for k in rank]
+
+
 def rank_scores(below: np.ndarray, n: int, q: Fraction) -> list[Fraction]:
     """Each candidate's score for the q-quantile: −|(1 − q)·#{x < c} − q·#{x ≥ c}| = −|#{x < c} − q·n|, zero at
     the quantile; one record more or less changes it by at most max(q, 1 − q) ≤ 1 (sensitivity 1)."""
@@ -453,10 +519,12 @@ def numeric_domain(name: str, kind: str, data: np.ndarray, plan: DiscoveryPlan, 
     integer = kind in ("integer", "date")
     finite = data[np.isfinite(data)]
     quantiles = plan.binning == "quantiles" and kind != "date" and plan.bins > 1
-    # 1/8 to place the values, 1/8 to the median, 1/4 to the distances, 1/2 to the bounds; with quantile bins
-    # these take half of the column's budget and the cut points the other half.
-    parts = budget.split(SHARES + ((sum(SHARES),) if quantiles else ()))
-    place, middle, spread, bounds = parts[:4]
+    # 1/8 to place the values, 1/8 to the median, 1/4 to the distances, 1/2 to the bounds (float columns: a
+    # ninth share more, to test for whole numbers); with quantile bins these take half of the column's budget
+    # and the cut points the other half.
+    shares = SHARES + ((WHOLE_SHARE,) if kind == "float" else ())
+    shares += (sum(shares),) if quantiles else ()
+    place, rest = budget.split([shares[0], sum(shares) - shares[0]])
     bounds_what = f"{name}: lower and upper bounds at the {TAIL} and {1 - TAIL} quantiles, by permute-and-flip"
     cuts_what = f"{name}: {plan.bins - 1} bin cuts at quantiles, by permute-and-flip"
     # 1. Where the values are: the log-scale bin with the largest noisy count and its neighbours that hold a
@@ -467,12 +535,32 @@ def numeric_domain(name: str, kind: str, data: np.ndarray, plan: DiscoveryPlan, 
     scale = place.scale(1, place.epsilon)
     anchor = int(np.argmax(noisy))
     placing = tail_threshold(scale, float(BETA) / 2 / noisy.size)
-    placed = noisy[anchor] > placing  # else the median would mean nothing
-    first, last = _extended(noisy, anchor, anchor, _extension_step(noisy[anchor], scale), 0, noisy.size - 1)
+    report = {"column": name, "kind": kind, "epsilon": format_fraction(budget.epsilon), "delta": "0"}
+    if noisy[anchor] <= placing:  # too few values to place with this share: all the rest on one coarse look
+        return _coarse_domain(name, kind, finite, plan, rest, report)
+    step = _extension_step(noisy[anchor], scale)
+    first, last = _extended(noisy, anchor, anchor, 0, noisy.size - 1, _thresholds(step, scale, noisy.size, gaps=False))
     total = max(int(noisy[first:last + 1].sum()), 1)  # the noisy number of rows, for the steps below
+    placed_range = (_log_edges(first, s, big, integer)[0], _log_edges(last, s, big, integer)[1])
+    parts = rest.split(shares[1:])
+    middle, spread, bounds = parts[:3]
+    # 1b. Float columns: whether the values are whole numbers (a float column of counts or codes with missing
+    #     values), from one noisy count of those that are not (sensitivity 1).  Whole columns get whole bounds
+    #     and bins, one bin per value where there are few; a float column is taken as whole only when the count
+    #     is small beside a total the budget resolves.
+    if kind == "float":
+        fractional = np.count_nonzero(finite != np.floor(finite))
+        whole = parts[3]
+        noisy_fractional, _ = whole.laplace(np.array([fractional]), 1, whole.epsilon,
+                                            f"{name}: how many values are not whole numbers", composition="one count")
+        evidence = float(total) / float(whole.scale(1, whole.epsilon))
+        integer = bool(evidence >= WHOLE_EVIDENCE and noisy_fractional[0] < float(WHOLE_MOST) * total)
+        report["whole numbers"] = "yes (a noisy count of the values that are not)" if integer else "no"
+        if integer:
+            s, big = LOG_BINS["integer"]
+            placed_range = (float(np.floor(placed_range[0])), float(np.ceil(placed_range[1])))
     # 2. The median, among public points over those bins (its score has a margin of half the rows: rarely off).
-    candidates = _points(_log_edges(first, s, big, integer)[0], _log_edges(last, s, big, integer)[1],
-                         QUANTILE_POINTS + 1, integer)
+    candidates = _points(*placed_range, QUANTILE_POINTS + 1, integer)
     median = float(candidates[middle.choose(rank_scores(_below(finite, candidates), finite.size, Fraction(1, 2)),
                                             middle.epsilon, 1,
                                             f"{name}: the median, by permute-and-flip over {candidates.size} points")])
@@ -482,27 +570,19 @@ def numeric_domain(name: str, kind: str, data: np.ndarray, plan: DiscoveryPlan, 
                               f"{name}: log-scale histogram of the distances from that median, {SPREAD_FINE} bins "
                               "to a doubling", composition="parallel over disjoint bins")
     scale = spread.scale(1, spread.epsilon)
-    occupied = tail_threshold(scale, float(BETA) / 2 / noisy.size)
+    occupied = tail_threshold(scale, float(BETA_WIDEN) / 2 / noisy.size)
     binning = "bins cut at DP quantiles" if quantiles else "equal-width bins"
-    report = {"column": name, "kind": kind,
-              "method": f"DP bounds (a median, a log-scale histogram of the distances from it, then the {TAIL} and "
-                        f"{1 - TAIL} quantiles), {binning}",
-              "epsilon": format_fraction(budget.epsilon), "delta": "0", "thresholds": [placing, occupied]}
+    report.update({"method": f"DP bounds (a median, a log-scale histogram of the distances from it, then the {TAIL} "
+                             f"and {1 - TAIL} quantiles, or with few whole values a noisy count of each), {binning}",
+                   "thresholds": [placing, occupied]})
     centre = big * SPREAD_FINE
     sides = noisy[:centre][::-1], noisy[centre + 1:]  # distances below and above the median, nearest first
-    if not placed:
-        # The rest of the budget is charged all the same, so that the steps do not depend on this outcome.
-        bounds.selection(2, bounds.epsilon, 1, bounds_what)
-        if quantiles:
-            parts[4].selection(plan.bins - 1, parts[4].epsilon, 1, cuts_what)
-        return None, {**report, "failed": f"too few records to find its range privately with epsilon "
-                      f"{format_fraction(budget.epsilon)}; declare its bounds in a schema"}
     # Each side reaches from its largest bin, if occupied, outward while the bins hold a real share of the
     # rows; a side with no occupied bin reaches as far as the other (its rows are too spread to place), and
     # with none on either side the range is that of step 1 (most rows at the median, the rest spread thin).
-    reach = [_reach(side, occupied, _extension_step(total, scale)) for side in sides]
+    reach = [_reach(side, occupied, _thresholds(_extension_step(total, scale), scale, noisy.size)) for side in sides]
     if reach == [None, None]:
-        lower, upper = _log_edges(first, s, big, integer)[0], _log_edges(last, s, big, integer)[1]
+        lower, upper = placed_range
     else:
         reach = [r if r is not None else max(x for x in reach if x is not None) for r in reach]
         lower = median + _log_edges(centre - reach[0], s, big, integer, SPREAD_FINE)[0]
@@ -512,19 +592,27 @@ def numeric_domain(name: str, kind: str, data: np.ndarray, plan: DiscoveryPlan, 
     # (the scale is linear in Δ: the scale at Δ = 2·PAD/total is PAD resolutions of a draw over the rows)
     pad = float(min(Fraction(1, 4), bounds.scale(Fraction(2 * PAD, total), bounds.part(Fraction(1, 2))))) * \
         (upper - lower)
-    candidates = _points(lower - pad, upper + pad, QUANTILE_POINTS + 1, integer)
-    below = _below(finite, candidates)
-    draws = bounds.selection(2, bounds.epsilon, 1, f"{bounds_what} over {candidates.size} points")
-    chosen = sorted([draws.choose(rank_scores(below, finite.size, TAIL)),
-                     draws.choose(rank_scores(below, finite.size, 1 - TAIL))])
-    if chosen[0] == chosen[1]:  # both draws on one point: the bounds are it and its neighbour
-        chosen = [chosen[0], chosen[0] + 1] if chosen[0] + 1 < candidates.size else [chosen[0] - 1, chosen[0]]
-    lower, upper = float(candidates[chosen[0]]), float(candidates[chosen[1]])
-    # 5. The bins.
-    if quantiles:
-        declaration = _quantile_bins(name, kind, finite, lower, upper, plan.bins, parts[4], cuts_what)
+    if integer and math.ceil(upper + pad) - math.floor(lower - pad) <= FEW_VALUES:
+        lower, upper = _whole_bounds(name, finite, math.floor(lower - pad), math.ceil(upper + pad), total, bounds)
     else:
-        declaration = _bins(kind, lower, upper, plan.bins)
+        # each doubling beyond costs TAIL of the rows, and at least two rank resolutions of a draw (so that past
+        # the data, where every point scores alike, they are unlikely however small the budget)
+        doubling = max(Fraction(int(total)) * TAIL, 2 * bounds.scale(1, bounds.part(Fraction(1, 2))))
+        candidates, penalty = _bound_candidates(lower - pad, upper + pad, integer, doubling)
+        below = _below(finite, candidates)
+        draws = bounds.selection(2, bounds.epsilon, 1, f"{bounds_what} over {candidates.size} points (those "
+                                 "beyond the range less likely by a public penalty)")
+        chosen = sorted([draws.choose([r - p for r, p in zip(rank_scores(below, finite.size, q), penalty)])
+                         for q in (TAIL, 1 - TAIL)])
+        if chosen[0] == chosen[1]:  # both draws on one point: the bounds are it and its neighbour
+            chosen = [chosen[0], chosen[0] + 1] if chosen[0] + 1 < candidates.size else [chosen[0] - 1, chosen[0]]
+        lower, upper = float(candidates[chosen[0]]), float(candidates[chosen[1]])
+    # 5. The bins.
+    shape = "integer" if integer and kind == "float" else kind
+    if quantiles:
+        declaration = _quantile_bins(name, shape, finite, lower, upper, plan.bins, parts[-1], cuts_what)
+    else:
+        declaration = _bins(shape, lower, upper, plan.bins)
     column = parse_schema({"columns": {name: declaration}}, "discovered domain")[name]
     if column.bins > 1:  # values beyond the bounds are clamped into the end bins: their labels are open
         column = dataclasses.replace(column, open_ends=True)
@@ -533,6 +621,63 @@ def numeric_domain(name: str, kind: str, data: np.ndarray, plan: DiscoveryPlan, 
     return column, {**report, "median": shown, "domain": column.describe(),
                     "tails": f"about {TAIL} of the values at each end are below or above the bounds, counted in the "
                              "first or last bin (its outer label is empty)"}
+
+
+def _coarse_domain(name: str, kind: str, finite: np.ndarray, plan: DiscoveryPlan, budget: PrivacyBudget,
+                   report: dict):
+    """The domain of a column whose first look placed nothing (too few values for the steps' shares), from one
+    more log-scale histogram of the values (Δ = 1) spending all of ``budget``: the bins from the largest, if a
+    noisy count an empty bin passes with probability at most BETA/2 over all of them, out over the neighbours
+    holding a real share (:func:`_extended`), cut into equal bins (one per value for few whole numbers).
+    Coarser than the quantile bounds: the range is whole doublings of the values (from 0 for most columns), and
+    nothing past it is kept apart.  Returns (None, the reason) when that histogram places nothing either."""
+    # Floats on the whole numbers' scale: a coarse range starts at a doubling of 1 or at 0, never inside (−1, 1).
+    s, big = LOG_BINS["integer" if kind == "float" else kind]
+    integer = kind in ("integer", "date")
+    noisy, _ = budget.laplace(np.bincount(_log_bin(finite, s, big), minlength=2 * big + 1), 1, budget.epsilon,
+                              f"{name}: log-scale histogram with the rest of its budget (too few values to place "
+                              "with a share)", composition="parallel over disjoint bins")
+    scale = budget.scale(1, budget.epsilon)
+    anchor = int(np.argmax(noisy))
+    placing = tail_threshold(scale, float(BETA) / 2 / noisy.size)
+    report = {**report, "method": "coarse: the doublings of a log-scale histogram that hold a real share (too few "
+                                  "values for DP quantiles), equal-width bins", "thresholds": [placing]}
+    if noisy[anchor] <= placing:
+        return None, {**report, "failed": f"too few records to find its range privately with epsilon "
+                      f"{report['epsilon']}: its most common order of magnitude holds a noisy "
+                      f"{int(noisy[anchor])} values, where noise alone reaches {placing}; declare its bounds in a "
+                      "schema"}
+    step = _extension_step(noisy[anchor], scale)
+    first, last = _extended(noisy, anchor, anchor, 0, noisy.size - 1, _thresholds(step, scale, noisy.size, gaps=False))
+    lower, upper = _log_edges(first, s, big, integer)[0], _log_edges(last, s, big, integer)[1]
+    if first == big:  # the centre bin: values in (−1, 0) are few enough to go to the first bin
+        lower = 0.0
+    column = parse_schema({"columns": {name: _bins(kind, lower, upper, plan.bins)}}, "discovered domain")[name]
+    if column.bins > 1:
+        column = dataclasses.replace(column, open_ends=True)
+    return column, {**report, "domain": column.describe(),
+                    "tails": "values beyond the doublings that hold a real share of the rows are counted in the "
+                             "first or last bin (its outer label is empty)"}
+
+
+def _whole_bounds(name: str, values: np.ndarray, low: int, high: int, total: int,
+                  budget: PrivacyBudget) -> tuple[int, int]:
+    """Bounds [lower, upper) of a column of whole numbers that lie, by the steps before, among the few values
+    ``low .. high − 1``: one noisy count of each (values counted by their whole part; each record is in at most
+    one count, sensitivity 1), spending all of ``budget``.  The bounds hold the value with the largest count
+    and reach out from it (:func:`_extended`) to the values holding a real share of the ``total`` (noisy) rows,
+    across at most GAP values, or further where a count passes what absent values pass with probability at most
+    BETA/2 over all of them; values beyond are cut (clamped into an end bin)."""
+    size = high - low
+    inside = values[(values >= low) & (values < high)]
+    counts = np.bincount((np.floor(inside) - low).astype(np.int64), minlength=size)
+    noisy, _ = budget.laplace(counts, 1, budget.epsilon, f"{name}: a count of each whole value from {low} to "
+                              f"{high - 1}, for the bounds", composition="parallel over disjoint values")
+    scale = budget.scale(1, budget.epsilon)
+    anchor = int(np.argmax(noisy))
+    step = _extension_step(total, scale)
+    first, last = _extended(noisy, anchor, anchor, 0, size - 1, _thresholds(step, scale, size))
+    return low + first, low + last + 1
 
 
 def _tidy(value: float) -> int | float:
@@ -593,13 +738,28 @@ def _bins(kind: str, lower: float, upper: float, bins: int) -> dict:
         return {"type": "date", "lower": first.isoformat(), "upper": last.isoformat(), "unit": unit,
                 "nulls": "category"}
     if kind == "integer":
-        width = max(1, math.ceil((upper - lower) / bins))
+        width = 1 if upper - lower <= max(bins, ONE_PER_VALUE) else math.ceil((upper - lower) / bins)
         return {"type": "numeric", "lower": int(lower), "upper": int(lower) + width * math.ceil((upper - lower) / width),
                 "width": width, "nulls": "category"}
     if -LOG_BINS["float"][0] <= lower < 0:
         lower = 0.0  # the centre bin (−s, s) found: start at 0 rather than at −s (tiny negatives are clamped)
-    lower, upper = _rounded_outward(lower, upper)
-    return {"type": "numeric", "lower": lower, "upper": upper, "bins": bins, "nulls": "category"}
+    width = _round_width((upper - lower) / bins)
+    start, end = math.floor(lower / width), math.ceil(upper / width)
+    # each edge the float nearest its decimal k·width, so that labels print as decimals
+    return {"type": "numeric", "lower": float(Decimal(repr(width)) * start),
+            "upper": float(Decimal(repr(width)) * max(end, start + 1)), "width": width, "nulls": "category"}
+
+
+def _round_width(raw: float) -> float:
+    """The smallest of 1, 2, 2.5 and 5 times a power of ten that is at least ``raw`` (only 1, 2 and 5 from 1 up,
+    so that bins of whole numbers have whole widths), as the float nearest that decimal: readable widths."""
+    exponent = math.floor(math.log10(raw))
+    mantissas = ("1", "2", "5", "10") if exponent >= 0 else ("1", "2", "2.5", "5", "10")
+    for mantissa in mantissas:
+        width = float(Decimal(mantissa).scaleb(exponent))
+        if width >= raw:
+            return width
+    return float(Decimal(1).scaleb(exponent + 1))
 
 
 def _next_start(day: _dt.date, months: int) -> _dt.date:

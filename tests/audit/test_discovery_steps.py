@@ -10,12 +10,12 @@ from dphist.privacy import PrivacyBudget, SeededBits
 
 
 def test_the_bounds_audit_pair_sits_at_the_placing_threshold():
-    """The audit's pair for the bounds: the column is found in some runs and not in others (the failure is an
-    outcome the neighbour can move), over 200 runs: each outcome has probability near 1/2, so seeing one in
+    """The audit's pair for the bounds: the first look places the column in some runs and not in others (the
+    coarse look is an outcome the neighbour can move), over 200 runs: each outcome has probability near 1/2, so seeing one in
     fewer than 40 runs has probability below 1e-15."""
     (_, base, more), _ = bounds_pair(Fraction(1))
     adapter, bits = DiscoveredBounds(), SeededBits(5)
-    found = sum(adapter.outcome(base, PrivacyBudget(1, bits=bits)) is not None for _ in range(200))
+    found = sum(not adapter.outcome(base, PrivacyBudget(1, bits=bits))[0] for _ in range(200))
     assert 40 <= found <= 160 and more.size == base.size + 1
 
 

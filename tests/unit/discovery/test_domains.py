@@ -22,7 +22,7 @@ from scipy import stats
 
 import dphist
 from dphist.discovery import domains as discovery
-from dphist.discovery.domains import SHARES, TAIL, DiscoveryPlan, tail_threshold, discover, numeric_domain, rank_scores
+from dphist.discovery.domains import DEFAULT_SHARE, SHARES, TAIL, TYPE_SHARE, DiscoveryPlan, tail_threshold, discover, numeric_domain, rank_scores
 from dphist.errors import DataError, UsageError
 from dphist.privacy import PrivacyBudget, SeededBits, discrete_laplace_pmf
 from dphist.declare.schema import parse_schema
@@ -193,7 +193,7 @@ def test_real_tables_without_a_schema(shared_real, name, tmp_path):
     report = result.report
     discovered = [c["column"] for c in report["discovery"]["columns"]]
     assert discovered and all(t["columns"][0] in discovered for t in report["tables"])
-    assert sum(Fraction(s["epsilon"]) for s in report["discovery"]["steps"]) == Fraction(1, 10)
+    assert sum(Fraction(s["epsilon"]) for s in report["discovery"]["steps"]) == DEFAULT_SHARE
     for t in report["tables"]:  # the release uses only discovered domains
         assert t["domain"][t["columns"][0]] == next(
             c for c in report["discovery"]["columns"] if c["column"] == t["columns"][0])["domain"]
@@ -214,8 +214,8 @@ def test_csv_types_are_chosen_privately(tmp_path):
                                                                    "t": "categorical"}
     steps = result.report["discovery"]["steps"]
     assert sum("its type" in s["what"] for s in steps) == 4
-    assert sum(Fraction(s["epsilon"]) for s in steps) == Fraction(1, 10)
-    assert sum(Fraction(s["epsilon"]) for s in steps if "its type" in s["what"]) == Fraction(1, 40)
+    assert sum(Fraction(s["epsilon"]) for s in steps) == DEFAULT_SHARE
+    assert sum(Fraction(s["epsilon"]) for s in steps if "its type" in s["what"]) == DEFAULT_SHARE * TYPE_SHARE
 
 
 def test_csv_type_choice_is_a_random_draw_not_the_argmax():
@@ -242,7 +242,7 @@ def test_quantile_bins_hold_similar_counts_and_pay_half_the_column_budget():
     edges_seen = set()
     for seed in (1, 2):
         result = dphist.release(frame, "5", columns=["x"], discovery_binning="quantiles", discovery_bins=8,
-                                seed=seed)
+                                discovery_share="1/10", seed=seed)
         discovery = result.report["discovery"]
         assert Fraction(discovery["epsilon"]) == Fraction(1, 2)
         steps = [Fraction(s["epsilon"]) for s in discovery["steps"]]
@@ -382,16 +382,27 @@ def test_bounds_keep_nearly_all_rows_and_fit_the_spread(name, values, kind):
 
 
 def test_the_steps_spend_the_column_budget_exactly_also_when_it_fails():
-    """Four measurements, 1 : 1 : 2 : 4 of the column's ε, whether or not a range is found (the steps must not
-    depend on the outcome); too few rows fail with a message."""
+    """Four measurements, 1 : 1 : 2 : 4 of the column's ε, when the first places the values; when it does not,
+    all the rest goes to one coarse histogram (a later step chosen from a noisy outcome: sequential composition
+    still adds to the column's ε), and too few rows fail with a message saying what the noise hid."""
     column, report, budget = bounds_of(np.arange(64, 2000), "integer", Fraction(1, 2), 0)
     assert column is not None and budget.spent == Fraction(1, 2)
     assert [m.epsilon for m in budget.measurements] == [Fraction(1, 2) * s / sum(SHARES) for s in SHARES]
     failed, report, small = bounds_of(np.array([5, 6, 7]), "integer", Fraction(1, 10), 0)
-    assert failed is None and "too few records" in report["failed"]
-    assert [m.epsilon for m in small.measurements] == [Fraction(1, 10) * s / sum(SHARES) for s in SHARES]
-    assert [m.what.split(": ")[1][:20] for m in small.measurements] == \
-        [m.what.split(": ")[1][:20] for m in budget.measurements]
+    assert failed is None and "too few records" in report["failed"] and "noise alone reaches" in report["failed"]
+    assert [m.epsilon for m in small.measurements] == [Fraction(1, 80), Fraction(7, 80)]
+    assert small.spent == Fraction(1, 10)
+    assert "rest of its budget" in small.measurements[1].what
+
+
+def test_a_column_too_small_for_the_steps_gets_a_coarse_domain():
+    """500 values at column ε 1/10 (N·ε = 50): the first look places nothing at its share, the coarse look with
+    the rest does (seeds 0–9 all), and its range holds every value (the doublings [16, 64) hold them all)."""
+    values = np.random.default_rng(5).integers(20, 60, 500).astype(np.float64)
+    for seed in range(10):
+        column, report, budget = bounds_of(values, "integer", Fraction(1, 10), seed)
+        assert column is not None and report["method"].startswith("coarse"), (seed, report)
+        assert column.edges[0] <= 20 and column.edges[-1] > 59 and budget.spent == Fraction(1, 10)
 
 
 def test_rank_scores_change_by_at_most_one_per_record():
