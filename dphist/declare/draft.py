@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import datetime as _dt
 import math
+import sys
+from decimal import ROUND_FLOOR, Decimal, localcontext
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -18,10 +20,17 @@ from ..read.counting import days_since_epoch
 from ..read.sources import kinds_of, open_source, type_name
 from ..text import as_text, quoted
 
-__all__ = ["draft_schema", "MAX_LABEL"]
+__all__ = ["draft_schema", "MAX_LABEL", "UNIT_BINS_UP_TO"]
 
 #: Text values longer than this are no category labels (a note, a document): the column is not listed.
 MAX_LABEL = 200
+#: A column of whole numbers whose values lie within this many consecutive integers gets one bin per integer
+#: (flags 0/1, codes 1-5, counts 0-6, days of a month, years 1990-2010); a wider one gets bins of a round whole
+#: width.  A fixed number, not read from any data set.
+UNIT_BINS_UP_TO = 32
+#: Whole numbers up to this size are exact in a float, as the schema reads bounds: the largest a whole-numbered
+#: draft writes (beyond it, the bounds are drafted like those of fractional numbers).
+_EXACT = 2 ** 53
 _EPOCH = _dt.date(1970, 1, 1)
 
 _HEADER = """\
@@ -45,6 +54,9 @@ class _Stats:
         self.values: set = set()
         self.too_many = False
         self.nulls = 0
+        #: Every finite number seen so far is a whole number (of an integer type, or a float or decimal such as
+        #: 3.0): one flag per batch, so memory does not grow with the data.
+        self.whole = True
 
     def update(self, arr: pa.Array, max_categories: int) -> None:
         """Add a batch: the range of numbers and dates, the labels of anything else countable (text as it is,
@@ -66,6 +78,11 @@ class _Stats:
             arr = arr.cast(pa.int32()) if pa.types.is_date32(arr.type) else arr
         elif pa.types.is_floating(arr.type):
             arr = arr.cast(pa.float64())  # half floats have no min_max of their own
+            # NaN and ±inf bound nothing (they are clamped into the end bins or dropped when counted); left in,
+            # an inf maximum would hide the largest finite value.
+            arr = pc.filter(arr, pc.is_finite(arr))
+        if self.whole and (pa.types.is_floating(arr.type) or pa.types.is_decimal(arr.type)):
+            self.whole = pc.all(pc.equal(pc.floor(arr), arr)).as_py() is not False  # (None: no values)
         mm = pc.min_max(arr).as_py()
         for v in (mm["min"], mm["max"]):
             if v is None or (isinstance(v, float) and not math.isfinite(v)):
@@ -109,8 +126,7 @@ def _draft_line(name: str, st: _Stats, bins: int, max_categories: int) -> str:
     if pa.types.is_integer(typ) or pa.types.is_floating(typ) or pa.types.is_decimal(typ):
         if st.lo is None:
             return f"  {key}: {{type: numeric, lower: 0, upper: 100, bins: {bins}}}  # no values seen: set bounds\n"
-        lower, upper = math.floor(st.lo), math.floor(st.hi) + 1
-        return (f"  {key}: {{type: numeric, lower: {lower}, upper: {upper}, bins: {bins}{nulls}}}"
+        return (f"  {key}: {{type: numeric, {_numeric_bins(st.lo, st.hi, st.whole, bins)}{nulls}}}"
                 f"  # from data (min/max): REVIEW and round\n")
     if st.too_many:
         return (f"  # {quoted(name)}: more than {max_categories} distinct values, or values longer than {MAX_LABEL} "
@@ -118,6 +134,73 @@ def _draft_line(name: str, st: _Stats, bins: int, max_categories: int) -> str:
     values = sorted(st.values)
     flow = yaml.safe_dump(values, default_flow_style=True, width=10**9, allow_unicode=True).strip()
     return f"  {key}: {{type: categorical, values: {flow}{nulls}}}  # from data: REVIEW (rare values identify people)\n"
+
+
+def _numeric_bins(lo, hi, whole: bool, bins: int) -> str:
+    """The YAML fields (``lower, upper, width`` or ``lower, upper, bins``) of bins over [lo, hi]: ``lower`` <= lo
+    and ``upper`` > hi, so no value is outside [lower, upper).
+
+    Whole numbers get whole bins: one per integer when the values lie within :data:`UNIT_BINS_UP_TO` integers,
+    else a round width (1, 2, 2.5, 5 times a power of ten, whole) with ``lower`` a multiple of it, the narrowest
+    that needs at most ``bins`` bins.  Other numbers get ``bins`` equal bins (one for a constant column, fewer where
+    the floats are too sparse for that many) between bounds rounded outward to a power of ten about 1/100 of the
+    range, written as the shortest decimal that reads back as the same float."""
+    if whole:
+        first, last = int(lo), int(hi)
+        if last - first < UNIT_BINS_UP_TO:
+            lower, upper, width = first, last + 1, 1
+        else:
+            lower, upper, width = _whole_bins(first, last, bins)
+        if max(abs(lower), abs(upper)) <= _EXACT:
+            return f"lower: {lower}, upper: {upper}, width: {width}"
+    lower, upper = _rounded_bounds(lo, hi)
+    # Edges nearer each other than the floats there (a narrow range far from 0) would coincide: fewer bins then.
+    room = (Decimal(upper) - Decimal(lower)) / Decimal(2 * math.ulp(max(abs(lower), abs(upper))))
+    bins = max(1, min(bins, int(room))) if lo < hi else 1
+    return f"lower: {_yaml_float(lower)}, upper: {_yaml_float(upper)}, bins: {bins}"
+
+
+def _whole_bins(lo: int, hi: int, bins: int) -> tuple[int, int, int]:
+    """``(lower, upper, width)``: the narrowest round whole width whose aligned bins cover [lo, hi] in at most
+    ``bins`` bins; one bin [lo, hi + 1) when none does (one bin asked for, and 0 lies inside the range)."""
+    power = 1
+    while True:
+        for width in (power, 2 * power, *((power * 5 // 2,) if power >= 10 else ()), 5 * power):
+            first, last = lo // width, hi // width
+            if last - first + 1 <= bins:
+                return first * width, (last + 1) * width, width
+            if width > hi - lo:  # wider bins still need two (the range straddles a multiple of every width)
+                return lo, hi + 1, hi + 1 - lo
+        power *= 10
+
+
+def _rounded_bounds(lo, hi) -> tuple[float, float]:
+    """``lo`` rounded down and ``hi`` rounded up (above it, strictly) to a multiple of a power of ten about 1/100
+    of their range (of their size if they are equal), each the float nearest that decimal.  The decimals are those
+    the numbers print as (0.3, not the float's exact 0.29999999999999998889...), so a maximum of 0.3 gets an upper
+    bound of 0.301 rather than a float equal to it."""
+    with localcontext() as context:
+        context.prec = 80  # exact for every float and every decimal type's digits
+        low, high = (Decimal(v) if isinstance(v, (int, Decimal)) else Decimal(repr(float(v))) for v in (lo, hi))
+        exponent = ((high - low) or abs(low) or Decimal(1)).adjusted() - 2
+        while True:
+            step = Decimal(1).scaleb(exponent)
+            lower = float((low / step).to_integral_value(rounding=ROUND_FLOOR) * step)
+            upper = float(((high / step).to_integral_value(rounding=ROUND_FLOOR) + 1) * step)
+            if math.isinf(upper):  # past the largest float: the largest values are clamped into the last bin
+                return lower, sys.float_info.max
+            if upper > float(hi):  # else the step is below the float's precision there: a coarser one
+                return lower, upper
+            exponent += 1
+
+
+def _yaml_float(x: float) -> str:
+    """``x`` as the shortest decimal that reads back as ``x``, in a form YAML 1.1 reads as a number (1.0e-05: a
+    mantissa without a dot would be read as text); a whole number below 2^53 as an integer (0, not 0.0)."""
+    if x.is_integer() and abs(x) <= _EXACT:
+        return str(int(x))
+    text = repr(x)
+    return text.replace("e", ".0e") if "e" in text and "." not in text else text
 
 
 def _as_date(days: int) -> _dt.date:

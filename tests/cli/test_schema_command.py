@@ -111,3 +111,28 @@ def test_a_private_schema_may_require_a_cap_and_the_variable_never_stops_a_draft
     uncapped = invoke(["schema", data, "--private", "-e", "1", "-c", "age", "-o", tmp_path / "u.yaml",
                        "--ledger", ledger])
     assert uncapped.exit_code == 0 and "has no cap" in uncapped.stderr, uncapped.stderr
+
+
+
+def test_cli_draft_of_whole_and_fractional_columns(tmp_path):
+    """The non-private draft through the CLI: a count with blank cells, a flag and a code column get one bin per
+    value, a wide whole column a round width, a fractional one ``--bins`` bins; the file loads and every value
+    lies inside [lower, upper)."""
+    data = {"n": [0, None, 6, 3, None], "flag": [0, 1, 1, 0, 1], "code": [1, 5, 2, 2, 3],
+            "clock": [106, 2359, 1200, 700, 2000], "x": [0.17, 3.51, 1.2, 2.0, 0.5]}
+    path, out = tmp_path / "t.csv", tmp_path / "draft.yaml"
+    pd.DataFrame(data).astype({"n": "Int64"}).to_csv(path, index=False)
+    assert path.read_text().count("\n,") == 2  # blank cells, not NaN
+    done = invoke(["schema", str(path), "--bins", "5", "-o", str(out)])
+    assert done.exit_code == 0, done.output
+    assert "NOT private" in done.stderr
+    columns = yaml.safe_load(out.read_text())["columns"]
+    assert columns["n"] == {"type": "numeric", "lower": 0, "upper": 7, "width": 1, "nulls": "category"}
+    assert columns["flag"] == {"type": "numeric", "lower": 0, "upper": 2, "width": 1}
+    assert columns["code"] == {"type": "numeric", "lower": 1, "upper": 6, "width": 1}
+    assert columns["clock"] == {"type": "numeric", "lower": 0, "upper": 2500, "width": 500}
+    assert columns["x"] == {"type": "numeric", "lower": 0.17, "upper": 3.52, "bins": 5}
+    schema = parse_schema(yaml.safe_load(out.read_text()))
+    for name, values in data.items():
+        edges = schema[name].edges
+        assert all(edges[0] <= v < edges[-1] for v in values if v is not None), (name, edges)
