@@ -5,6 +5,7 @@ from __future__ import annotations
 import click
 
 from ..errors import DoesNotFit
+from .options import unit_options
 
 
 @click.command("check")
@@ -12,10 +13,7 @@ from ..errors import DoesNotFit
 @click.option("--schema", "-s", "schema_path", required=True, metavar="FILE", help="The schema a release would use.")
 @click.option("--columns", "-c", metavar="A,B", help="Check these declared columns, and what a table over them "
               "would count [every declared column].")
-@click.option("--privacy-unit", metavar="COLUMN", help="Also count the rows a release with this privacy unit would "
-              "leave out; needs --max-rows-per-unit.")
-@click.option("--max-rows-per-unit", type=click.IntRange(min=1), metavar="K", help="With --privacy-unit: the "
-              "release's cap on rows per unit.")
+@unit_options("As in the release (here: count the rows its cap would drop)")
 @click.option("--format", "-f", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True,
               help="json: one JSON object, for scripts.")
 def check_command(input, schema_path, columns, privacy_unit, max_rows_per_unit, fmt):
@@ -25,18 +23,18 @@ def check_command(input, schema_path, columns, privacy_unit, max_rows_per_unit, 
     that are not numbers, the smallest and largest value). It is for the data holder: do not publish it. It
     spends nothing, never opens the ledger and writes no file.
 
-    \b
     Per column: rows, nulls (dropped or counted in their own cell), values below and above a numeric or date
     domain (clamped or dropped), the smallest and largest value, undeclared labels with the declared value
-    they most likely mean, and values a release could not read as the declared type (a CSV 'n/a' in a
-    numeric column stops a release after the budget is charged). Also: declared columns the data lacks, the
-    data's columns the schema does not declare, and with --privacy-unit the rows the unit cap would drop.
+    they most likely mean, and values a release could not read as the declared type (a CSV 'n/a' in a numeric
+    column stops a release after the budget is charged). Also: declared columns the data lacks, the data's
+    columns the schema does not declare, and with --privacy-unit the rows the unit's cap would drop.
 
-    \b
     Exit codes: 0 the schema fits (a release would count every row of the checked columns); 6 it does not
     (rows dropped or unreadable, or a declared column missing: the report says which); 1 and 2 as for every
     command (unreadable data, bad options or schema). For a nightly job:
-      dphist check data.csv --schema schema.yaml && dphist release data.csv --schema schema.yaml ...
+
+    \b
+      dphist check data.csv -s schema.yaml && dphist release data.csv -s schema.yaml ...
     """
     from ..read.checking import check_data
 

@@ -55,6 +55,8 @@ _KEPT_CHARS = 1_000
 _EPOCH = _dt.date(1970, 1, 1)
 # A plain decimal number: Arrow reads every text of this form as a float64 (the fast path of csv_numbers).
 _PLAIN_NUMBER = r"^[+-]?([0-9]+(\.[0-9]*)?|\.[0-9]+)([eE][+-]?[0-9]+)?$"
+# A character no number Arrow reads has (digits, signs, the point, exponents, inf, infinity, nan).
+_NUMBERLESS = r"[^0-9+\-.eEiInNfFtTyYaA]"
 _WHITESPACE = re.compile(r"\s+")
 
 
@@ -68,8 +70,22 @@ def csv_numbers(text: pa.Array) -> tuple[pa.Array, np.ndarray]:
     Arrow's CSV reader trims spaces and tabs around a number (no other white space) and parses the rest as
     ``pyarrow.compute.cast`` does; an empty quoted value, or one of spaces only, is no number.  A missing value
     (an empty field) stays null.  Unreadable values are null in the result."""
-    return _by_entry(text, lambda values: pc.cast(pc.utf8_trim(values, characters=" \t"), pa.float64()),
-                     pa.float64(), plain=_PLAIN_NUMBER)
+    return _by_entry(text, lambda values: pc.cast(_trimmed(values), pa.float64()), _sure_numbers)
+
+
+def _trimmed(values: pa.Array) -> pa.Array:
+    return pc.utf8_trim(values, characters=" \t")
+
+
+def _sure_numbers(dictionary: pa.Array) -> tuple[np.ndarray, np.ndarray]:
+    """The texts Arrow surely reads as numbers (plain decimals) and surely does not (a character no number has,
+    outside ``nan(...)``, which Arrow reads as nan whatever the parentheses hold)."""
+    trimmed = _trimmed(dictionary)
+
+    def has(pattern: str) -> np.ndarray:
+        return pc.fill_null(pc.match_substring_regex(trimmed, pattern), False).to_numpy(zero_copy_only=False)
+    known = has(_PLAIN_NUMBER)
+    return known, has(_NUMBERLESS) & ~has("(?i)nan\\(") & ~known
 
 
 def text_dates(text: pa.Array) -> tuple[pa.Array, np.ndarray]:
@@ -79,37 +95,32 @@ def text_dates(text: pa.Array) -> tuple[pa.Array, np.ndarray]:
     result."""
     def convert(values: pa.Array) -> pa.Array:
         return days_since_epoch(values).cast(pa.int32()).cast(pa.date32())  # as the CSV reader converts dates
-    return _by_entry(text, convert, pa.date32())
+    return _by_entry(text, convert)
 
 
-def _by_entry(text: pa.Array, convert: Callable[[pa.Array], pa.Array], typ: pa.DataType,
-              plain: str | None = None) -> tuple[pa.Array, np.ndarray]:
+def _by_entry(text: pa.Array, convert: Callable[[pa.Array], pa.Array],
+              sure: Callable[[pa.Array], tuple[np.ndarray, np.ndarray]] | None = None) -> tuple[pa.Array, np.ndarray]:
     """``convert`` applied to each distinct value of ``text`` (its dictionary): all at once where every one
-    converts, else one by one (those matching the regular expression ``plain``, which are known to convert, all
-    at once), so that the values it refuses are found.  Returns the converted values (null where refused) and
-    the mask of the rows holding a refused value."""
+    converts, else each on its own, so that the values it refuses are found.  ``sure`` gives the masks of the
+    values known to convert and known to be refused, which are not tried one by one (a column of a million
+    distinct '12,5' would take half a minute).  Returns the converted values (null where refused) and the mask of
+    the rows holding a refused value."""
     if not pa.types.is_dictionary(text.type):
         text = pc.dictionary_encode(text)
     dictionary, indices = text.dictionary, text.indices
-    refused = np.zeros(len(dictionary), dtype=bool)
     try:
-        converted = convert(dictionary)
+        converted, refused = convert(dictionary), np.zeros(len(dictionary), dtype=bool)
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError, ValueError):
-        known = (np.zeros(len(dictionary), dtype=bool) if plain is None else
-                 pc.fill_null(pc.match_substring_regex(pc.utf8_trim(dictionary, characters=" \t"), plain), False)
-                 .to_numpy(zero_copy_only=False))
-        pieces = [None] * len(dictionary)
-        if known.any():
-            done = convert(dictionary.filter(pa.array(known)))
-            for position, i in enumerate(np.flatnonzero(known)):
-                pieces[i] = done.slice(position, 1)
-        for i in np.flatnonzero(~known):
+        nothing = np.zeros(len(dictionary), dtype=bool)
+        known, refused = (nothing, nothing.copy()) if sure is None else sure(dictionary)
+        for i in np.flatnonzero(~known & ~refused):
             try:
-                pieces[i] = convert(dictionary.slice(i, 1))
+                convert(dictionary.slice(i, 1))
             except (pa.ArrowInvalid, pa.ArrowNotImplementedError, ValueError):
                 refused[i] = True
-                pieces[i] = pa.nulls(1, typ)
-        converted = pa.concat_arrays([p.cast(typ) for p in pieces]) if pieces else pa.array([], typ)
+        kept = convert(dictionary.filter(pa.array(~refused)))  # every one of them converts
+        position = np.cumsum(~refused) - 1
+        converted = kept.take(pa.array(np.maximum(position, 0), mask=refused))
     values = converted.take(indices)
     rows = np.zeros(len(indices), dtype=bool)
     if refused.any():

@@ -47,7 +47,8 @@ def one(report, name):
 
 NUMBER_TEXTS = [" 12 ", "12", "1e3", "+5", "-5", "inf", "-Inf", "nan", "NaN", "0x10", "1_000", "１２", "12.", ".5",
                 "1,5", "12,5", " ", "", "\t3", "5\t", "null", "n/a", "N/A", "1.5E+2", "1e400", "-0", "3 4", "٣",
-                "infinity", "\u00a05", "5\u00a0", "\x0b5", "1.2.3", "e5", "5e", "- 1"]
+                "infinity", "\u00a05", "5\u00a0", "\x0b5", "1.2.3", "e5", "5e", "- 1", "nan(abc)", "NaN(x y)",
+                "nan(", "infinit", "+nan", "1e+", "0x1p3"]
 
 
 @pytest.mark.parametrize("text", NUMBER_TEXTS)
@@ -68,6 +69,16 @@ def test_csv_numbers_read_each_value_as_the_csv_reader_does(text):
         assert got != got
     else:
         assert got == expected
+
+
+def test_csv_numbers_find_the_refused_among_many_distinct_values():
+    """Values known to convert or to be refused are not tried one by one; the result is the same."""
+    texts = [str(i) for i in range(500)] + [f"{i},5" for i in range(500)] + ["nan(q)", "Inf", "1e3", "n/a"]
+    values, refused = csv_numbers(pa.array(texts * 2).dictionary_encode())
+    expected = [t.endswith(",5") or t == "n/a" for t in texts] * 2
+    assert refused.tolist() == expected
+    assert values.to_pylist()[:3] == [0.0, 1.0, 2.0] and values.to_pylist()[1001:1004] == [float("inf"), 1000.0, None]
+    assert values.null_count == sum(expected)
 
 
 def test_csv_numbers_mark_only_the_refused_rows_and_keep_nulls():
