@@ -406,7 +406,7 @@ class ColumnCheck:
         return f"clamped into the {end} bin" if self.out_of_domain == "clamp" else "dropped"
 
     def lines(self) -> list[str]:
-        head = f"{self.name}: {self.domain()}"
+        head = f"{quoted(self.name, '')}: {self.domain()}"  # a column's name may hold anything
         if self.status == "missing":
             return [head, "  not in the data: a release over this column is refused before reading"]
         if self.status == "stored type":
@@ -537,7 +537,7 @@ class CheckReport:
             out.append(f"not in the schema ({_many(n, 'column')}, not checked): "
                        f"{quoted_list(self.not_in_schema)}")
         if self.table is not None:
-            out.append(f"a table over {', '.join(self.table)} would count {self.table_counted:,} of {self.rows:,} "
+            out.append(f"a table over {quoted_list(self.table)} would count {self.table_counted:,} of {self.rows:,} "
                        f"rows ({_share(self.table_counted, self.rows)})")
         if self.unit is not None:
             units = 0 if self.unit_counts is None else int(np.count_nonzero(self.unit_counts))
