@@ -6,8 +6,8 @@ never quotes a data value (an error message is not a publication channel for pri
 
 from __future__ import annotations
 
-__all__ = ["DphistError", "UsageError", "DataError", "Terminated", "BUDGET_STAYS_SPENT", "after_reading",
-           "read_data"]
+__all__ = ["DphistError", "UsageError", "DataError", "DoesNotFit", "Terminated", "BUDGET_STAYS_SPENT",
+           "after_reading", "read_data"]
 
 #: What the one line of any failure of a charged run after it started reading adds: the budget is not given back
 #: (noise may have been drawn), and the ledger shows it.  A failure before reading never says so.
@@ -30,6 +30,13 @@ class DataError(DphistError):
     """The input data cannot be read as declared (exit code 1)."""
 
     exit_code = 1
+
+
+class DoesNotFit(DphistError):
+    """``dphist check`` found rows a release would drop or stop at, or declared columns the data lacks (exit code
+    6).  Unlike the other errors it comes after a complete report on stdout; nothing was spent or written."""
+
+    exit_code = 6
 
 
 class Terminated(BaseException):

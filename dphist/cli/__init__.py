@@ -5,7 +5,8 @@ the library; what every command shares lives apart:
     messages.py   the run's log format (text or JSON lines), its error line, warnings and notices
     streams.py    stdout and stderr guarded against closed descriptors and vanished readers
     options.py    the options several commands share, declared once
-    release.py, schema.py, budget.py, tools.py (evaluate, bench, audit, algorithms), products.py (synth, plot)
+    release.py, schema.py, check.py, budget.py, tools.py (evaluate, bench, audit, algorithms), products.py (synth,
+    plot)
 
 Only light modules are imported here: ``dphist --version`` and ``--help`` must not load pandas, scipy or the
 algorithms (tests/cli/test_startup.py, bench/startup.py).  Each command imports the machinery it runs.
@@ -17,6 +18,7 @@ import click
 
 from ..version import __version__
 from .budget import budget_group
+from .check import check_command
 from .contract import Group
 from .products import plot_command, synth_command
 from .release import release_command
@@ -34,12 +36,13 @@ def main():
     \b
     Typical use:
       dphist schema data.csv -o schema.yaml      # draft a schema, then REVIEW it (it is public)
+      dphist check data.csv --schema schema.yaml # what a release would drop (not private; spends nothing)
       dphist release data.csv --schema schema.yaml --epsilon 0.5 --columns age,sex
     """
 
 
-for _command in (release_command, schema_command, evaluate_command, audit_command, bench_command, synth_command,
-                 plot_command, budget_group, algorithms_command):
+for _command in (release_command, schema_command, check_command, evaluate_command, audit_command, bench_command,
+                 synth_command, plot_command, budget_group, algorithms_command):
     main.add_command(_command)
 
 

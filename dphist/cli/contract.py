@@ -1,6 +1,7 @@
 """The command line's promise on failure: every failure a user can cause ends with one line on stderr, an exit
 code and no traceback or output files.  Exit codes: 0 done, 1 data error, 2 usage error (options, schema, spec),
-3 budget exhausted, 4 ledger locked (timeout), 5 internal error (a bug), 130 interrupted, 143 stopped (SIGTERM).
+3 budget exhausted, 4 ledger locked (timeout), 5 internal error (a bug), 6 the data does not fit the schema
+(``dphist check``, after its report), 130 interrupted, 143 stopped (SIGTERM).
 
 :class:`Group` is the ``dphist`` group's class: its ``main`` sets the process up for the run
 (:func:`process_setup`) and turns whatever the command raised into that line and code.

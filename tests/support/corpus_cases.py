@@ -2532,3 +2532,85 @@ def schema_private_require_cap_uncapped(d):
 def schema_draft_require_cap_flag(d):
     good(d)
     return Case(["schema", "data.csv", "--require-cap", "-o", "s.yaml"], 2, ("--require-cap", "--private only"))
+
+
+# --- check: the schema against the data (spends nothing, writes nothing; its findings exit 6, not listed here) ---
+
+
+def _check(*extra: str, data: str = "data.csv", schema: str = "schema.yaml") -> list[str]:
+    return ["check", data, "--schema", schema, *extra]
+
+
+@case
+def check_fits(d):
+    good(d)
+    return Case(_check(), 0)
+
+
+@case
+def check_missing_input(d):
+    write(d, "schema.yaml", SCHEMA)
+    return Case(_check(data="nosuch.csv"), 1, ("nosuch.csv",))
+
+
+@case
+def check_random_binary_input(d):
+    good(d)
+    write(d, "data.csv", np.random.default_rng(23).integers(0, 256, 20_000, dtype=np.uint8).tobytes()
+          + SECRET.encode())
+    return Case(_check(), 1, ("data.csv",))
+
+
+@case
+def check_ragged_row(d):
+    good(d, data=f"age,sex\n10,F\n20,M,{SECRET}\n")
+    return Case(_check(), 1, ("data.csv", "line 3"))
+
+
+@case
+def check_schema_not_yaml(d):
+    good(d)
+    write(d, "schema.yaml", f"columns: [{SECRET}\n")
+    return Case(_check(), 2, ("schema.yaml",))
+
+
+@case
+def check_schema_missing_file(d):
+    good(d)
+    return Case(_check(schema="nosuch.yaml"), 2, ("nosuch.yaml",))
+
+
+@case
+def check_without_schema(d):
+    good(d)
+    return Case(["check", "data.csv"], 2, ("--schema",))
+
+
+@case
+def check_columns_undeclared(d):
+    good(d)
+    return Case(_check("--columns", "age,note"), 2, ("'note'", "not declared"))
+
+
+@case
+def check_unit_without_cap(d):
+    good(d)
+    return Case(_check("--privacy-unit", "note"), 2, ("--max-rows-per-unit",))
+
+
+@case
+def check_unit_cap_zero(d):
+    good(d)
+    return Case(_check("--privacy-unit", "note", "--max-rows-per-unit", "0"), 2, ("--max-rows-per-unit",))
+
+
+@case
+def check_unit_column_missing(d):
+    good(d)
+    return Case(_check("--privacy-unit", "who", "--max-rows-per-unit", "1"), 1, ("'who'", "not found"))
+
+
+@case
+def check_unknown_format(d):
+    good(d)
+    return Case(_check("--format", "xml"), 2, ("--format",))
