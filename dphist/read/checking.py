@@ -255,11 +255,19 @@ class ColumnCheck:
         if self.undeclared_rows:
             found.append(f"{name}: {_many(self.undeclared_rows, 'row')} with labels the schema does not declare, "
                          "dropped")
+        return found
+
+    def notes(self) -> list[str]:
+        """One line per thing the schema asks a release to do that leaves rows out (``out_of_domain: drop``,
+        ``nulls: drop``): worth knowing, not a mismatch."""
+        if self.status in ("missing", "stored type"):
+            return []
+        name, found = quoted(self.name), []
         outside = self.below + self.above
         if outside and self.out_of_domain == "drop":
-            found.append(f"{name}: {_many(outside, 'row')} outside the domain, dropped")
+            found.append(f"{name}: {_many(outside, 'row')} outside the domain, dropped as the schema says")
         if self.nulls and not self.column.null_cell:
-            found.append(f"{name}: {_many(self.nulls, 'null')}, dropped")
+            found.append(f"{name}: {_many(self.nulls, 'null')}, dropped as the schema says")
         return found
 
     # ---- reading -------------------------------------------------------------------------------------------
@@ -492,7 +500,13 @@ class CheckReport:
         return 0 if self.unit_counts is None else int(np.count_nonzero(self.unit_counts > self.max_rows_per_unit))
 
     def problems(self) -> list[str]:
-        found = [line for c in self.columns for line in c.problems()]
+        """What does not fit: columns missing or stored otherwise, values a release cannot read, labels the
+        schema does not declare (the check exits non-zero)."""
+        return [line for c in self.columns for line in c.problems()]
+
+    def notes(self) -> list[str]:
+        """Rows a release leaves out because the schema or the unit cap says so (reported; the check passes)."""
+        found = [line for c in self.columns for line in c.notes()]
         if self.unit is not None and self.unit_dropped:
             without = f", {_many(self.unit_missing, 'row')} without a unit" if self.unit_missing else ""
             found.append(f"unit cap: {_many(self.unit_dropped, 'row')} dropped ({_many(self.units_over, 'unit')} over "
@@ -521,6 +535,7 @@ class CheckReport:
                            "share_dropped": self.unit_dropped / self.rows if self.rows else 0.0}
         out["problems"] = len(problems)
         out["problem_list"] = problems
+        out["notes"] = self.notes()
         return out
 
     def json(self) -> str:
@@ -545,13 +560,17 @@ class CheckReport:
                        f"{self.unit_dropped:,} of {self.rows:,} rows ({_share(self.unit_dropped, self.rows)}); "
                        f"{self.units_over:,} of {units:,} units are over the cap"
                        + (f"; {_many(self.unit_missing, 'row')} without a unit" if self.unit_missing else ""))
-        problems = self.problems()
+        problems, notes = self.problems(), self.notes()
+        if notes:
+            out.append(f"{_many(len(notes), 'note')}: rows a release leaves out as asked")
+            out += [f"  {line}" for line in notes]
         if problems:
             out.append(f"{_many(len(problems), 'problem')}: a release would lose these "
                        "rows or stop")
             out += [f"  {line}" for line in problems]
         else:
-            out.append("the schema fits: a release would count every row of the checked columns")
+            out.append("the schema fits" + (" (see the notes)" if notes else ": a release would count every row of the "
+                                                                      "checked columns"))
         return "\n".join(out)
 
 

@@ -1381,9 +1381,9 @@ def _discover(data: str, *extra: str, code=0, keywords=(), check_files=(), may_c
 _DATES = "\n".join(["2020-01-%02d" % (1 + i % 28) for i in range(2000)] + ["9999-12-31"] * 200) + "\n"
 add("discover_all_null_numeric", _discover("x,y\n,1\n,2\n,3\n", "--columns", "x", code=(0, 1)))
 add("discover_one_row", _discover("x\n5\n", "--columns", "x", code=(0, 1)))
-# Too few rows for the discovered bounds' budget (issue 20's DP-quantile bounds): one data error, charged.  The
+# Too few rows for the discovered bounds' budget, even for the coarse look: one data error, charged.  The
 # column's kind is itself a noisy choice, so the error may instead be that no category has enough records.
-add("discover_too_few_records", _discover("x\n" + "".join(f"{1 + i % 2000}\n" for i in range(300)), "--columns", "x",
+add("discover_too_few_records", _discover("x\n" + "".join(f"{1 + i * 67}\n" for i in range(30)), "--columns", "x",
                                           code=1, keywords=("records",), epsilon="1"))
 add("discover_far_off_dates", _discover("d\n" + _DATES, "--columns", "d", code=(0, 1)))
 add("discover_year_one_dates", _discover("d\n" + _DATES.replace("9999-12-31", "0001-01-01"), "--columns", "d",
