@@ -78,7 +78,7 @@ from ..read.counting import as_text, days_since_epoch
 from ..errors import DataError, UsageError
 from ..read.sources import kinds_of
 from ..privacy import PrivacyBudget, equal_part, format_fraction
-from ..privacy import discrete_laplace_tail_threshold as tail_threshold
+from ..privacy import discrete_laplace_tail, discrete_laplace_tail_threshold as tail_threshold
 from ..declare.schema import Column, normalise_label, parse_schema
 from ..text import quoted
 
@@ -738,9 +738,11 @@ def _bins(kind: str, lower: float, upper: float, bins: int) -> dict:
         return {"type": "date", "lower": first.isoformat(), "upper": last.isoformat(), "unit": unit,
                 "nulls": "category"}
     if kind == "integer":
-        width = 1 if upper - lower <= max(bins, ONE_PER_VALUE) else math.ceil((upper - lower) / bins)
-        return {"type": "numeric", "lower": int(lower), "upper": int(lower) + width * math.ceil((upper - lower) / width),
-                "width": width, "nulls": "category"}
+        if upper - lower <= max(bins, ONE_PER_VALUE):
+            return {"type": "numeric", "lower": int(lower), "upper": int(upper), "width": 1, "nulls": "category"}
+        width = int(_round_width((upper - lower) / bins))  # 1, 2 or 5 times a power of ten
+        start, end = math.floor(lower / width), math.ceil(upper / width)
+        return {"type": "numeric", "lower": start * width, "upper": end * width, "width": width, "nulls": "category"}
     if -LOG_BINS["float"][0] <= lower < 0:
         lower = 0.0  # the centre bin (−s, s) found: start at 0 rather than at −s (tiny negatives are clamped)
     width = _round_width((upper - lower) / bins)
@@ -798,9 +800,17 @@ def categorical_domain(name: str, codes: np.ndarray, labels: list[str], max_cate
     if kept.size > max_categories:  # the largest noisy counts; ties by label, never by data order
         kept = np.array(sorted(kept, key=lambda i: (-noisy[i], labels[i]))[:max_categories])
     values = sorted(normalise_label(labels[i]) for i in kept)
+    # A category of ``sure`` rows or more is missed only if its noise is at most threshold − sure.
+    sure = math.ceil(Fraction(3, 2) * threshold)
+    missed = discrete_laplace_tail(budget.scale(1, budget.epsilon), sure - threshold - 1)
     report = {"column": name, "kind": "categorical", "method": "partition selection (Laplace threshold)",
               "epsilon": format_fraction(budget.epsilon), "delta": format_fraction(budget.delta),
-              "threshold": threshold, "categories": len(values)}
+              "threshold": threshold, "categories": len(values),
+              "keeps": {"threshold_rows": threshold, "kept_from_rows": sure, "missed_at_most": float(f"{missed:.2g}"),
+                        "note": f"a category is kept when its noisy count is above {threshold} rows: one of {sure} "
+                                f"rows or more is missed with probability at most {missed:.2g}, one of fewer than "
+                                f"{threshold} rows is kept rarely, and one held by a single protected unit alone "
+                                "with probability at most delta"}}
     if not values:
         return None, {**report, "failed": "no category is held by enough records to be released with this "
                       "epsilon and delta; declare its values in a schema"}

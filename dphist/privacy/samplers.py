@@ -303,6 +303,13 @@ def discrete_laplace_halfwidth(scale, level: float = 0.95) -> int:
     return q
 
 
+def discrete_laplace_tail(scale, t: int) -> float:
+    """P(Z > t) for Z ~ discrete Laplace(scale) and a whole t >= 0: a^(t+1)/(1+a), a = exp(-1/scale); by
+    symmetry also P(Z < -t)."""
+    a = math.exp(-1 / float(scale))
+    return a ** (int(t) + 1) / (1 + a)
+
+
 def discrete_laplace_tail_threshold(scale: Fraction, tail: float) -> int:
     """The smallest integer t >= 0 with P(Z > t) <= tail for Z ~ discrete Laplace(scale): a^(t+1)/(1+a) <= tail,
     a = exp(-1/scale)."""

@@ -140,6 +140,13 @@ class Release:
             names = ", ".join(c["column"] for c in d["columns"])
             lines.append(f"discovery: epsilon {d['epsilon']}, delta {d['delta']} to find the domains of the "
                          f"undeclared columns {names}")
+            keeps = {}
+            for c in d["columns"]:
+                if "keeps" in c:
+                    keeps.setdefault((c["keeps"]["threshold_rows"], c["keeps"]["kept_from_rows"]), []).append(c["column"])
+            for (threshold, sure), text in keeps.items():
+                lines.append(f"  categories kept above a noisy {threshold:,} rows (every one of {sure:,} rows or more): "
+                             f"{', '.join(text)}")
             for skipped in d.get("skipped_tables", []):
                 lines.append(f"  skipped table {skipped['name']}: {skipped['reason']}")
         if r.get("marginals"):
