@@ -85,8 +85,9 @@ def release(source: Any = None, epsilon: Any = None, schema: Any = None, *, spec
         ``"auto"`` (default): the one with the lower expected error (``report["marginals"]`` gives both).
     privacy_unit, max_rows_per_unit : protect every value of this column (a person, a household) rather than
         one row: at most ``max_rows_per_unit`` rows per unit are counted (chosen at random), and the algorithms
-        run at epsilon / max_rows_per_unit, so the whole unit is protected at epsilon (group privacy).  The
-        ledger keeps this budget apart from per-row budgets.
+        run at epsilon / max_rows_per_unit, so the whole unit is protected at epsilon (group privacy).  A fiftieth
+        of the budget measures how many rows the cap dropped (``report["unit_cap"]``, docs/privacy.md §6); the
+        tables share the rest.  The ledger keeps this budget apart from per-row budgets.
     group_size : protect any group of this many units (or records) together at epsilon.
     ledger : a :class:`~dphist.publishing.ledger.Ledger` or a path to one (default: ``$DPHIST_LEDGER``, else
         ``~/.local/share/dphist/ledger.sqlite``).  The release is recorded there against ``dataset_id`` (default:

@@ -29,9 +29,10 @@ from ..declare.job import TableRequest, table_name_for
 from ..inference.marginals import consistent_marginals, expected_errors, nonnegative_integer_marginals
 from ..algorithms.marginal_sets import derive_marginal, labelled_frame
 from .planning import ReleasePlan
-from ..privacy import Measurement, PrivacyBudget, equal_part, format_fraction, per_row_amount
+from ..privacy import Measurement, PrivacyBudget, format_fraction, per_row_amount
 from ..privacy.conversions import epsilon_for
 from .tidy import CHUNK_ROWS, Tables, TidyTable
+from .unit_cap import dropped_note, dropped_notice
 from ..version import __version__
 from ..text import quoted
 
@@ -149,6 +150,9 @@ class Release:
                              f"{', '.join(text)}")
             for skipped in d.get("skipped_tables", []):
                 lines.append(f"  skipped table {skipped['name']}: {skipped['reason']}")
+        notice = dropped_notice(r["unit_cap"]) if r.get("unit_cap") else None
+        if notice is not None:
+            lines.append(notice)
         if r.get("marginals"):
             m = r["marginals"]
             lines.append(f"marginals: strategy {m['strategy']} ({m['chosen_by']}); every shared margin and the "
@@ -251,7 +255,7 @@ def _consistent_marginals(plan: ReleasePlan, estimates: list[Estimate], reports:
     k = len(marginals)
     return frames, {**plan.marginal_plan.report(),
                     "composition": f"sequential: the {k} marginals are of the same records, each measured with "
-                                   f"{plan.amount_name} {format_fraction(equal_part(plan.amount, k))}",
+                                   f"{plan.amount_name} {format_fraction(plan.budgets[0])}",
                     "ci": "ci_lower/ci_upper: normal approximation, noisy_count ± 1.96 × expected_cell_sd"}
 
 
@@ -281,7 +285,7 @@ def _derived_marginals(plan: ReleasePlan, frames: dict, reports: list[dict]) -> 
                   "composition": "one measurement of the table over all the marginals' columns; each marginal is "
                                  "a sum of its non-negative integer counts, so all of them agree exactly (shared "
                                  f"sub-marginals and grand total) and together cost the run's {plan.amount_name} "
-                                 "once",
+                                 + ("once" if plan.unit_cap is None else "once, less the unit cap's part"),
                   "full_table": full_report}
     return out_frames, out_reports, full_table
 
@@ -364,10 +368,11 @@ def discovery_report(plan: ReleasePlan, columns: list[dict], steps: list[Measure
 
 
 def release_report(plan: ReleasePlan, budget: PrivacyBudget, skipped: Fraction, tables: list[dict],
-                   discovery: dict | None, marginals: dict | None) -> dict:
+                   discovery: dict | None, marginals: dict | None, unit_cap: dict | None = None) -> dict:
     """The published report: the privacy unit, what was requested and spent (read from the release's budget,
-    plus ``skipped``: the parts of tables skipped after the ledger charged them), every table's steps, and how
-    the noise was drawn."""
+    plus ``skipped``: the parts of tables skipped after the ledger charged them), every table's steps, how the
+    noise was drawn, and under a unit cap the ``unit_cap`` entry (what the cap dropped,
+    :mod:`dphist.publishing.unit_cap`), which the note on intervals cites."""
     test_mode = plan.seed is not None
     report = {
         "dphist_version": __version__,
@@ -375,8 +380,10 @@ def release_report(plan: ReleasePlan, budget: PrivacyBudget, skipped: Fraction, 
         **unit_report(plan),
         **budget_report(plan, budget, skipped),
         **({"discovery": discovery} if discovery is not None else {}),
-        "composition": f"sequential over tables ({'epsilons' if plan.definition == 'pure' else 'rhos'} add); "
-                       "parallel over the disjoint cells of a table",
+        **({"unit_cap": unit_cap} if unit_cap is not None else {}),
+        "composition": f"sequential over tables{' and the unit cap measurement' if unit_cap is not None else ''} "
+                       f"({'epsilons' if plan.definition == 'pure' else 'rhos'} add); parallel over the disjoint "
+                       "cells of a table",
         "noise": (TEST_SAMPLER if test_mode else SAMPLER) if plan.definition == "pure" else
                  (GAUSSIAN_TEST_SAMPLER if test_mode else GAUSSIAN_SAMPLER),
         "test_mode": test_mode,
@@ -388,7 +395,8 @@ def release_report(plan: ReleasePlan, budget: PrivacyBudget, skipped: Fraction, 
             "Values outside a column's domain were clamped or dropped as the schema says; how many is not published.",
             "ci_lower/ci_upper: 95% interval for the true count of each cell, from noisy_count and the noise "
             "distribution alone (cut at 0); empty where the algorithm states no per-cell noise distribution (the "
-            "data-adaptive partitions of dpcube, kdtree, noisefirst and structurefirst).",
+            "data-adaptive partitions of dpcube, kdtree, noisefirst and structurefirst)."
+            + (dropped_note(unit_cap) if unit_cap is not None else ""),
         ],
     }
     if test_mode:

@@ -9,7 +9,8 @@ private and the ledger is never touched; otherwise the run happens inside the re
 (:func:`dphist.publishing.transaction.charged_run`), which reserves the plan's budget before any row is read and commits it with the
 files.  :func:`run_plan` is the middle: it makes the release's one budget (:func:`release_budget`: a
 :class:`~dphist.privacy.PrivacyBudget` of ε, or a :class:`~dphist.privacy.ZCDPBudget` of ρ), splits it into the
-discovery's part and one part per table, reads, measures and hands over to :mod:`dphist.publishing.assemble`.
+discovery's part, one part per table and, under a unit cap, the part that measures what the cap dropped
+(:mod:`dphist.publishing.unit_cap`), reads, measures and hands over to :mod:`dphist.publishing.assemble`.
 The CLI's ``release`` and ``schema --private`` and the Python API's :func:`dphist.release` all run through here.
 """
 
@@ -23,7 +24,7 @@ from typing import Any
 
 from ..declare import identifiers
 from ..algorithms import Algorithm
-from ..read.contribution import UnitColumn
+from ..read.contribution import UnitColumn, UnitRows
 from ..read.counting import TableShape
 from ..discovery.domains import TextAs, discover
 from ..read.engines import count as count_with
@@ -34,6 +35,7 @@ from ..declare.job import TableRequest
 from .ledger import Ledger
 from .assemble import MeasuredTable, Release, discovery_report, release_report, released_tables
 from .planning import ReleasePlan
+from .unit_cap import measure_dropped
 from ..privacy import BitSource, PrivacyBudget, ZCDPBudget, bit_source, total_of
 from ..read.progress import Progress
 from .transaction import Charged, FileRelease, charged_run
@@ -119,7 +121,7 @@ def run_plan(plan: ReleasePlan, progress: bool = False) -> Release:
     a progress bar of the counting pass on stderr (for a terminal; see :mod:`dphist.read.progress`)."""
     # The release's one budget: every noisy step below draws from it, or from one of its parts.
     budget = release_budget(plan, bit_source(plan.seed))
-    discovery_budget, table_budgets = _split(plan, budget)
+    discovery_budget, table_budgets, unit_cap_budget = _split(plan, budget)
     tables = [_Table(r, s, a, b) for r, s, a, b in zip(plan.requests, plan.shapes, plan.algorithms, table_budgets)]
 
     # Read: the undeclared columns' domains first (paid from the discovery part), then the one counting pass.
@@ -127,19 +129,23 @@ def run_plan(plan: ReleasePlan, progress: bool = False) -> Release:
     if plan.discovery is not None:
         discovered = _discover_domains(plan, discovery_budget)
         tables = [tables[i].reshaped(discovered.shapes[i]) for i in discovered.usable]
-    counts = _count(plan, [t.shape for t in tables], discovered, budget.bits, progress)
+    unit_rows = UnitRows() if unit_cap_budget is not None else None
+    counts = _count(plan, [t.shape for t in tables], discovered, budget.bits, progress, unit_rows)
 
     # Measure: each table's algorithm on its own part of the budget (whose record becomes the report's steps).
     measured = [MeasuredTable(t.request, t.shape, t.algorithm, t.budget,
                               t.algorithm.run(table_counts, t.budget, columns=t.shape.columns))
                 for t, table_counts in zip(tables, counts)]
     del counts  # the true counts are not needed again (a big table's would double the memory of what follows)
+    # Under a unit cap: how many rows it dropped, measured on its own part (docs/privacy.md §6).
+    unit_cap = None if unit_cap_budget is None else measure_dropped(unit_rows, unit_cap_budget, plan.unit)
 
     # Post-process and output: free, from the noisy values and public facts only.
     frames, table_reports, marginals = released_tables(plan, measured)
     # A skipped table's part was charged in the ledger before discovery ran: it is counted as spent.
     skipped = total_of(b.amount for i, b in enumerate(table_budgets) if discovered and i not in discovered.usable)
-    report = release_report(plan, budget, skipped, table_reports, discovered and discovered.report, marginals)
+    report = release_report(plan, budget, skipped, table_reports, discovered and discovered.report, marginals,
+                            unit_cap)
     return Release(frames, report, operator=plan.source.describe())
 
 
@@ -181,11 +187,16 @@ class _Discovered:
     readers: dict[str, TextAs]
 
 
-def _split(plan: ReleasePlan, budget: PrivacyBudget) -> tuple[PrivacyBudget | None, list[PrivacyBudget]]:
-    """The discovery's part (all of δ) and one part per table, as planned; they add up to the budget exactly."""
+def _split(plan: ReleasePlan,
+           budget: PrivacyBudget) -> tuple[PrivacyBudget | None, list[PrivacyBudget], PrivacyBudget | None]:
+    """The discovery's part (all of δ), one part per table and the unit cap's part, as planned (the first and the
+    last may be None); they add up to the budget exactly."""
     discovery = [plan.discovery.epsilon] if plan.discovery is not None else []
-    parts = budget.split(discovery + list(plan.budgets), delta_shares=[1] * len(discovery) + [0] * len(plan.budgets))
-    return (parts[0] if discovery else None), parts[len(discovery):]
+    unit_cap = [plan.unit_cap] if plan.unit_cap is not None else []
+    shares = discovery + list(plan.budgets) + unit_cap
+    parts = budget.split(shares, delta_shares=[1] * len(discovery) + [0] * (len(shares) - len(discovery)))
+    tables = parts[len(discovery):len(discovery) + len(plan.budgets)]
+    return (parts[0] if discovery else None), tables, (parts[-1] if unit_cap else None)
 
 
 def _unit_reader(plan: ReleasePlan) -> dict[str, UnitColumn]:
@@ -219,9 +230,9 @@ def _discover_domains(plan: ReleasePlan, budget: PrivacyBudget) -> _Discovered:
 
 
 def _count(plan: ReleasePlan, shapes: list[TableShape], discovered: _Discovered | None, bits: BitSource,
-           progress: bool) -> list:
+           progress: bool, unit_rows: UnitRows | None = None) -> list:
     """The one pass over the rows that counts every table (apart from discovery's).  Contribution bounding's row
-    choice is randomness, not noise: it reads the release's bit source."""
+    choice is randomness, not noise: it reads the release's bit source.  ``unit_rows`` is told every unit's rows."""
     needed = {c.name: c for shape in shapes for c in shape.columns}
     if discovered is not None:
         needed.update({name: reader for name, reader in discovered.readers.items() if name in needed})
@@ -229,7 +240,7 @@ def _count(plan: ReleasePlan, shapes: list[TableShape], discovered: _Discovered 
     src = plan.source
     bar = Progress(*src.progress_total()) if progress and src.files else None
     try:
-        return count_with(plan.engine, plan.master, src, needed, shapes, plan.unit, bits, bar)
+        return count_with(plan.engine, plan.master, src, needed, shapes, plan.unit, bits, bar, unit_rows)
     finally:
         if bar is not None:
             bar.close()

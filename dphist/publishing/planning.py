@@ -31,6 +31,7 @@ from ..errors import DataError, UsageError
 from ..read.sources import Source, input_text, is_dataframe, is_path, open_source, remote_source, type_name
 from ..declare.job import TableRequest, check_option_names, check_table_names, parse_tables, table_name_for
 from .ledger import ROW_UNIT
+from .unit_cap import UNIT_CAP_SHARE, check_dropped_measurement
 from ..algorithms.marginal_sets import STRATEGIES, MarginalPlan, parse_marginals, plan_marginals, union_of
 from ..privacy import (MAX_RHO, MIN_EPSILON, MIN_RHO, PrivacyBudget, SeededBits, ZCDPBudget, exact_fraction,
                        format_fraction, parse_delta, parse_epsilon, parse_rho, per_row_amount, protected_rows, set_aside,
@@ -177,7 +178,7 @@ class ReleasePlan:
     The budget: ``definition`` (one of :data:`DEFINITIONS`), ``epsilon`` (None under "zcdp"), ``delta`` (under
     "pure" the δ of partition selection, under "approximate" the release's δ, 0 under "zcdp") and ``rho`` (None
     under "pure").  ``budgets`` holds each table's part in the plan's unit (:attr:`amount_name`: ε under "pure",
-    ρ otherwise); with the discovery's part they add up to :attr:`amount` exactly."""
+    ρ otherwise); with the discovery's part and ``unit_cap`` they add up to :attr:`amount` exactly."""
 
     source: Source
     epsilon: Fraction | None
@@ -206,6 +207,9 @@ class ReleasePlan:
     #: The δ the options asked for; under "pure" ``delta`` is the part of it a step can use (0 when no
     #: undeclared column may be text), which is what the ledger is charged.
     delta_requested: Fraction | None = None
+    #: Under a unit cap: the part (in the plan's unit) that measures how many rows the cap dropped
+    #: (:mod:`dphist.publishing.unit_cap`); None without one, when the tables share everything but discovery's part.
+    unit_cap: Fraction | None = None
 
     @property
     def amount(self) -> Fraction:
@@ -268,6 +272,11 @@ def make_plan(source: Any, options: ReleaseOptions) -> ReleasePlan:
     amount = o.epsilon if o.definition == "pure" else o.rho
     table_amount = set_aside(amount, o.discovery_share)[1] if discovery else amount
     factor = protected_rows(o.unit.max_rows if o.unit else None, o.group_size)
+    # A unit cap drops rows the counts then leave out: a small share of what the tables would get measures how
+    # many (docs/privacy.md §6), so the release can say how far its counts fall short.
+    unit_cap = None
+    if o.unit is not None:
+        unit_cap, table_amount = set_aside(table_amount, UNIT_CAP_SHARE)
 
     # A marginal set becomes either one full table (summed afterwards) or one identity table per marginal.
     columns, tables, algorithm, marginal_plan = o.columns, o.tables, o.algorithm, None
@@ -306,6 +315,8 @@ def make_plan(source: Any, options: ReleaseOptions) -> ReleasePlan:
     if o.unit is not None and o.unit.column not in src.column_names():
         raise DataError(f"{quoted(src.name, '')}: privacy-unit column {quoted(o.unit.column)} not found in the input")
     _check_budgets(requests, budgets, discovery, factor, o.definition)
+    if unit_cap is not None:
+        check_dropped_measurement(table_budget(unit_cap, o.definition, factor), o.unit)
     for request, algo, shape, budget in zip(requests, algorithms, shapes, budgets):
         try:  # every noisy step it may take, tried on this table's budget: refused now, not after reading
             algo.check_budget(shape.shape, table_budget(budget, o.definition, factor), shape.columns)
@@ -314,7 +325,7 @@ def make_plan(source: Any, options: ReleaseOptions) -> ReleasePlan:
     preflight(o.engine, o.master)  # last: it may connect to a scheduler or start Spark's JVM
     return ReleasePlan(src, o.epsilon, requests, shapes, algorithms, budgets, o.seed, o.raw, discovery, delta,
                        o.unit, o.group_size, marginal_plan, o.engine, o.master, o.max_cells, o.definition, o.rho,
-                       delta_requested=o.delta)
+                       delta_requested=o.delta, unit_cap=unit_cap)
 
 
 

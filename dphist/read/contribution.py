@@ -19,7 +19,7 @@ import pyarrow.compute as pc
 from ..privacy import BitSource
 from ..text import as_text
 
-__all__ = ["UnitColumn", "UnitBound", "UnitIds", "bounded_rows", "row_priorities", "smallest_per_unit"]
+__all__ = ["UnitColumn", "UnitBound", "UnitIds", "UnitRows", "bounded_rows", "row_priorities", "smallest_per_unit"]
 
 
 @dataclass(frozen=True)
@@ -57,6 +57,34 @@ class UnitIds:
     def labels(self) -> list[str]:
         """Every value seen, in id order."""
         return list(self._ids)
+
+
+class UnitRows:
+    """How many rows each unit has in the input, all of them (before bounding), added up batch by batch from the
+    dense ids of :class:`UnitIds`; rows with no unit (id -1) are not counted.  The true figures are private: they
+    leave the counting pass only as the two clipped sums of :meth:`kept_and_excess`, which are measured with noise
+    (docs/privacy.md §6)."""
+
+    def __init__(self) -> None:
+        self._rows = np.zeros(0, dtype=np.int64)
+
+    def add(self, units: np.ndarray) -> None:
+        """Count one batch's rows (``units``: their ids, -1 for a missing unit)."""
+        counts = np.bincount(units[units >= 0], minlength=self._rows.size)
+        if counts.size > self._rows.size:
+            counts[:self._rows.size] += self._rows
+            self._rows = counts
+        else:
+            self._rows += counts
+
+    def kept_and_excess(self, max_rows: int, clip: int) -> tuple[int, int]:
+        """(Σ_u min(rows_u, K), Σ_u min(max(rows_u − K, 0), C)) for K = ``max_rows`` and C = ``clip``: the rows
+        bounding keeps, and the rows it drops with each unit's share counted up to C.  One unit moves the first by
+        at most K and the second by at most C (and both together by at most K + C, as a unit over the cap adds K
+        to the first)."""
+        rows = self._rows
+        return (int(np.minimum(rows, max_rows).sum()),
+                int(np.minimum(np.maximum(rows - max_rows, 0), clip).sum()))
 
 
 def bounded_rows(units: np.ndarray, max_rows: int, bits: BitSource) -> np.ndarray:

@@ -24,7 +24,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from .contribution import UnitBound, UnitIds, row_priorities, smallest_per_unit
+from .contribution import UnitBound, UnitIds, UnitRows, row_priorities, smallest_per_unit
 from ..text import as_text, quoted
 from ..errors import DataError
 from ..privacy import BitSource
@@ -53,6 +53,7 @@ class TableShape:
 def count_tables(
     batches: Iterable[pa.RecordBatch], tables: list[TableShape], where: str = "input",
     unit: UnitBound | None = None, bits: BitSource | None = None, workers: int | None = None,
+    unit_rows: UnitRows | None = None,
 ) -> list[np.ndarray]:
     """Count every row of every batch into each table, in one pass.
 
@@ -60,14 +61,15 @@ def count_tables(
     policy (out of domain, unknown category, null) are left out of that table only.  ``where`` names the
     source in error messages.  With ``unit``, the batches also hold the unit column, and only the rows chosen by
     :func:`~dphist.read.contribution.bounded_rows` (at most ``unit.max_rows`` per unit, drawn with ``bits``) count:
-    one unit then adds at most that many to each table.
+    one unit then adds at most that many to each table.  ``unit_rows``, with ``unit``, is told every unit's rows
+    (all of them, kept or not), for measuring what bounding dropped.
 
     ``workers`` threads count batches while the next ones are read (default: one per two cores, at most 4,
     since Arrow's decoding keeps the other cores busy; one worker counts in the reading thread); the counts do
     not depend on it.  Memory: one accumulator per table and worker, plus the batches in flight.
     """
     if unit is not None:
-        return _count_units(batches, tables, where, unit, bits)
+        return _count_units(batches, tables, where, unit, bits, unit_rows)
     workers = max(1, min((os.cpu_count() or 1) // 2, 4)) if workers is None else max(1, int(workers))
     counters = [_Counter(tables, where) for _ in range(workers)]
     if workers == 1:
@@ -282,7 +284,7 @@ def _run_threads(batches: Iterable[pa.RecordBatch], counters: list[_Counter]) ->
         raise errors[0]
 
 
-def _count_units(batches, tables, where, unit, bits) -> list[np.ndarray]:
+def _count_units(batches, tables, where, unit, bits, unit_rows=None) -> list[np.ndarray]:
     """Counting with a privacy unit: each row draws a random priority, and of each unit's rows the
     ``unit.max_rows`` with the smallest priorities count -- exactly :func:`~dphist.read.contribution.bounded_rows`
     over all the rows, kept as a running selection so that memory holds the rows still in the running (at
@@ -292,6 +294,8 @@ def _count_units(batches, tables, where, unit, bits) -> list[np.ndarray]:
     held = _UnitSelection(unit.max_rows)
     for batch in batches:
         units = ids.encode(batch.column(unit.column))
+        if unit_rows is not None:
+            unit_rows.add(units)
         codes = counter.codes(batch)
         cells = [_flat_codes(table, codes).astype(np.int32 if size < 2**31 else np.int64)  # copies
                  for table, size in zip(tables, counter.sizes)]

@@ -111,7 +111,8 @@ def test_the_spec_names_its_ledger_and_what_is_protected(tmp_path):
     report = json.loads((out / "report.json").read_text())
     assert report["contribution_bounding"]["unit_column"] == "state"
     assert report["contribution_bounding"]["max_rows_per_unit"] == 2
-    assert report["group_privacy"]["group_size"] == 2 and report["tables"][0]["epsilon_per_row"] == "0.25"
+    # 49/50 of ε for the table (a fiftieth measures what the unit cap dropped), over 2 rows x 2 units.
+    assert report["group_privacy"]["group_size"] == 2 and report["tables"][0]["epsilon_per_row"] == "0.245"
     assert not elsewhere.exists()
     (row,) = Ledger(tmp_path / "books" / "ledger.sqlite").status()
     assert row["unit"] == "unit:state" and row["epsilon_spent"] == "1"

@@ -18,7 +18,7 @@ import importlib.util
 import numpy as np
 
 from ...declare.choices import ENGINES
-from ..contribution import UnitBound
+from ..contribution import UnitBound, UnitRows
 from ..counting import TableShape, count_tables
 from ...errors import UsageError
 from ..sources import Source
@@ -67,12 +67,13 @@ def preflight(engine: str, master: str | None) -> None:
 
 def count(engine: str, master: str | None, source: Source, columns: dict[str, Column], tables: list[TableShape],
           unit: UnitBound | None = None, bits: BitSource | None = None,
-          progress: Progress | None = None) -> list[np.ndarray]:
-    """Count ``tables`` over ``source`` on ``engine``; returns one int64 array per table, of its shape."""
+          progress: Progress | None = None, unit_rows: UnitRows | None = None) -> list[np.ndarray]:
+    """Count ``tables`` over ``source`` on ``engine``; returns one int64 array per table, of its shape.
+    ``unit_rows``: told every unit's rows (with a ``unit``, which only the local engine takes)."""
     if engine == "dask":
         from .dask_engine import count_dask
         return count_dask(source, columns, tables, master, progress)
     if engine == "spark":
         from .spark_engine import count_spark
         return count_spark(source, columns, tables, master)
-    return count_tables(source.batches(columns, progress), tables, source.name, unit, bits)
+    return count_tables(source.batches(columns, progress), tables, source.name, unit, bits, unit_rows=unit_rows)

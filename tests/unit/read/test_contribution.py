@@ -14,11 +14,12 @@ import pytest
 from scipy import stats
 
 import dphist
-from dphist.read.contribution import UnitBound, bounded_rows
+from dphist.read.contribution import UnitBound, UnitRows, bounded_rows
 from dphist.read.counting import TableShape, count_tables
 from dphist.errors import DataError, UsageError
 from dphist.privacy import SeededBits, discrete_laplace_variance
 from dphist.declare.schema import parse_schema
+from dphist.publishing.unit_cap import UNIT_CAP_SHARE
 
 from cli_harness import invoke
 from conftest import SAMPLE
@@ -78,6 +79,49 @@ def test_running_selection_keeps_exactly_the_rows_bounded_rows_keeps(monkeypatch
         assert 0 < got[1].sum() < n
 
 
+def test_unit_rows_gives_the_kept_rows_and_the_dropped_rows_clipped_per_unit():
+    """Units of 1, 5, 20 and 100 rows (and rows with no unit), in batches that add units as they come: K = 5 keeps
+    1 + 5 + 5 + 5 rows; C = 15 counts 0 + 0 + 15 + 15 of the 0 + 0 + 15 + 95 dropped."""
+    units = np.repeat([0, 1, 2, 3, -1], [1, 5, 20, 100, 7])
+    np.random.default_rng(3).shuffle(units)
+    tally = UnitRows()
+    for part in np.array_split(units, 9):
+        tally.add(part)
+    assert tally.kept_and_excess(5, 15) == (16, 30)
+    assert tally.kept_and_excess(5, 1000) == (16, 110)  # a clip past every excess: the rows dropped, exactly
+    assert tally.kept_and_excess(200, 15) == (126, 0)  # a bound past every unit drops nothing
+    assert UnitRows().kept_and_excess(5, 15) == (0, 0)
+
+
+def test_one_unit_moves_the_kept_and_dropped_sums_by_at_most_k_and_c():
+    """The sensitivity docs/privacy.md §6 states: adding a unit of any size moves the kept sum by at most K, the
+    clipped dropped sum by at most C, and both together by at most K + C."""
+    rng = np.random.default_rng(5)
+    k, clip = 4, 12
+    base = rng.integers(0, 30, 50)
+    for rows in [0, 1, 3, 4, 5, 9, 16, 17, 40, 10_000]:
+        without, with_unit = UnitRows(), UnitRows()
+        without.add(np.repeat(np.arange(50), base))
+        with_unit.add(np.repeat(np.arange(51), np.r_[base, rows]))
+        (n0, e0), (n1, e1) = without.kept_and_excess(k, clip), with_unit.kept_and_excess(k, clip)
+        assert (n1 - n0, e1 - e0) == (min(rows, k), min(max(rows - k, 0), clip))
+        assert n1 - n0 + e1 - e0 <= k + clip
+
+
+def test_the_counting_pass_tells_unit_rows_every_units_rows():
+    """With a unit, count_tables hands every batch's unit ids to ``unit_rows``: all rows, kept or not, and the
+    kept sum is what the tables counted (every row in the domain here)."""
+    rng = np.random.default_rng(6)
+    frame = people(40, 9, rng)
+    frame.loc[::13, "person"] = None  # rows with no unit are in neither sum
+    tally = UnitRows()
+    batches = pa.Table.from_pandas(frame, preserve_index=False).to_batches(max_chunksize=50)
+    got = count_tables(batches, SHAPES, "test", UnitBound("person", 4), SeededBits(1), unit_rows=tally)
+    expected = frame["person"].value_counts().to_numpy()
+    assert tally.kept_and_excess(4, 10**6) == (int(np.minimum(expected, 4).sum()), int(np.maximum(expected - 4, 0).sum()))
+    assert tally.kept_and_excess(4, 2)[0] == got[1].sum() == got[0].sum()
+
+
 def test_a_whole_unit_changes_each_table_by_at_most_k():
     """The issue's check: a unit with 1,000 rows moves every table no more than a unit with K rows could."""
     rng = np.random.default_rng(4)
@@ -102,7 +146,8 @@ def test_a_whole_unit_changes_each_table_by_at_most_k():
 
 def test_noise_grows_with_rows_per_unit_and_group_size():
     """Identity's noise variance over 6 seeded releases of a 2,000-cell table (age in bins of 0.1 × sex, m =
-    12,000 draws) against the exact variance at scale K·c/ε: the sample variance's relative sd is √((κ − 1)/m),
+    12,000 draws) against the exact variance at scale K·c/ε_t, ε_t = 49/50 ε the table's part (a fiftieth measures
+    what the cap dropped, docs/privacy.md §6): the sample variance's relative sd is √((κ − 1)/m),
     κ ≤ 6.13 the discrete Laplace kurtosis at scales 2 and 6 (2.1 %), and 5 sd (±10.3 %) are allowed: a false
     alarm below 1e-6 per check; a variance off by 15 % fails with probability above 0.99, a scale without K or c
     (variance ratio 1/4 or 1/9) always."""
@@ -124,14 +169,16 @@ def test_noise_grows_with_rows_per_unit_and_group_size():
                                     max_rows_per_unit=k, group_size=c, algorithm="identity")
             errors.append(result.tables["age_sex"]["noisy_count"].to_numpy() - truth)
         errors = np.concatenate(errors)
-        ratio = np.var(errors) / discrete_laplace_variance(k * c)
+        table_epsilon = 1 - UNIT_CAP_SHARE
+        ratio = np.var(errors) / discrete_laplace_variance(k * c / table_epsilon)
         assert abs(ratio - 1) < 5 * np.sqrt(5.13 / errors.size), (k, c, ratio)
         report = result.report
-        assert report["epsilon_spent"] == "1" and Fraction(report["tables"][0]["epsilon_per_row"]) == Fraction(1, k * c)
+        assert report["epsilon_spent"] == "1"
+        assert Fraction(report["tables"][0]["epsilon_per_row"]) == table_epsilon / (k * c)
         # Each step states its cost for the protected group (the steps add up to the table's epsilon) and the
         # sensitivity in rows of that group, K·c·Δ; the scale is that sensitivity over the step's epsilon.
         steps = report["tables"][0]["steps"]
-        assert sum(Fraction(s["epsilon"]) for s in steps) == Fraction(report["tables"][0]["epsilon"]) == 1
+        assert sum(Fraction(s["epsilon"]) for s in steps) == Fraction(report["tables"][0]["epsilon"]) == table_epsilon
         step, = steps
         assert step["sensitivity"] == k * c and Fraction(step["scale"]) == k * c / Fraction(step["epsilon"])
         assert report["contribution_bounding"]["max_rows_per_unit"] == k
@@ -183,5 +230,7 @@ def test_errors_before_reading(tmp_path):
     report = json.loads((tmp_path / "ok" / "report.json").read_text())
     assert report["privacy_unit"] == "one state (all its rows)"
     step = report["tables"][0]["steps"][0]
-    # 20 rows per unit: the step costs the whole table's epsilon for a unit, at sensitivity 20 (not 1/20 per row).
-    assert step["scale"] == "20" and step["sensitivity"] == 20 and step["epsilon"] == report["tables"][0]["epsilon"]
+    # 20 rows per unit: the step costs the whole table's epsilon (49/50 of the run's) for a unit, at sensitivity 20
+    # (not 1/20 per row).
+    assert report["tables"][0]["epsilon"] == "0.98" and step["epsilon"] == report["tables"][0]["epsilon"]
+    assert Fraction(step["scale"]) == 20 / Fraction("0.98") and step["sensitivity"] == 20
