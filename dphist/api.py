@@ -45,7 +45,7 @@ def release(source: Any = None, epsilon: Any = None, schema: Any = None, *, spec
         (ε, δ)-DP (below).  Give exactly one of ``epsilon`` and ``rho``.
     schema : path to a YAML/JSON schema, a parsed schema mapping, or a ``Schema``.  Columns it does not declare
         (all of them without a schema) get their domain privately from the data, with ``discovery_share`` of
-        epsilon (default 1/10): DP bounds and ``discovery_bins`` bins (default 16) for numbers and dates, of
+        epsilon (default 1/4): DP bounds and ``discovery_bins`` bins (default 16) for numbers and dates, of
         equal width or, with ``discovery_binning="quantiles"``, cut at DP quantiles (numbers); for text, the
         categories held by enough records (at most ``max_categories``, default 100), which needs ``delta`` > 0.
     rho : total budget ρ of ρ-zCDP (Bun and Steinke 2016), a positive number up to 1000 (``"0.05"``; exact):

@@ -74,6 +74,7 @@ class DiscoveredLowerBound(DiscoveredBounds):
 
     name = "discovery-lower-bound"
     summary = "whether a numeric column's DP lower bound lies above a given value (audit adapter)"
+    bins = 256  # bins of width 1: the first edge is the drawn bound itself, not rounded to a wider bin's multiple
 
     def outcome(self, rows, budget):
         found = super().outcome(rows, budget)
@@ -164,11 +165,11 @@ LOW = 64
 
 
 def tail_pair() -> list[tuple[str, np.ndarray, np.ndarray]]:
-    """An integer column whose 1/400 quantile's best point flips with one row: 40 rows of each of 65 … 127 and
-    13 rows of 64.  With N rows, a point c ≤ 64 scores −N/400 and c = 65 scores −|13 − N/400|; at N = 2533 the
-    former wins (13 > N/200), one row of 64 fewer and c = 65 wins.  A draw moves little; taking the best point
+    """An integer column whose 1/400 quantile's best point flips with one row: 20 rows of each of 65 … 190 and
+    13 rows of 64 (more values than the few-values path counts one by one, so the bounds are drawn).  With N
+    rows, a point c ≤ 64 scores −N/400 and c = 65 scores −|13 − N/400|; at N = 2533 the former wins (13 > N/200), one row of 64 fewer and c = 65 wins.  A draw moves little; taking the best point
     moves the lower bound from ≤ 64 to 65 every time."""
-    base = np.concatenate([np.repeat(np.arange(LOW + 1, 128), 40), np.full(13, LOW)])
+    base = np.concatenate([np.repeat(np.arange(LOW + 1, LOW + 127), 20), np.full(13, LOW)])
     return [("one row fewer at the lower tail", base, base[:-1])]
 
 

@@ -34,7 +34,7 @@ from .options import (algorithm_option_flags, algorithm_options, budget_options,
                     "1e-6); otherwise needed only to find the categories of text columns no schema declares [0]. "
                     "Not with --rho (zCDP has no δ).")
 @click.option("--discovery-share", metavar="S", help="Share of ε spent finding the domains of undeclared columns "
-              "[0.1].")
+              "[0.25].")
 @click.option("--discovery-bins", type=click.IntRange(1, 4096), metavar="N", help="Bins for a discovered numeric "
               "column [16].")
 @click.option("--max-categories", type=click.IntRange(1, 100_000), metavar="N", help="Most categories kept for a "

@@ -553,7 +553,7 @@ def numeric_domain(name: str, kind: str, data: np.ndarray, plan: DiscoveryPlan, 
         whole = parts[3]
         noisy_fractional, _ = whole.laplace(np.array([fractional]), 1, whole.epsilon,
                                             f"{name}: how many values are not whole numbers", composition="one count")
-        evidence = float(total) / float(whole.scale(1, whole.epsilon))
+        evidence = total * whole.inverse_scale(1, whole.epsilon)  # the total in units of the count's noise scale
         integer = bool(evidence >= WHOLE_EVIDENCE and noisy_fractional[0] < float(WHOLE_MOST) * total)
         report["whole numbers"] = "yes (a noisy count of the values that are not)" if integer else "no"
         if integer:
@@ -597,7 +597,7 @@ def numeric_domain(name: str, kind: str, data: np.ndarray, plan: DiscoveryPlan, 
     else:
         # each doubling beyond costs TAIL of the rows, and at least two rank resolutions of a draw (so that past
         # the data, where every point scores alike, they are unlikely however small the budget)
-        doubling = max(Fraction(int(total)) * TAIL, 2 * bounds.scale(1, bounds.part(Fraction(1, 2))))
+        doubling = max(Fraction(int(total)) * TAIL, bounds.scale(2, bounds.part(Fraction(1, 2))))
         candidates, penalty = _bound_candidates(lower - pad, upper + pad, integer, doubling)
         below = _below(finite, candidates)
         draws = bounds.selection(2, bounds.epsilon, 1, f"{bounds_what} over {candidates.size} points (those "

@@ -723,12 +723,12 @@ def test_mid_stream_error_comes_after_batches_were_counted(tmp_path, monkeypatch
     consumed = []
     real_count_tables = dphist.read.engines.count_tables
 
-    def counting(batches, shapes, *args):
+    def counting(batches, shapes, *args, **kwargs):
         def tap():
             for batch in batches:
                 consumed.append(batch.num_rows)
                 yield batch
-        return real_count_tables(tap(), shapes, *args)
+        return real_count_tables(tap(), shapes, *args, **kwargs)
 
     monkeypatch.setattr(dphist.read.engines, "count_tables", counting)
     case = Case(release("big.csv"), 1, ("big.csv", "line 8001", "'age'", "not a number"))
