@@ -21,7 +21,7 @@ import pytest
 from scipy import stats
 
 import dphist
-from dphist.discovery import domains as discovery
+from dphist.discovery import domains as discovery, numeric
 from dphist.discovery.domains import DEFAULT_SHARE, SHARES, TAIL, TYPE_SHARE, DiscoveryPlan, tail_threshold, discover, numeric_domain, rank_scores
 from dphist.errors import DataError, UsageError
 from dphist.privacy import PrivacyBudget, SeededBits, discrete_laplace_pmf
@@ -435,7 +435,7 @@ def test_typed_text_makes_values_unlike_the_chosen_type_missing():
 def test_discovered_date_bounds_are_cut_to_the_calendar(lower, upper):
     """Noise (or sentinels) can put a date column's bounds anywhere in +-2^32 days: the bins still fit the
     calendar (years 1 to 9999)."""
-    column = parse_schema({"columns": {"d": discovery._bins("date", lower, upper, 16)}})["d"]
+    column = parse_schema({"columns": {"d": numeric._bins("date", lower, upper, 16)}})["d"]
     assert dt.date(1, 1, 1) <= column.lower < column.upper <= dt.date(9999, 12, 31)
 
 
@@ -447,7 +447,7 @@ def test_log_bins_hold_float64s_extremes_in_the_end_bins(kind):
     values = np.array([1.7e308, -1.7e308, np.inf, -np.inf, np.finfo(np.float64).max, 2.0 ** 70, -(2.0 ** 70)])
     for fine in (1, 2):
         with np.errstate(all="raise"):  # no overflow warning either (the CLI would print it)
-            bins = discovery._log_bin(values, s, big, fine)
+            bins = numeric._log_bin(values, s, big, fine)
         assert list(bins) == [2 * big * fine, 0, 2 * big * fine, 0, 2 * big * fine, 2 * big * fine, 0]
 
 
@@ -464,7 +464,7 @@ def test_discovery_of_float64s_extremes_finds_a_domain():
 def test_widened_bounds_are_short_decimals(lower, upper):
     """Discovered bounds are widened to multiples of a power of ten: each prints as that multiple (7 × 0.1 in
     floats is 0.7000000000000001, a label no steward should read)."""
-    low, high = discovery._rounded_outward(lower, upper)
+    low, high = numeric._rounded_outward(lower, upper)
     assert low <= lower and high >= upper
     for bound in (low, high):
         assert len(repr(bound).lstrip("-")) <= 7, repr(bound)
