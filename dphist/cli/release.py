@@ -35,8 +35,9 @@ from .options import (algorithm_option_flags, algorithm_options, budget_options,
                     "Not with --rho (zCDP has no δ).")
 @click.option("--discovery-share", metavar="S", help="Share of ε spent finding the domains of undeclared columns "
               "[0.25].")
-@click.option("--discovery-bins", type=click.IntRange(1, 4096), metavar="N", help="Bins for a discovered numeric "
-              "column [16].")
+@click.option("--discovery-bins", type=click.IntRange(1, 4096), metavar="N", help="Most bins for a discovered "
+              "numeric column, of a round width; a whole-numbered one of at most 32 values gets one bin per value "
+              "instead [16].")
 @click.option("--max-categories", type=click.IntRange(1, 100_000), metavar="N", help="Most categories kept for a "
               "discovered text column [100].")
 @click.option("--discovery-binning", type=click.Choice(["equal-width", "quantiles"]), default="equal-width",

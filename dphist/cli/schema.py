@@ -24,7 +24,8 @@ from .options import delta_option, ledger_options, seed_option, unit_options
 @delta_option("With --private")
 @click.option("--columns", "-c", metavar="A,B", help="With --private: only these columns [all].")
 @click.option("--bins", type=click.IntRange(1, 10_000), metavar="N",
-              help="Bins per numeric column [10; with --private 16].")
+              help="Most bins per numeric column; whole-numbered columns of at most 32 values get one bin per value "
+                   "[10; with --private 16].")
 @click.option("--max-categories", type=click.IntRange(1, 100_000), metavar="N",
               help="Text columns: the draft leaves columns with more values for you to declare [100]; with "
                    "--private, the most categories kept [100].")
