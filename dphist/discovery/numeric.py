@@ -64,6 +64,9 @@ ONE_PER_VALUE = 32
 SPREAD_FINE = 2
 #: The shares of a numeric column's budget: placing the values, their median, the distances, the bounds.
 SHARES = (1, 1, 2, 4)
+#: The coarse look's histogram: this many doublings to a bin (more rows to a bin where the values are few; four
+#: place more columns of 1,000 rows but in ranges too wide for use, docs/algorithms.md §9.2).
+COARSE_GROUP = 2
 #: Candidate points for the bounds (equally spaced over the padded range; fewer for narrow integer ranges), and
 #: beyond each end of it, at 1, 2, 4, ... times its span (each doubling further less likely).
 QUANTILE_POINTS, BEYOND = 1024, 64
@@ -316,32 +319,41 @@ def numeric_domain(name: str, kind: str, data: np.ndarray, plan: DiscoveryPlan, 
 def coarse_domain(name: str, kind: str, finite: np.ndarray, plan: DiscoveryPlan, budget: PrivacyBudget,
                    report: dict):
     """The domain of a column whose first look placed nothing (too few values for the steps' shares), from one
-    more log-scale histogram of the values (Δ = 1) spending all of ``budget``: the bins from the largest, if a
-    noisy count an empty bin passes with probability at most BETA/2 over all of them, out over the neighbours
-    holding a real share (:func:`_extended`), cut into equal bins (one per value for few whole numbers).
-    Coarser than the quantile bounds: the range is whole doublings of the values (from 0 for most columns), and
-    nothing past it is kept apart.  Returns (None, the reason) when that histogram places nothing either."""
+    more log-scale histogram of the values, COARSE_GROUP doublings to a bin (Δ = 1), spending all of ``budget``:
+    the bins from the largest, if a noisy count an empty bin passes with probability at most BETA/2 over all of
+    them, out over the neighbours holding a real share (:func:`_extended`), cut into equal bins (one per value
+    for few whole numbers).  Coarser than the quantile bounds: the range is whole bins of that histogram (from 0
+    for most columns), and nothing past it is kept apart.  Returns (None, the reason) when that histogram places
+    nothing either."""
     # Floats on the whole numbers' scale: a coarse range starts at a doubling of 1 or at 0, never inside (−1, 1).
     s, big = LOG_BINS["integer" if kind == "float" else kind]
     integer = kind in ("integer", "date")
-    noisy, _ = budget.laplace(np.bincount(_log_bin(finite, s, big), minlength=2 * big + 1), 1, budget.epsilon,
-                              f"{name}: log-scale histogram with the rest of its budget (too few values to place "
-                              "with a share)", composition="parallel over disjoint bins")
+    groups = big // COARSE_GROUP  # bins of COARSE_GROUP doublings each side of the centre
+    k = _log_bin(finite, s, big) - big
+    grouped = np.sign(k) * ((np.abs(k) + COARSE_GROUP - 1) // COARSE_GROUP) + groups
+    noisy, _ = budget.laplace(np.bincount(grouped, minlength=2 * groups + 1), 1, budget.epsilon,
+                              f"{name}: log-scale histogram, {COARSE_GROUP} doublings to a bin, with the rest of its "
+                              "budget (too few values to place with a share)", composition="parallel over disjoint bins")
     scale = budget.scale(1, budget.epsilon)
     anchor = int(np.argmax(noisy))
     placing = tail_threshold(scale, float(BETA) / 2 / noisy.size)
-    report = {**report, "method": "coarse: the doublings of a log-scale histogram that hold a real share (too few "
-                                  "values for DP quantiles), equal-width bins", "thresholds": [placing]}
+    report = {**report, "method": f"coarse: the bins of {COARSE_GROUP} doublings of a log-scale histogram that hold a "
+                                  "real share (too few values for DP quantiles), equal-width bins",
+              "thresholds": [placing]}
     if noisy[anchor] <= placing:
         return None, {**report, "failed": f"too few records to find its range privately with epsilon "
-                      f"{report['epsilon']}: its most common order of magnitude holds a noisy "
+                      f"{report['epsilon']}: its most common {2 ** COARSE_GROUP}-fold range holds a noisy "
                       f"{int(noisy[anchor])} values, where noise alone reaches {placing}; declare its bounds in a "
                       "schema"}
     step = _extension_step(noisy[anchor], scale)
     first, last = _extended(noisy, anchor, anchor, 0, noisy.size - 1, _thresholds(step, scale, noisy.size, gaps=False))
-    lower, upper = _log_edges(first, s, big, integer)[0], _log_edges(last, s, big, integer)[1]
-    if first == big:  # the centre bin: values in (−1, 0) are few enough to go to the first bin
-        lower = 0.0
+
+    def doublings(g: int) -> tuple[int, int]:  # the first-look bins (innermost, outermost) of group g
+        inner, outer = (abs(g - groups) - 1) * COARSE_GROUP + 1, abs(g - groups) * COARSE_GROUP
+        return (big + inner, big + outer) if g > groups else (big - inner, big - outer)
+    lower = 0.0 if first == groups else _log_edges(doublings(first)[1 if first < groups else 0], s, big, integer)[0]
+    upper = _log_edges(big, s, big, integer)[1] if last == groups else \
+        _log_edges(doublings(last)[0 if last < groups else 1], s, big, integer)[1]
     column = parse_schema({"columns": {name: _bins(kind, lower, upper, plan.bins)}}, "discovered domain")[name]
     if column.bins > 1:
         column = dataclasses.replace(column, open_ends=True)
