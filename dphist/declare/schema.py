@@ -381,7 +381,9 @@ def _parse_numeric(f: _Fields) -> NumericColumn:
     width = f.get("width")
     if isinstance(width, bool) or not isinstance(width, (int, float)) or not (math.isfinite(width) and width > 0):
         raise f.error("width", "must be a positive number")
-    count = math.ceil((upper - lower) / width - 1e-9)
+    # the count from the numbers as written (exact decimals): float division of a span far from 0 may land just
+    # above a whole number and add a bin of no width
+    count = math.ceil((Decimal(repr(float(upper))) - Decimal(repr(float(lower)))) / Decimal(repr(float(width))))
     if count > MAX_CELLS:
         raise f.error("width", f"gives more than {MAX_CELLS} bins")
     edges = _decimal_edges(lower, upper, width=width, count=count)

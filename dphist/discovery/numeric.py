@@ -300,6 +300,8 @@ def numeric_domain(name: str, kind: str, data: np.ndarray, plan: DiscoveryPlan, 
         if chosen[0] == chosen[1]:  # both draws on one point: the bounds are it and its neighbour
             chosen = [chosen[0], chosen[0] + 1] if chosen[0] + 1 < candidates.size else [chosen[0] - 1, chosen[0]]
         lower, upper = float(candidates[chosen[0]]), float(candidates[chosen[1]])
+    if lower < 0 <= placed_range[0] + LOG_BINS["float"][0]:
+        lower = 0.0  # no negative values held a real share in step 1: negatives are clamped into the first bin
     # 5. The bins.
     shape = "integer" if integer and kind == "float" else kind
     if quantiles:
@@ -442,16 +444,35 @@ def _bins(kind: str, lower: float, upper: float, bins: int) -> dict:
     if kind == "integer":
         if upper - lower <= max(bins, ONE_PER_VALUE):
             return {"type": "numeric", "lower": int(lower), "upper": int(upper), "width": 1, "nulls": "category"}
-        width = int(_round_width((upper - lower) / bins))  # 1, 2 or 5 times a power of ten
-        start, end = math.floor(lower / width), math.ceil(upper / width)
+        rounded = _round_bins(lower, upper, bins)
+        if rounded is None:  # equal whole widths from the lower bound
+            width = math.ceil((upper - lower) / bins)
+            return {"type": "numeric", "lower": int(lower), "upper": int(lower) + width * bins, "width": width,
+                    "nulls": "category"}
+        width, start, end = int(rounded[0]), rounded[1], rounded[2]  # 1, 2 or 5 times a power of ten, at least 1
         return {"type": "numeric", "lower": start * width, "upper": end * width, "width": width, "nulls": "category"}
     if -LOG_BINS["float"][0] <= lower < 0:
         lower = 0.0  # the centre bin (−s, s) found: start at 0 rather than at −s (tiny negatives are clamped)
-    width = _round_width((upper - lower) / bins)
-    start, end = math.floor(lower / width), math.ceil(upper / width)
+    rounded = _round_bins(lower, upper, bins)
+    if rounded is None:  # equal bins over bounds rounded outward
+        lower, upper = _rounded_outward(lower, upper)
+        return {"type": "numeric", "lower": lower, "upper": upper, "bins": bins, "nulls": "category"}
+    width, start, end = rounded
     # each edge the float nearest its decimal k·width, so that labels print as decimals
     return {"type": "numeric", "lower": float(Decimal(repr(width)) * start),
             "upper": float(Decimal(repr(width)) * max(end, start + 1)), "width": width, "nulls": "category"}
+
+
+def _round_bins(lower: float, upper: float, bins: int) -> tuple[float, int, int] | None:
+    """The smallest readable width (:func:`_round_width`) whose multiples start .. end (start·width <= lower,
+    end·width >= upper) make at most ``bins`` bins; None if none up to 10 times the span does (one bin across 0)."""
+    width = _round_width((upper - lower) / bins)
+    while width <= 10 * (upper - lower):
+        start, end = math.floor(lower / width), max(math.ceil(upper / width), math.floor(lower / width) + 1)
+        if end - start <= bins:
+            return width, start, end
+        width = _round_width(width * (1 + 1e-9))
+    return None
 
 
 def _round_width(raw: float) -> float:

@@ -210,3 +210,11 @@ def test_bin_edges_are_the_decimals_the_steward_wrote(declared):
     assert column.edges[-1] == declared["upper"]
     lows = column.labels()["x_lower"][1:]  # the first bin's outer label is the bound itself
     assert max(len(str(v)) for v in lows) <= 5  # e.g. -1.8, 0.17, 5.01: no float artefact in a label
+
+
+def test_a_width_far_from_zero_counts_its_bins_from_the_decimals():
+    """[107446.685, 107446.785) in widths of 0.005 is 20 bins: the float quotient of the span lands just above 20,
+    and a count from it added a 21st bin of no width (refused as edges that coincide)."""
+    column = parse_schema({"columns": {"x": {"type": "numeric", "lower": 107446.685, "upper": 107446.785,
+                                             "width": 0.005}}})["x"]
+    assert column.bins == 20 and column.edges[-1] == 107446.785 and repr(column.edges[1]) == "107446.69"
