@@ -300,7 +300,7 @@ def numeric_domain(name: str, kind: str, data: np.ndarray, plan: DiscoveryPlan, 
         if chosen[0] == chosen[1]:  # both draws on one point: the bounds are it and its neighbour
             chosen = [chosen[0], chosen[0] + 1] if chosen[0] + 1 < candidates.size else [chosen[0] - 1, chosen[0]]
         lower, upper = float(candidates[chosen[0]]), float(candidates[chosen[1]])
-    if lower < 0 <= placed_range[0] + LOG_BINS["float"][0]:
+    if lower < 0 < upper and placed_range[0] + LOG_BINS["float"][0] >= 0:
         lower = 0.0  # no negative values held a real share in step 1: negatives are clamped into the first bin
     # 5. The bins.
     shape = "integer" if integer and kind == "float" else kind
