@@ -29,9 +29,10 @@ def check_command(input, schema_path, columns, privacy_unit, max_rows_per_unit, 
     column stops a release after the budget is charged). Also: declared columns the data lacks, the data's
     columns the schema does not declare, and with --privacy-unit the rows the unit's cap would drop.
 
-    Exit codes: 0 the schema fits (a release would count every row of the checked columns); 6 it does not
-    (rows dropped or unreadable, or a declared column missing: the report says which); 1 and 2 as for every
-    command (unreadable data, bad options or schema). For a nightly job:
+    Exit codes: 0 the schema fits (rows it drops on purpose, nulls: drop or out_of_domain: drop, and rows the
+    unit's cap drops are listed as notes); 6 it does not (labels it does not declare, values a release cannot
+    read, a declared column missing: the report says which); 1 and 2 as for every command (unreadable data, bad
+    options or schema). For a nightly job:
 
     \b
       dphist check data.csv -s schema.yaml && dphist release data.csv -s schema.yaml ...
