@@ -53,7 +53,7 @@ from .marginal_sets import OverspentMarginals, SeparateMarginals
 from .discovery_steps import (ArgmaxBounds, CandidatesBeforeBounding, DiscoveredBounds, DiscoveredLowerBound,
                               DiscoveredQuantileBins, PartitionSelection, TrueCountSelection, UnitPartitionSelection,
                               UnthresholdedSelection, bounds_pair, labels_pair, tail_pair, unit_labels_pair)
-from .units import BoundedUnits, UnboundedUnits, unit_pairs
+from .units import BoundedUnits, CapDropped, UnboundedUnits, UnclippedDropped, cap_pair, unit_pairs
 from .mutants import MUTANTS, ZCDP_MUTANTS, UnsquaredL2Tree
 from . import ahp_cases, dawa_cases, efpa_cases, grid_cases, mwem_cases, privtree_cases
 from .replication import NoisePool, PooledBudget, PooledZCDPBudget, ReplicatedBudget, ReplicatedZCDPBudget
@@ -278,6 +278,11 @@ def default_cases(algorithms: list[str] | None = None, mutants: bool = True,
             label, data, neighbour = unit_pairs()[0]
             cases.append(Case(f"{UnboundedUnits.name} {label}", UnboundedUnits(), data, neighbour, epsilon,
                               mutant=True))
+        for label, data, neighbour in cap_pair():
+            cases.append(Case(f"unit cap dropped K=2 {label}", CapDropped(), data, neighbour, epsilon))
+            if mutants:
+                cases.append(Case(f"{UnclippedDropped.name} {label}", UnclippedDropped(), data, neighbour, epsilon,
+                                  mutant=True))
     if algorithms is None or "discovery" in algorithms:
         for label, data, neighbour in bounds_pair(epsilon):
             cases.append(Case(f"discovery bounds {label}", DiscoveredBounds(), data, neighbour, epsilon))
@@ -344,6 +349,7 @@ LARGE_EFFECT = frozenset({
     "mutant-kdtree-partition-on-true-counts",  # 59
     "mutant-structurefirst-argmax",  # 360 (4.2)
     "mutant-auto-choice-on-true-total",  # 59
+    "mutant-unit-cap-dropped-unclipped",  # ln(p/q) up to 5 (the sums move by 40 rows against 8)
 })
 
 
