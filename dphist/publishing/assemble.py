@@ -161,10 +161,12 @@ class Release:
         for t in r["tables"]:
             sd = f", sd per cell {t['expected_cell_sd']:.3g}" if t.get("expected_cell_sd") is not None else ""
             errors = t.get("expected_error") or {}
-            if "cells" in errors and "ranges" in errors:
+            if "cells" in errors:
                 typical = "typical " if "rms" not in errors["cells"] else ""
-                sd += (f"; for {t['workload']}: {typical}mean error per cell {errors['cells']['mean_abs']:.3g}, "
-                       f"per range {errors['ranges']['mean_abs']:.3g}")
+                relative = errors["cells"].get("mean_abs_relative")
+                share = f" ({relative:.2%} of the mean cell)" if relative is not None else ""
+                ranges = f", per range {errors['ranges']['mean_abs']:.3g}" if "ranges" in errors else ""
+                sd += f"; for {t['workload']}: {typical}mean error per cell {errors['cells']['mean_abs']:.3g}{share}{ranges}"
             shared = f" (a sum of the one {t['derived_from']} table)" if t.get("derived_from") else ""
             algorithm = t["algorithm"] + (" (auto)" if t.get("algorithm_choice") else "")
             unit = "epsilon" if "epsilon" in t else "rho"

@@ -69,7 +69,11 @@ def test_expected_errors_read_no_data():
     tables = [rng.poisson(lam, 512) for lam in (0.1, 500)]
     figures = [expected_errors(get_algorithm("privelet"), (512,), None, Fraction(1), "pure", 1, float(t.sum()))
                for t in tables]
+    relative = [f["cells"].pop("mean_abs_relative") for f in figures]
     assert figures[0] == figures[1] and figures[0]["cells"]["rms"] > 0
+    # beside the absolute error, its share of the mean released cell (released total / cells: a DP output)
+    for r, t, f in zip(relative, tables, figures):
+        assert r == pytest.approx(f["cells"]["mean_abs"] / (t.sum() / 512), rel=1e-3)
 
 
 def test_a_data_adaptive_algorithm_gets_the_typical_figure():
@@ -82,6 +86,8 @@ def test_a_data_adaptive_algorithm_gets_the_typical_figure():
     assert figures["ranges"]["mean_abs"] == pytest.approx(ranges * total, rel=1e-3)
     assert figures["basis"].startswith("typical, not a bound")
     block = expected_errors(get_algorithm(name), (key[1],), None, Fraction(1), "pure", 1, total)
+    assert block["cells"].pop("mean_abs_relative") == pytest.approx(figures["cells"]["mean_abs"] / (total / key[1]),
+                                                                     rel=1e-3)
     assert block == figures
     assert typical_errors("no-such-algorithm", (key[1],), total, 1.0) is None
 
@@ -96,7 +102,11 @@ def test_release_reports_workload_and_expected_errors_for_every_table(tmp_path):
     assert tables["xa"]["workload"] == "cells" and tables["xa"]["algorithm_choice"]["workload"] == "cells"
     for t in tables.values():
         errors = t["expected_error"]
-        assert errors["unit"] == "records" and errors["cells"]["mean_abs"] > 0 and errors["ranges"]["mean_abs"] > 0
+        assert errors["unit"] == "records" and errors["cells"]["mean_abs"] > 0
+    # ranges only where a column is ordered: over categorical columns alone a range is a single cell
+    assert tables["x"]["expected_error"]["ranges"]["mean_abs"] > 0 and "ranges" not in tables["gh"]["expected_error"]
+    assert "no ranges" in tables["gh"]["expected_error"]["basis"] and "per range" not in result.summary().split(
+        "gh", 1)[1].splitlines()[0]
     # identity at ε = 1/3 per table (three equal shares): the cell RMS is the discrete Laplace sd at scale 3.
     sd = discrete_laplace_variance(Fraction(3)) ** 0.5
     assert abs(tables["x"]["expected_error"]["cells"]["rms"] / sd - 1) < 0.03
