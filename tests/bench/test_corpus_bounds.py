@@ -2,23 +2,18 @@
 
 from __future__ import annotations
 
-import importlib.util
 from fractions import Fraction
-from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
 import pytest
 
-BOUNDS = Path(__file__).resolve().parents[2] / "bench" / "corpus" / "bounds.py"
+import bench_scripts
 
 
 @pytest.fixture(scope="module")
 def bounds():
-    spec = importlib.util.spec_from_file_location("corpus_bounds", BOUNDS)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return bench_scripts.load("corpus/bounds.py")
 
 
 def test_records_count_what_the_bounds_cut(bounds):

@@ -2,22 +2,16 @@
 
 from __future__ import annotations
 
-import importlib.util
-from pathlib import Path
-
 import numpy as np
 import pandas as pd
 import pytest
 
-FETCH = Path(__file__).resolve().parents[2] / "bench" / "corpus" / "fetch.py"
+import bench_scripts
 
 
 @pytest.fixture(scope="module")
 def fetch():
-    spec = importlib.util.spec_from_file_location("corpus_fetch", FETCH)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return bench_scripts.load("corpus/fetch.py")
 
 
 @pytest.mark.parametrize("values, kind", [

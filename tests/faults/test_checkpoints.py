@@ -165,6 +165,36 @@ def test_signals_exit_130_or_143_leaving_nothing_partial(tmp_path, signame, code
     assert spent(ledger) == (0 if given_back else Fraction(1, 2))
 
 
+# Under a unit cap a release also measures what the cap dropped, between reading and staging: stopped there it
+# settles as any release does, and the one release recovery publishes carries that measurement.
+
+def capped_args(out: Path, *extra: str) -> list[str]:
+    return release_args(out, "--privacy-unit", "state", "--max-rows-per-unit", "1000", *extra)
+
+
+@pytest.mark.parametrize("point, retry_code", [("computed", 3), ("staged", 0)])
+def test_a_capped_release_killed_after_measuring_settles_as_any_release(tmp_path, point, retry_code):
+    ledger, out = tmp_path / "l.sqlite", tmp_path / "out"
+    assert run(capped_args(out, "--run-key", "k"), ledger, fault=point).exit_code == -9
+    retry = run(capped_args(out, "--run-key", "k"), ledger)
+    assert retry.exit_code == retry_code and "Traceback" not in retry.stderr, retry.stderr
+    assert spent(ledger) == Fraction(1, 2) and leftovers(tmp_path) == [] and Ledger(ledger).verify() == []
+    if retry_code == 0:  # the killed run's own release, with its measurement of the dropped rows
+        report = json.loads((out / "report.json").read_text())
+        assert report["unit_cap"]["max_rows_per_unit"] == 1000 and read_marker(out)["run_id"] == first_run_id(ledger)
+    else:
+        assert not out.exists() and kinds(ledger)[-1] == "FAIL"
+
+
+@pytest.mark.parametrize("signame, code", [("SIGTERM", 143), ("SIGINT", 130)])
+def test_a_capped_release_signalled_after_measuring_exits_with_one_line(tmp_path, signame, code):
+    ledger, out = tmp_path / "l.sqlite", tmp_path / "out"
+    stopped = run(capped_args(out), ledger, fault=f"computed:{signame}")
+    assert stopped.exit_code == code, stopped.stderr
+    assert stopped.stderr.count("\n") == 1 and "stays spent" in stopped.stderr and "Traceback" not in stopped.stderr
+    assert not out.exists() and leftovers(tmp_path) == [] and spent(ledger) == Fraction(1, 2)
+
+
 # ``schema --private`` and the Python API spend budget through the same path as ``release`` (execution.charged).
 
 def private_schema_args(out: Path) -> list[str]:
