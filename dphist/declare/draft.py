@@ -17,6 +17,7 @@ import pyarrow.compute as pc
 import yaml
 
 from ..read.counting import days_since_epoch
+from .schema import round_bins
 from ..read.sources import kinds_of, open_source, type_name
 from ..text import as_text, quoted
 
@@ -149,8 +150,10 @@ def _numeric_bins(lo, hi, whole: bool, bins: int) -> str:
         first, last = int(lo), int(hi)
         if last - first < UNIT_BINS_UP_TO:
             lower, upper, width = first, last + 1, 1
-        else:
-            lower, upper, width = _whole_bins(first, last, bins)
+        else:  # a round whole width, or one bin when none fits (one bin asked for, and 0 inside the range)
+            rounded = round_bins(first, last + 1, bins, whole=True)
+            width = int(rounded[0]) if rounded else last + 1 - first
+            lower, upper = (rounded[1] * width, rounded[2] * width) if rounded else (first, last + 1)
         if max(abs(lower), abs(upper)) <= _EXACT:
             return f"lower: {lower}, upper: {upper}, width: {width}"
     lower, upper = _rounded_bounds(lo, hi)
@@ -158,20 +161,6 @@ def _numeric_bins(lo, hi, whole: bool, bins: int) -> str:
     room = (Decimal(upper) - Decimal(lower)) / Decimal(2 * math.ulp(max(abs(lower), abs(upper))))
     bins = max(1, min(bins, int(room))) if lo < hi else 1
     return f"lower: {_yaml_float(lower)}, upper: {_yaml_float(upper)}, bins: {bins}"
-
-
-def _whole_bins(lo: int, hi: int, bins: int) -> tuple[int, int, int]:
-    """``(lower, upper, width)``: the narrowest round whole width whose aligned bins cover [lo, hi] in at most
-    ``bins`` bins; one bin [lo, hi + 1) when none does (one bin asked for, and 0 lies inside the range)."""
-    power = 1
-    while True:
-        for width in (power, 2 * power, *((power * 5 // 2,) if power >= 10 else ()), 5 * power):
-            first, last = lo // width, hi // width
-            if last - first + 1 <= bins:
-                return first * width, (last + 1) * width, width
-            if width > hi - lo:  # wider bins still need two (the range straddles a multiple of every width)
-                return lo, hi + 1, hi + 1 - lo
-        power *= 10
 
 
 def _rounded_bounds(lo, hi) -> tuple[float, float]:

@@ -393,6 +393,27 @@ def _parse_numeric(f: _Fields) -> NumericColumn:
     return NumericColumn(f.name, nulls, tuple(edges), equal, out_of_domain)
 
 
+def round_bins(lower: float, upper: float, bins: int, whole: bool = False) -> tuple[float, int, int] | None:
+    """Readable bins over [lower, upper): ``(width, start, end)`` with the narrowest width among 1, 2, 2.5 and 5
+    times a power of ten (the float nearest that decimal; for ``whole`` bins a whole number, so 2.5 only from 25
+    up) whose multiples start·width <= lower and end·width >= upper make at most ``bins`` bins; None when no width
+    up to ten times the span does (a span across 0 with one bin asked for).  Edges at multiples of a round width
+    print as short decimals, and whole-numbered columns keep whole bins."""
+    span = upper - lower
+    exponent = max(math.floor(math.log10(span / bins)), 0 if whole else -400)
+    while True:
+        for mantissa in ("1", "2", "2.5", "5"):
+            if whole and exponent == 0 and mantissa == "2.5":
+                continue
+            width = float(Decimal(mantissa).scaleb(exponent))
+            if width > 10 * span:
+                return None
+            start, end = math.floor(lower / width), max(math.ceil(upper / width), math.floor(lower / width) + 1)
+            if end - start <= bins:
+                return width, start, end
+        exponent += 1
+
+
 def _decimal_edges(lower: float, upper: float, *, bins: int | None = None, width: float | None = None,
                    count: int | None = None) -> list[float]:
     """The edges of ``bins`` equal bins over [lower, upper), or of ``count`` bins of ``width`` from ``lower`` (the

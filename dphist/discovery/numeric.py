@@ -30,7 +30,7 @@ from fractions import Fraction
 
 import numpy as np
 
-from ..declare.schema import parse_schema
+from ..declare.schema import parse_schema, round_bins
 from ..privacy import PrivacyBudget, format_fraction
 from ..privacy import discrete_laplace_tail_threshold as tail_threshold
 from .plan import DiscoveryPlan
@@ -444,7 +444,7 @@ def _bins(kind: str, lower: float, upper: float, bins: int) -> dict:
     if kind == "integer":
         if upper - lower <= max(bins, ONE_PER_VALUE):
             return {"type": "numeric", "lower": int(lower), "upper": int(upper), "width": 1, "nulls": "category"}
-        rounded = _round_bins(lower, upper, bins)
+        rounded = round_bins(lower, upper, bins, whole=True)
         if rounded is None:  # equal whole widths from the lower bound
             width = math.ceil((upper - lower) / bins)
             return {"type": "numeric", "lower": int(lower), "upper": int(lower) + width * bins, "width": width,
@@ -453,7 +453,7 @@ def _bins(kind: str, lower: float, upper: float, bins: int) -> dict:
         return {"type": "numeric", "lower": start * width, "upper": end * width, "width": width, "nulls": "category"}
     if -LOG_BINS["float"][0] <= lower < 0:
         lower = 0.0  # the centre bin (−s, s) found: start at 0 rather than at −s (tiny negatives are clamped)
-    rounded = _round_bins(lower, upper, bins)
+    rounded = round_bins(lower, upper, bins)
     if rounded is None:  # equal bins over bounds rounded outward
         lower, upper = _rounded_outward(lower, upper)
         return {"type": "numeric", "lower": lower, "upper": upper, "bins": bins, "nulls": "category"}
@@ -461,30 +461,6 @@ def _bins(kind: str, lower: float, upper: float, bins: int) -> dict:
     # each edge the float nearest its decimal k·width, so that labels print as decimals
     return {"type": "numeric", "lower": float(Decimal(repr(width)) * start),
             "upper": float(Decimal(repr(width)) * max(end, start + 1)), "width": width, "nulls": "category"}
-
-
-def _round_bins(lower: float, upper: float, bins: int) -> tuple[float, int, int] | None:
-    """The smallest readable width (:func:`_round_width`) whose multiples start .. end (start·width <= lower,
-    end·width >= upper) make at most ``bins`` bins; None if none up to 10 times the span does (one bin across 0)."""
-    width = _round_width((upper - lower) / bins)
-    while width <= 10 * (upper - lower):
-        start, end = math.floor(lower / width), max(math.ceil(upper / width), math.floor(lower / width) + 1)
-        if end - start <= bins:
-            return width, start, end
-        width = _round_width(width * (1 + 1e-9))
-    return None
-
-
-def _round_width(raw: float) -> float:
-    """The smallest of 1, 2, 2.5 and 5 times a power of ten that is at least ``raw`` (only 1, 2 and 5 from 1 up,
-    so that bins of whole numbers have whole widths), as the float nearest that decimal: readable widths."""
-    exponent = math.floor(math.log10(raw))
-    mantissas = ("1", "2", "5", "10") if exponent >= 0 else ("1", "2", "2.5", "5", "10")
-    for mantissa in mantissas:
-        width = float(Decimal(mantissa).scaleb(exponent))
-        if width >= raw:
-            return width
-    return float(Decimal(1).scaleb(exponent + 1))
 
 
 def _next_start(day: _dt.date, months: int) -> _dt.date:
