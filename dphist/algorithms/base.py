@@ -89,6 +89,14 @@ class Estimate:
     noisy measurements, which the algorithm's :meth:`Algorithm.infer` turns into this estimate; ``plan`` is
     None where the algorithm has no inference step that takes more measurements.  What was measured, and at
     what cost, is recorded by the budget the algorithm ran on.
+
+    What the interval (from ``halfwidth`` or ``variance``) covers: with ``groups`` None, each cell's true count;
+    else ``groups`` is an int64 array of the table's shape naming each cell's bucket (public: chosen from noisy
+    values or from the shape) where the estimate spreads one measured bucket total evenly over the bucket's cells,
+    and a cell's interval covers its bucket's true total ÷ the bucket's number of cells (the bucket's share), not
+    the cell's own count (a bucket of one cell covers that cell's count).  Where the algorithm can give no honest
+    interval, ``variance`` and ``halfwidth`` are None and ``no_interval`` says why, in one sentence for the report
+    and the plot.
     """
 
     values: np.ndarray
@@ -100,6 +108,8 @@ class Estimate:
     choices: dict = field(default_factory=dict)
     plan: Any = None
     measurements: tuple[Measurement, ...] = ()
+    groups: np.ndarray | None = None
+    no_interval: str | None = None
 
 
 class Algorithm(ABC):
