@@ -47,11 +47,16 @@ from dphist.evaluation.benchmark import load_histogram, run_benchmark  # noqa: E
 
 GRID = RESULTS / "auto-grid.jsonl"
 EVALUATION = RESULTS / "auto-evaluation.jsonl"
+#: The corpus grid's records (bench/corpus/auto_grid.py): real columns, learned from beside DPBench's.
+CORPUS = [RESULTS / "auto-corpus-1d.jsonl", RESULTS / "auto-corpus-2d.jsonl"]
+SAFETY = RESULTS / "auto-safety.jsonl"
 RULES = HERE.parent / "dphist" / "algorithms" / "auto" / "rules.py"
 # The commands that write each file, for the message when a later step finds it absent.
 MADE_BY = {GRID: ".venv/bin/python bench/auto_rules.py --grid",
            EVALUATION: ".venv/bin/python bench/auto_rules.py --evaluate",
-           RULES: ".venv/bin/python bench/auto_rules.py --fit"}
+           RULES: ".venv/bin/python bench/auto_rules.py --fit",
+           SAFETY: ".venv/bin/python bench/auto_rules.py --safety",
+           **{path: ".venv/bin/python bench/corpus/auto_grid.py" for path in CORPUS}}
 # The algorithms auto may pick: those that need no public policy number from the steward (StructureFirst
 # needs a cap) and are not dominated by construction (NoiseFirst's range error is identity's).
 CANDIDATES = {1: ["identity", "h", "hb", "privelet", "dpcube", "kdtree", "ahp", "privtree", "mwem", "efpa", "dawa"],
@@ -68,6 +73,15 @@ WORKLOADS = {"ranges": "error", "cells": "error_cells", "marginals": "error_marg
 # one decade to the next on 16 cells.
 TIE = 0.05
 PREFERENCE = ["identity", "hb", "h", "quadtree", "privelet"]
+#: The data-independent algorithms a careful steward would pick by hand: auto's promise is never to do worse than
+#: the better of them on a table by more than PROMISE.
+BASELINES = ("identity", "hb")
+PROMISE = 1.1
+#: Another algorithm is a candidate in a setting only if on every training table there it was at most SAFE times
+#: the better baseline (mean error over the samples and runs): data-adaptive algorithms win by a structure that
+#: fits the data and lose, sometimes twice over, where it does not, which the noisy total cannot tell apart.
+#: SAFE is below PROMISE to leave room for a table not among the training ones.
+SAFE = 1.0
 
 
 def coarsen(x: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:
@@ -103,19 +117,23 @@ FULL_CELLS = {1: 4096, 2: 65536}
 
 
 def per_setting(frame: pd.DataFrame, workload: str = "ranges") -> pd.DataFrame:
-    """Mean error on ``workload`` per (dims, cells, decade, data set) and algorithm (rows: settings; columns:
+    """Mean error on ``workload`` per (dims, cells, decade, table, data set) and algorithm (rows: settings; columns:
     algorithms), with a column ``reference``: for ranges, the reference's best algorithm's mean error where it
-    was measured (ε = 0.1, the full domain), else NaN.  Regret is taken against the best of ours and the
-    reference's."""
+    was measured (ε = 0.1, the full DPBench domain), else NaN.  Regret is taken against the best of ours and the
+    reference's.  ``table`` is what a data set comes from (a DPBench data set is its own table; a corpus table
+    gives many columns and bin counts), the unit that leave-one-out scoring leaves out."""
     frame = frame.assign(decade=decade(frame))
-    table = frame.groupby(["dims", "cells", "decade", "dataset", "algorithm"])[WORKLOADS[workload]].mean().unstack()
+    if "table" not in frame:
+        frame = frame.assign(table=frame.dataset)
+    frame["table"] = frame.table.fillna(frame.dataset)
+    keys = ["dims", "cells", "decade", "table", "dataset"]
+    table = frame.groupby(keys + ["algorithm"])[WORKLOADS[workload]].mean().unstack()
     ref = reference_best() if workload == "ranges" else pd.Series(dtype=float)
-    settings = frame.drop_duplicates(["dims", "cells", "decade", "dataset"]).set_index(
-        ["dims", "cells", "decade", "dataset"])
+    settings = frame.drop_duplicates(keys).set_index(keys)
     values = []
     for key, row in settings.iterrows():
         dims, cells = int(key[0]), int(key[1])
-        at = (dims, int(row.scale), key[3])
+        at = (dims, int(row.scale), key[4])
         full = cells == FULL_CELLS[dims] and row.epsilon == "0.1"
         values.append(ref.get(at, np.nan) if full else np.nan)
     table["reference"] = pd.Series(values, index=settings.index).reindex(table.index)
@@ -140,17 +158,26 @@ def takes_columns(name: str) -> bool:
 
 def fit(errors: pd.DataFrame, leave_out: str | None = None) -> dict:
     """{(dims, cells): {decade: (algorithm, mean regret, data sets, the best algorithm that takes several
-    columns)}} from one workload's per-setting errors."""
+    columns)}} from one workload's per-setting errors, without the table ``leave_out``.
+
+    In each setting the candidates are the baselines and every other algorithm that was at most SAFE times the
+    better baseline on every data set there (the choice can only read the shape and a noisy total, so it must be
+    safe for every table that looks alike); of those, the lowest mean regret wins (near-ties to the simpler,
+    :func:`_preferred`)."""
     table: dict = {}
     for (dims, cells, dec), group in errors.groupby(level=["dims", "cells", "decade"]):
         if leave_out is not None:
-            group = group[group.index.get_level_values("dataset") != leave_out]
+            group = group[group.index.get_level_values("table") != leave_out]
+        if group.empty:
+            continue
         candidates = [a for a in CANDIDATES[dims] if a in group.columns and group[a].notna().all()]
         best = group[candidates + ["reference"]].min(axis=1)  # NaN references are skipped
         regret = group[candidates].div(best, axis=0).mean()
-        best = _preferred(regret)
-        several = _preferred(regret[[a for a in regret.index if takes_columns(a)]])
-        table.setdefault((int(dims), int(cells)), {})[int(dec)] = (best, round(float(regret[best]), 3),
+        harm = group[candidates].div(group[list(BASELINES)].min(axis=1), axis=0).max()
+        safe = [a for a in candidates if a in BASELINES or harm[a] <= SAFE]
+        chosen = _preferred(regret[safe])
+        several = _preferred(regret[[a for a in safe if takes_columns(a)]])
+        table.setdefault((int(dims), int(cells)), {})[int(dec)] = (chosen, round(float(regret[chosen]), 3),
                                                                    int(group.shape[0]), several)
     return table
 
@@ -265,8 +292,17 @@ def write_rules(tables: dict, typical_errors: dict) -> None:
     print(f"wrote {RULES}")
 
 
+def training() -> pd.DataFrame:
+    """The grid's records and, where they were made, the corpus grid's (mapped onto the learned domain sizes)."""
+    parts = [load(GRID)]
+    for path in CORPUS:
+        if path.exists():
+            parts.append(load(path))
+    return pd.concat(parts, ignore_index=True)
+
+
 def errors_all(workload: str) -> pd.DataFrame:
-    return per_setting(load(GRID), workload)
+    return per_setting(training(), workload)
 
 
 def evaluate(samples: int, runs: int) -> None:
@@ -335,12 +371,101 @@ def report(minutes: float | None) -> None:
     print("\n".join(lines))
 
 
+def safety(samples: int, runs: int, dims_list: tuple[int, ...] = (1, 2), path: Path = SAFETY) -> None:
+    """Run ``auto`` itself (noisy total paid) with the rule table refitted without the table it runs on, on the
+    DPBench full domains (the grid's samples) and on every corpus histogram (the corpus grid's samples), per
+    workload, into ``path``: the honest figures for tables the rules never saw."""
+    from corpus import auto_grid
+    from dphist.algorithms.auto import choice
+
+    started = time.perf_counter()
+    errors = {w: errors_all(w) for w in WORKLOADS}
+    jobs = []  # (source, table, data set, histogram, first index, scales, epsilons)
+    sets = manifest(quick=False)
+    for dims in dims_list:
+        names = [n for n, (d, _) in sets.items() if d == dims]
+        jobs += [("dpbench", n, n, load_histogram(sets[n][1]), i, SCALES, EPSILONS) for i, n in enumerate(names)]
+        for table, name, x in auto_grid.histograms(dims):
+            rows = int(x.sum())
+            scales = [s for s in auto_grid.SIZES if s < rows] + [rows]
+            jobs.append(("corpus", table, name, x, 0, scales, auto_grid.EPSILONS))
+    records = []
+    fitted: dict = {}
+    for source, table, name, x, index, scales, epsilons in jobs:
+        if table not in fitted:
+            fitted = {table: {w: fit(errors[w], leave_out=table) for w in WORKLOADS}}
+        choice.RULES = fitted[table]
+        for workload in WORKLOADS if x.ndim > 1 else ("ranges", "cells"):  # 1-D marginals are the cells
+            part = run_benchmark({name: x}, ["auto"], scales, epsilons, samples, runs, first_index=index,
+                                 options=lambda a, scale, eps, w=workload: {"workload": w})
+            records += [{**r, "workload": workload, "table": table, "source": source} for r in part]
+        print(f"{name}: done ({(time.perf_counter() - started) / 60:.1f} min)", flush=True)
+        write_records(path, records)
+    print(f"wrote {path}")
+
+
+def safety_report(paths: list[Path]) -> None:
+    """The section of RESULTS.md on auto's promise, from the safety records and the grids' (the baselines and the
+    oracle measured on the same samples with the same noise)."""
+    runs = pd.concat([load(p) for p in paths], ignore_index=True)
+    grid = training()
+    grid["table"] = grid.get("table", grid.dataset).fillna(grid.dataset)
+    keys = ["dataset", "cells", "scale", "epsilon"]
+    rows = []
+    for workload, column in WORKLOADS.items():
+        mine = runs[runs.workload == workload]
+        if mine.empty:
+            continue
+        ours = grid[grid.dataset.isin(mine.dataset.unique())].groupby(keys + ["algorithm"])[column].mean().unstack()
+        auto = mine.groupby(keys + ["dims", "table", "source"]).agg(auto=(column, "mean"), chosen=(
+            "chosen", lambda s: ", ".join(sorted(set(s))))).reset_index()
+        for _, r in auto.iterrows():
+            at = (r.dataset, r.cells, r.scale, r.epsilon)
+            if at not in ours.index:
+                continue
+            errs = ours.loc[at]
+            base = errs[list(BASELINES)].min()
+            oracle = errs[[a for a in CANDIDATES[int(r.dims)] if a in errs.index]].min()
+            rows.append({**r.to_dict(), "workload": workload, "harm": r.auto / base, "regret": r.auto / oracle})
+    frame = pd.DataFrame(rows)
+    frame["size"] = np.where(frame.source == "dpbench", frame.scale.map(lambda s: f"{s:,}"), "")
+    lines = ["## auto does no harm: against identity and hb, and against the oracle", "",
+             "`--algorithm auto` run itself (its noisy total paid, N̂ refitted) with its rule table **refitted without "
+             "the table it runs on** (leave-one-table-out: a corpus table's columns all left out together), on the "
+             "DPBench data sets at their full domains (1-D 4096 cells, 2-D 256 × 256; 1,000 / 100,000 / 10,000,000 "
+             "records, ε 0.1 and 1) and on the corpus of real tables (bench/corpus/auto_grid.py: every numeric "
+             "column with 40 or more values at 64, 256 and 1,024 equal bins over its range, and pairs of columns at "
+             "32², 64², 128²; 1,000 and 10,000 rows and the table's own, ε 0.01, 0.05, 0.1, 0.5, 1), 3 samples × 2 "
+             "runs per setting. *harm* = auto's mean error on the workload ÷ the lower of identity's and hb's on "
+             "the same samples with the same noise (the promise: at most 1.1); *regret* = ÷ the best of our "
+             f"algorithms there (target: mean at most 1.15). {records_note(SAFETY, MADE_BY[SAFETY])}", "",
+             "| source | table | workload | settings | harm, worst | harm > 1.1 | regret, mean | chosen |",
+             "|---|---|---|---|---|---|---|---|"]
+    for (source, table, workload), g in frame.groupby(["source", "table", "workload"], sort=True):
+        picks = ", ".join(sorted(set(", ".join(g.chosen).split(", "))))
+        lines.append(f"| {source} | {table} | {workload} | {len(g)} | {g.harm.max():.2f} | {(g.harm > PROMISE).sum()} "
+                     f"| {g.regret.mean():.3f} | {picks} |")
+    lines += ["", "By ε (corpus) and in all:", "", "| source | workload | ε | settings | harm, worst | harm > 1.1 | "
+              "regret, mean |", "|---|---|---|---|---|---|---|"]
+    for (source, workload, eps), g in frame.groupby(["source", "workload", "epsilon"], sort=True):
+        lines.append(f"| {source} | {workload} | {eps} | {len(g)} | {g.harm.max():.2f} | {(g.harm > PROMISE).sum()} | "
+                     f"{g.regret.mean():.3f} |")
+    for (source, workload), g in frame.groupby(["source", "workload"], sort=True):
+        lines.append(f"| {source} | {workload} | all | {len(g)} | {g.harm.max():.2f} | {(g.harm > PROMISE).sum()} | "
+                     f"{g.regret.mean():.3f} |")
+    lines.append("")
+    replace_section("auto-safety", "\n".join(lines))
+    print("\n".join(lines))
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--grid", action="store_true", help="run the coarsened grid")
     parser.add_argument("--fit", action="store_true", help="fit the rule table and write it")
     parser.add_argument("--evaluate", action="store_true", help="run auto on the DPBench grid")
     parser.add_argument("--from-records", action="store_true", help="rewrite the results section only")
+    parser.add_argument("--safety", action="store_true", help="run auto leave-one-table-out on DPBench and the corpus")
+    parser.add_argument("--safety-report", nargs="*", default=None, help="rewrite the safety section from records")
     parser.add_argument("--algorithms", nargs="*", default=None, help="with --grid: run only these candidates")
     parser.add_argument("--scales", type=int, nargs="*", default=None, help="with --grid: only these scales")
     parser.add_argument("--dims", type=int, nargs="*", default=[1, 2], help="with --grid: only these dimensions")
@@ -361,8 +486,15 @@ def main() -> None:
         evaluate(args.samples or 3, args.runs or 2)
     if args.from_records:
         report(None)
-    if not (args.grid or args.fit or args.evaluate or args.from_records):
-        parser.error("give --grid, --fit, --evaluate or --from-records")
+    if args.safety:
+        path = Path(args.records) if args.records else SAFETY
+        safety(args.samples or 3, args.runs or 2, tuple(args.dims), path)
+        safety_report([path])
+    if args.safety_report is not None:
+        safety_report([Path(p) for p in args.safety_report] or [SAFETY])
+    if not (args.grid or args.fit or args.evaluate or args.from_records or args.safety
+            or args.safety_report is not None):
+        parser.error("give --grid, --fit, --evaluate, --from-records, --safety or --safety-report")
 
 
 if __name__ == "__main__":

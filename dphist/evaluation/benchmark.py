@@ -103,14 +103,16 @@ def benchmark_sample(x: np.ndarray, scale: int, seed: int, dataset_index: int, s
 
 def run_benchmark(datasets: dict[str, np.ndarray], algorithms: list[str], scales: list[int],
                   epsilons: list[str], samples: int = 5, runs: int = 2, seed: int = 0, progress=None,
-                  options=None) -> list[dict]:
+                  options=None, first_index: int = 0) -> list[dict]:
     """One record per (data set, scale, ε, algorithm, sample, run): the released table's errors on the ranges of
     :func:`workload_for` (``error``; ``error_gls`` for the least-squares estimate), on the single cells
     (``error_cells``) and on the one-way marginals (``error_marginals``), and the seconds the algorithm took
     (noise, inference and post-processing).  ``options(name, scale, ε)``, if given, returns an algorithm's options
-    for a scale and ε (public policy numbers such as a cap, auto's workload, or the options auto runs it with)."""
+    for a scale and ε (public policy numbers such as a cap, auto's workload, or the options auto runs it with).
+    ``first_index``: the number of the first data set (they are numbered in order from it; the number seeds their
+    samples and noise), so a data set run alone draws what it drew among others."""
     records = []
-    for d_index, (name, x) in enumerate(datasets.items()):
+    for d_index, (name, x) in enumerate(datasets.items(), start=first_index):
         W = workload_for(x.shape)
         for scale in scales:
             for s in range(samples):

@@ -3,9 +3,11 @@
     measure:  N̂ = Σx + DLap(1/ε₀), ε₀ = share·ε                    (Δ = 1: one record changes the total by 1)
     choose:   from the workload (the questions the table will answer: ranges, single cells or one-way
               marginals), the table's dimensions, its number of cells, the column kinds and the signal
-              s = max(N̂, 1)·ε₁, ε₁ = ε − ε₀, look up the workload's rule table learned on the DPBench grid
-              (``auto_rules.RULES[workload]``, written by bench/auto_rules.py): the algorithm with the lowest mean
-              regret at that dimension, the nearest learned domain size and the signal decade round(log₁₀ s)
+              s = max(N̂, 1)·ε₁, ε₁ = ε − ε₀, look up the workload's rule table learned on the DPBench grid and
+              the real-table corpus (``auto_rules.RULES[workload]``, written by bench/auto_rules.py): at that
+              dimension, the nearest learned domain size and the signal decade round(log₁₀ s), the algorithm
+              with the lowest mean regret among identity, hb and those that were never worse than the better of
+              the two on any training table there
     run:      the chosen algorithm at ε₁ (DPCube and the k-d tree take their block size from N̂ instead of
               measuring a total of their own)
     infer:    where the chosen algorithm fits its measurements by least squares, N̂ joins the fit
@@ -18,6 +20,11 @@
               records and 0.6 % at 1e7 (256 × 256); where it runs DPCube (2-D, 1e3) by 2.0 %.  Where it runs
               DAWA (1-D, 1e3 and 1e5) it moved by +0.1 % and −0.7 %, within noise: at ε/20, N̂ weighs little
               against DAWA's few bucket counts.
+
+The promise (docs/algorithms.md §10): auto does no harm, its error at most about the better of identity and hb
+(the data-independent choices a careful steward makes by hand) on every table.  A data-adaptive algorithm wins by
+a structure that fits the data and can lose twice over where it does not, and N̂ cannot tell those tables apart;
+so it is chosen only in settings where it lost to neither baseline on any training table.
 
 The choice (and the refit) reads the data only through N̂, so it is post-processing of an ε₀-DP measurement, and
 the whole is ε-DP by sequential composition (ε₀ + ε₁ = ε).  The report names the workload, the choice, the rule
@@ -222,7 +229,8 @@ def choose_gaussian(shape: tuple[int, ...], columns=None, workload: str = "range
 
 class Auto(Algorithm):
     name = "auto"
-    summary = "chooses an algorithm per table from its shape, ε, workload and a noisy total (rules learned on DPBench)"
+    summary = ("chooses an algorithm per table from its shape, ε, workload and a noisy total (rules learned on DPBench "
+               "and real tables; never a data-adaptive one where it was worse than identity or hb)")
     options = {"total_share": (Fraction(1, 20), option.fraction_between_0_and_1)}
     option_help = {"total_share": "share of the table's ε spent on the noisy total that the choice reads"}
     data_adaptive = True
@@ -278,8 +286,8 @@ class Auto(Algorithm):
         name, regret, datasets, (d, size), dec = nearest_rule(rules, len(ordered), int(np.prod(ordered)), signal)
         per_slice = f" per slice of the {slices} categories" if slices > 1 else ""
         reason = (f"{workload} rule for {d}-D tables of {size} cells at noisy total x epsilon ~ 1e{dec} (here "
-                  f"{signal:.3g}{per_slice}): lowest mean regret on the DPBench grid ({regret} over {datasets} "
-                  "data sets)")
+                  f"{signal:.3g}{per_slice}): lowest mean regret ({regret} over {datasets} data sets of DPBench and "
+                  "the real-table corpus) among identity, hb and the algorithms never worse than both there")
         if not _takes(name, shape) or (slices > 1 and name in SEQUENCE_ONLY):
             entry = rules[(d, size)][dec]
             # The rule's best algorithm for tables of several columns, else the fixed fallback.
