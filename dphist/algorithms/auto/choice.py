@@ -7,7 +7,8 @@
               the real-table corpus (``auto_rules.RULES[workload]``, written by bench/auto_rules.py): at that
               dimension, the nearest learned domain size and the signal decade round(log₁₀ s), the algorithm
               with the lowest mean regret among identity, hb and those that were never worse than the better of
-              the two on any training table there
+              the two on any training table there; where the rule differs between the decades within two
+              standard deviations of N̂, the rule's baseline (identity or hb) instead
     run:      the chosen algorithm at ε₁ (DPCube and the k-d tree take their block size from N̂ instead of
               measuring a total of their own)
     infer:    where the chosen algorithm fits its measurements by least squares, N̂ joins the fit
@@ -93,6 +94,10 @@ def as_learned(name: str) -> dict:
     return {}
 
 
+#: How many standard deviations of the noisy total's noise the signal decade must be sure over (two: the total is
+#: that far off with probability exp(−2√2) ≈ 6 %).
+DOUBT = 2
+
 #: Below this signal (N̂·ε, the rule table's decades 1e2 and lower) and LOW_SIGNAL_PER_CELL per cell, auto runs a
 #: 1-D DAWA with the options of LOW_SIGNAL_OPTIONS (measured in :func:`low_signal_options`).
 LOW_SIGNAL = 10 ** 2.5
@@ -152,7 +157,7 @@ def candidates(workload: str, shape: tuple[int, ...]) -> list[str]:
     names = {FALLBACK, "identity"}
     for decades in RULES[workload].values():
         for entry in decades.values():
-            names.update(n for i, n in enumerate(entry) if i in (0, 3))
+            names.update(n for i, n in enumerate(entry) if i in (0, 3, 4))
     return sorted(n for n in names if _takes(n, shape))
 
 
@@ -266,10 +271,16 @@ class Auto(Algorithm):
         """The workload the choice serves: the one it was made for, else :func:`default_workload` of ``columns``."""
         return self.served or default_workload(columns)
 
-    def choose(self, shape: tuple[int, ...], epsilon: Fraction, noisy_total: float, columns=None) -> dict:
+    def choose(self, shape: tuple[int, ...], epsilon: Fraction, noisy_total: float, columns=None,
+               total_sd: float = 0.0) -> dict:
         """The choice for a table of ``shape`` to be released at ``epsilon`` per record (after the total's share),
         as a report entry: ``workload``, ``chosen`` and ``reason``.  Reads only public facts and the noisy
-        total."""
+        total, whose noise has standard deviation ``total_sd`` (public: from its scale).
+
+        Where the rule's algorithm is not the same at every signal decade within DOUBT standard deviations of
+        N̂ (at a small ε and few records N̂ cannot tell 1,000 records from 5,000), the choice is the rule's
+        baseline, identity or hb: the data-adaptive algorithms are safe only in the settings they were learned
+        in, and the baselines' errors do not depend on the data through a structure."""
         workload = self.workload(columns)
         # Locality (what every algorithm but identity exploits) runs along ordered columns only: a categorical
         # column splits the table into slices, each an ordered table with its share of the records, so the rule
@@ -288,8 +299,16 @@ class Auto(Algorithm):
         reason = (f"{workload} rule for {d}-D tables of {size} cells at noisy total x epsilon ~ 1e{dec} (here "
                   f"{signal:.3g}{per_slice}): lowest mean regret ({regret} over {datasets} data sets of DPBench and "
                   "the real-table corpus) among identity, hb and the algorithms never worse than both there")
+        entry = rules[(d, size)][dec]
+        spread = [nearest_rule(rules, len(ordered), int(np.prod(ordered)),
+                               max(float(noisy_total) + k * DOUBT * total_sd, 1.0) * float(epsilon) / slices)[4]
+                  for k in (-1, 1)]
+        doubtful = [e for e in range(min(spread), max(spread) + 1) if rules[(d, size)].get(e, entry)[0] != name]
+        if doubtful and len(entry) > 4 and entry[4] != name:
+            reason += (f"; but within {DOUBT} standard deviations of the noisy total the signal may be "
+                       f"~1e{min(spread)} to ~1e{max(spread)}, where the rule differs, so its baseline {entry[4]}")
+            name = entry[4]
         if not _takes(name, shape) or (slices > 1 and name in SEQUENCE_ONLY):
-            entry = rules[(d, size)][dec]
             # The rule's best algorithm for tables of several columns, else the fixed fallback.
             usable = len(entry) > 3 and _takes(entry[3], shape) and not (slices > 1 and entry[3] in SEQUENCE_ONLY)
             other = entry[3] if usable else FALLBACK
@@ -335,7 +354,8 @@ class Auto(Algorithm):
                                                       composition="one query")
         # select: the algorithm, from public facts and the noisy total (post-processing)
         per_record = rest.epsilon_per_record(rest.amount)
-        choice = self.choose(counts.shape, per_record, float(noisy_total), columns)
+        choice = self.choose(counts.shape, per_record, float(noisy_total), columns,
+                             math.sqrt(float(total_record.noise_variance)))
         name = choice["chosen"]
         # run it on the rest of the budget
         chosen = self.instance(name, counts.shape, per_record, float(noisy_total))

