@@ -160,19 +160,39 @@ class Release:
         width = max(len(t["name"]) for t in r["tables"])
         for t in r["tables"]:
             sd = f", sd per cell {t['expected_cell_sd']:.3g}" if t.get("expected_cell_sd") is not None else ""
-            errors = t.get("expected_error") or {}
-            if "cells" in errors:
-                typical = "typical " if "rms" not in errors["cells"] else ""
-                relative = errors["cells"].get("mean_abs_relative")
-                share = f" ({relative:.2%} of the mean cell)" if relative is not None else ""
-                ranges = f", per range {errors['ranges']['mean_abs']:.3g}" if "ranges" in errors else ""
-                sd += f"; for {t['workload']}: {typical}mean error per cell {errors['cells']['mean_abs']:.3g}{share}{ranges}"
+            sd += _error_text(t.get("expected_error") or {}, t["workload"])
             shared = f" (a sum of the one {t['derived_from']} table)" if t.get("derived_from") else ""
             algorithm = t["algorithm"] + (" (auto)" if t.get("algorithm_choice") else "")
             unit = "epsilon" if "epsilon" in t else "rho"
             lines.append(f"  {t['name']:<{width}}  {algorithm:<15} {unit} {t[unit]:<8} "
                          f"{t['cells']} cells{sd}{shared}")
         return "\n".join(lines)
+
+
+def _error_text(errors: dict, workload: str) -> str:
+    """The summary's words for a table's ``expected_error``: only digits that are exact or stable (a simulated
+    figure to the digits its standard error supports, the standard error said), and which of the three it is."""
+    cells = errors.get("cells") or {}
+    if "mean_abs" not in cells:
+        return ""
+    figure = expected_error.figure_text
+    se = cells.get("mean_abs_se")
+    relative = cells.get("mean_abs_relative")
+    share = ""
+    if relative is not None:
+        percent = (figure(100 * relative, 100 * se * relative / cells["mean_abs"]) + "%"
+                   if se and cells["mean_abs"] > 0 else f"{relative:.2%}")
+        share = f"{'se ' + figure(se, None) + '; ' if se else ''}{percent} of the mean cell"
+    elif se:
+        share = f"se {figure(se, None)}"
+    text = f"mean error per cell {figure(cells['mean_abs'], se)}{f' ({share})' if share else ''}"
+    ranges = errors.get("ranges") or {}
+    if "mean_abs" in ranges:
+        range_se = ranges.get("mean_abs_se")
+        text += f", per range {figure(ranges['mean_abs'], range_se)}{f' (se {figure(range_se, None)})' if range_se else ''}"
+    if "rms" not in cells:
+        return f"; for {workload}: typical {text}"
+    return f"; for {workload}, {'simulated' if se else 'exact'}: {text}"
 
 
 @dataclass
