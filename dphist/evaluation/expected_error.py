@@ -36,20 +36,24 @@ Beside the cells' mean absolute error, ``mean_abs_relative`` gives it as a share
 
 from __future__ import annotations
 
+import itertools
 import math
 from fractions import Fraction
 
 import numpy as np
 
 from . import workloads
-from .linear_error import box_sums, privelet_noise, tree_noise
+from .linear_error import box_sums, fourth_cumulant, privelet_noise, tree_noise
 from ..algorithms.hierarchical import TreePlan
+from ..algorithms.identity import Identity
 from ..algorithms.privelet import Privelet
+from ..inference.marginals import consistent_marginals, expected_errors as consistent_squared_errors
 from ..inference.measurements import total_measurement
 from ..privacy import (PrivacyBudget, SeededBits, ZCDPBudget, discrete_gaussian_pmf, discrete_gaussian_variance,
                        discrete_laplace_variance, per_row_epsilon_like)
 
-__all__ = ["noise_errors", "linear_errors", "box_errors", "identity_errors", "typical_errors", "expected_errors", "range_workload",
+__all__ = ["noise_errors", "linear_errors", "box_errors", "identity_errors", "derived_marginal_errors",
+           "consistent_marginal_errors", "typical_errors", "expected_errors", "range_workload",
            "ordered_axes", "stable_round", "stable_decimals", "figure_text", "MAX_SIMULATED_CELLS",
            "EXACT_WORK", "STABLE_UNITS"]
 
@@ -157,17 +161,28 @@ def _simulate(algorithm, shape: tuple[int, ...], columns, amount: Fraction, defi
                 values = values + np.asarray(totals, dtype=np.float64).reshape((reps,) + (1,) * len(shape)) * unit
         values = values.reshape((reps,) + tuple(shape))
         for name, (lo, hi, weights, sd, m4) in queries.items():
-            errors = values.reshape(reps, cells) if lo is None else box_sums(values, lo, hi)
-            w = np.full(errors.shape[1], 1 / errors.shape[1]) if weights is None else weights / weights.sum()
-            squares = np.square(errors)
-            out[name]["mse"].append(squares @ w)
-            out[name]["abs"].append(np.abs(errors) @ w)
-            if sd is not None:
-                scale = np.where(sd > 0, sd, 1.0)  # a query without noise errs by 0: its terms are 0
-                controls = [(squares - sd**2) / scale @ w]
-                if m4 is not None:
-                    controls.append((squares**2 - m4) / scale**3 @ w)
-                out[name]["controls"].append(np.stack(controls, axis=1))
+            _add_runs(out[name], values.reshape(reps, cells) if lo is None else box_sums(values, lo, hi), weights,
+                      sd, m4)
+    return _collected(out)
+
+
+def _add_runs(out: dict, errors: np.ndarray, weights: np.ndarray | None, sd: np.ndarray | None,
+              m4: np.ndarray | None) -> None:
+    """Append to ``out`` ("mse", "abs", "controls" lists) the per-run statistics of ``errors`` (runs × queries) of
+    :func:`_simulate`."""
+    w = np.full(errors.shape[1], 1 / errors.shape[1]) if weights is None else weights / weights.sum()
+    squares = np.square(errors)
+    out["mse"].append(squares @ w)
+    out["abs"].append(np.abs(errors) @ w)
+    if sd is not None:
+        scale = np.where(sd > 0, sd, 1.0)  # a query without noise errs by 0: its terms are 0
+        controls = [(squares - sd**2) / scale @ w]
+        if m4 is not None:
+            controls.append((squares**2 - m4) / scale**3 @ w)
+        out["controls"].append(np.stack(controls, axis=1))
+
+
+def _collected(out: dict) -> dict:
     return {name: {k: np.concatenate(v) if v else None for k, v in parts.items()} for name, parts in out.items()}
 
 
@@ -374,6 +389,164 @@ def _cumulants(noise, lo: np.ndarray, hi: np.ndarray) -> tuple:
     return noise.box_cumulants(lo, hi)
 
 
+def derived_marginal_errors(algorithm, shape: tuple[int, ...], columns, amount: Fraction, definition: str,
+                            factor: int, released_total: float, kept: list[int],
+                            total_amount: Fraction | None = None) -> dict:
+    """The expected error of a marginal summed from a table of ``shape`` released by ``algorithm`` (strategy
+    "full"): the marginal keeps the axes ``kept`` (in its order), so each of its cells and ranges is a box of the
+    table, full along the summed axes.  Identity: in closed form (:func:`identity_errors`, each cell a sum of as
+    many noises as it sums cells); another data-independent algorithm: :func:`box_errors` on those boxes; a
+    data-adaptive one: a line saying why there is none (its typical figures are for tables, not for sums of
+    them).  Public facts only, as :func:`expected_errors`."""
+    shape = tuple(int(n) for n in shape)
+    part = tuple(shape[k] for k in kept)
+    part_columns = [columns[k] for k in kept] if columns is not None else None
+    cells, part_cells = math.prod(shape), math.prod(part)
+    if algorithm.name == "identity" and total_amount is None:
+        probe = (PrivacyBudget if definition == "pure" else ZCDPBudget)(amount, bits=SeededBits(_SEED), factor=factor)
+        algorithm.run(np.zeros(1, dtype=np.int64), probe)
+        figures = identity_errors(probe.measurements[0], part, part_columns, cells // part_cells)
+        return _relative(figures, released_total, part_cells)
+    if getattr(algorithm, "data_adaptive", True):
+        return {"not_computed": f"{algorithm.name} adapts to the data; its typical error is known for whole tables, "
+                                "not for the marginals summed from them"}
+    if cells > MAX_SIMULATED_CELLS:
+        return {"not_computed": f"the simulation runs for tables of at most {MAX_SIMULATED_CELLS:,} cells "
+                                f"(here {cells:,})"}
+
+    def boxes(lo, hi):  # boxes of the marginal as boxes of the table
+        full_lo = np.zeros((lo.shape[0], len(shape)), dtype=np.int64)
+        full_hi = np.tile(np.asarray(shape, dtype=np.int64), (lo.shape[0], 1))
+        full_lo[:, kept], full_hi[:, kept] = lo, hi
+        return full_lo, full_hi
+
+    unit = np.indices(part).reshape(len(part), -1).T
+    ordered = ordered_axes(part_columns, len(part))
+    ranges = range_workload(part, ordered) if any(ordered) else None
+    range_boxes = None
+    if ranges is not None:
+        lo, hi, weights = _distinct_boxes(ranges)
+        range_boxes = (*boxes(lo, hi), weights)
+    figures = box_errors(algorithm, shape, columns, amount, definition, factor, total_amount, boxes(unit, unit + 1),
+                         range_boxes)
+    if figures is None:
+        return {"not_computed": f"no exact model of {algorithm.name}'s noise for sums of its cells"}
+    summed = f"each cell the sum of {cells // part_cells:,} cells of the measured table"
+    return _relative({**figures, "basis": f"{figures['basis']}; {summed}; {_where(ranges)}"}, released_total,
+                     part_cells)
+
+
+def consistent_marginal_errors(marginals: list[tuple[str, ...]], columns: list, amounts: list[Fraction],
+                               definition: str, factor: int, released_totals: list[float],
+                               repeats: int | None = None, seed: int = _SEED, rounded: bool = True) -> list[dict]:
+    """The expected error of each marginal of strategy "separate": marginal i (``columns[i]``, the column
+    declarations of ``marginals[i]``) measured by identity at ``amounts[i]``, then all of them made consistent
+    by least squares (:func:`~dphist.inference.marginals.consistent_marginals`).  The estimate is linear, and its
+    error splits into independent ANOVA components (docs/algorithms.md §6.4): the α-component of marginal i
+    (α ⊆ S_i) errs by c_i times the weighted mean of the marginals' own, whose covariance over α's cells is
+    C_α/(N_α Λ_α), C_α the product of the centring matrices I − J/n_a along α, N_α = Π_{a ∉ α} n_a over the union
+    of the columns and Λ_α = Σ_{j: α ⊆ S_j} c_j/v_j.  So a box of marginal i with sides ℓ_a has the exact variance
+
+        Σ_{α ⊆ S_i} c_i / (m_{i,α} Λ_α) · Π_{a ∈ α} (ℓ_a − ℓ_a²/n_a) · Π_{a ∈ S_i ∖ α} ℓ_a²,   m_{i,α} = Π_{a ∈ S_i ∖ α} n_a,
+
+    whose single cells add up to :func:`~dphist.inference.marginals.expected_errors`.  The mean absolute error is
+    simulated (all runs in one reconciliation, with the runs as one more column that every marginal has: the
+    least squares of independent stacked problems is theirs, one by one), with the exact variances as a control
+    variate, and the exact fourth moments too where the whole linear map is small enough to build (the same
+    stacking, each measured cell's unit noise one run).  One figure dict per marginal, as :func:`expected_errors`
+    gives them."""
+    sizes = {c.name: int(c.n_cells) for cols in columns for c in cols}
+    union = tuple(dict.fromkeys(c for m in marginals for c in m))
+    budget_type = PrivacyBudget if definition == "pure" else ZCDPBudget
+    identity = Identity()
+    variances = []
+    for amount in amounts:  # identity's exact noise variance at each marginal's amount
+        probe = budget_type(amount, bits=SeededBits(_SEED), factor=factor)
+        identity.run(np.zeros(1, dtype=np.int64), probe)
+        variances.append(float(probe.measurements[0].noise_variance))
+    outside = [math.prod(sizes[a] for a in union if a not in m) for m in marginals]  # c_i, exact integers
+
+    def coefficient(i: int, alpha: tuple) -> float:  # c_i / (m_{i,α} Λ_α)
+        precision = sum(float(Fraction(outside[j], outside[i])) / variances[j]
+                        for j, other in enumerate(marginals) if set(alpha) <= set(other))
+        return 1.0 / (math.prod(sizes[a] for a in marginals[i] if a not in alpha) * precision)
+
+    def box_variances(i: int, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
+        side = (hi - lo).astype(np.float64)
+        n = np.array([sizes[a] for a in marginals[i]], dtype=np.float64)
+        out = np.zeros(lo.shape[0])
+        for r in range(len(marginals[i]) + 1):
+            for inside in itertools.combinations(range(len(marginals[i])), r):
+                alpha = tuple(marginals[i][k] for k in inside)
+                term = np.full(lo.shape[0], coefficient(i, alpha))
+                for k in range(len(marginals[i])):
+                    term *= side[:, k] - side[:, k] ** 2 / n[k] if k in inside else side[:, k] ** 2
+                out += term
+        return out
+
+    cell_sd = [math.sqrt(e / math.prod(sizes[a] for a in m))
+               for e, m in zip(consistent_squared_errors(marginals, sizes, variances), marginals)]
+    shapes = [tuple(sizes[a] for a in m) for m in marginals]
+    cells = sum(math.prod(s) for s in shapes)
+    run = "\0runs"  # a column name no schema has: the runs, as one more column of every marginal
+    rows = None
+    if cells * cells <= EXACT_WORK // 8:  # the whole linear map: each measured cell's unit noise as one "run"
+        basis = np.eye(cells)
+        starts = np.cumsum([0] + [math.prod(shape) for shape in shapes])
+        rows = consistent_marginals([basis[:, a:b].reshape((cells,) + shape)
+                                     for a, b, shape in zip(starts, starts[1:], shapes)],
+                                    [(run,) + tuple(m) for m in marginals], variances)
+        kappa = np.repeat([fourth_cumulant(budget_type.noise, v) for v in variances], np.diff(starts))
+
+    def moments(i: int, lo, hi, variance: np.ndarray):  # (sd, E e⁴) of marginal i's boxes (E e⁴ from the map)
+        if rows is None:
+            return np.sqrt(variance), None
+        weights = rows[i].reshape(cells, -1) if lo is None else box_sums(rows[i], lo, hi)
+        return np.sqrt(variance), (weights**4).T @ kappa + 3 * variance**2
+
+    queries = []
+    for i, m in enumerate(marginals):
+        part = {"cells": (None, None, None, *moments(i, None, None, np.full(math.prod(shapes[i]), cell_sd[i] ** 2)))}
+        ordered = ordered_axes(columns[i], len(m))
+        if any(ordered):
+            lo, hi, weights = _distinct_boxes(range_workload(shapes[i], ordered))
+            part["ranges"] = (lo, hi, weights, *moments(i, lo, hi, box_variances(i, lo, hi)))
+        queries.append(part)
+    boxes = sum(q["ranges"][0].shape[0] << len(s) for q, s in zip(queries, shapes) if "ranges" in q)
+    if repeats is None:
+        repeats = min(_runs(4 * cells * 2 ** max(len(m) for m in marginals), cells, boxes), 1 << 12)
+    stats = [{name: {"mse": [], "abs": [], "controls": []} for name in q} for q in queries]
+    batch = max(1, min(repeats, (1 << 20) // max(cells, 1)))
+    for index, start in enumerate(range(0, repeats, batch)):
+        reps = min(batch, repeats - start)
+        noisy = []
+        for k, (amount, shape) in enumerate(zip(amounts, shapes)):
+            budget = _repeated(budget_type(amount, bits=SeededBits(seed + 7919 * index + k), factor=factor), reps)
+            noisy.append(np.asarray(identity.run(np.zeros(shape, dtype=np.int64), budget).values, dtype=np.float64))
+        consistent = consistent_marginals(noisy, [(run,) + tuple(m) for m in marginals], variances)
+        for errors, part, shape, out in zip(consistent, queries, shapes, stats):
+            for name, (lo, hi, weights, sd, m4) in part.items():
+                _add_runs(out[name], errors.reshape(reps, -1) if lo is None else box_sums(errors, lo, hi), weights,
+                          sd, m4)
+    results = []
+    for i, (part, out) in enumerate(zip(queries, map(_collected, stats))):
+        figures = {}
+        for name, (_, _, weights, sd, _) in part.items():
+            w = np.full(sd.size, 1.0) if weights is None else weights
+            figures[name] = {"rms": round(math.sqrt(float(np.dot(sd**2, w) / w.sum())), 4),
+                             **_simulated_mean_abs(out[name]["abs"], rounded, out[name]["controls"])}
+        where = _where(range_workload(shapes[i], ordered_axes(columns[i], len(shapes[i])))
+                       if "ranges" in part else None)
+        figures["basis"] = ("the least-squares consistent estimate's noise (before non-negativity and rounding): "
+                            "RMS exact (the estimate is linear, its error a sum of independent ANOVA components); "
+                            f"mean absolute error simulated, {repeats} runs of the {len(marginals)} identity "
+                            "measurements and their reconciliation, with the exact second (and, for small sets, "
+                            "fourth) moments as control variates; "
+                            f"a simulated figure states its standard error and keeps the digits it supports; {where}")
+        results.append(_relative(figures, released_totals[i], math.prod(shapes[i])))
+    return results
+
+
 def ordered_axes(columns, dimensions: int) -> list[bool]:
     """Per axis, whether a range along it means an interval (an ordered column, or a categorical one with a
     hierarchy) rather than a single category."""
@@ -381,7 +554,7 @@ def ordered_axes(columns, dimensions: int) -> list[bool]:
             for c in (columns or [None] * dimensions)]
 
 
-def identity_errors(record, shape: tuple[int, ...], columns) -> dict:
+def identity_errors(record, shape: tuple[int, ...], columns, cells_per_cell: int = 1) -> dict:
     """Identity's error in closed form, from its measurement ``record`` (discrete Laplace of scale b, or discrete
     Gaussian of parameter σ², on every cell alike): a cell's error is one noise Z, so its RMS is √Var Z and its mean
     absolute error E|Z|; a range of k cells errs by the sum S of k independent noises, RMS √(k·Var Z) exactly and
@@ -392,23 +565,27 @@ def identity_errors(record, shape: tuple[int, ...], columns) -> dict:
     characteristic function: (1 − a)²/(1 − 2a·cos t + a²), a = e^(−1/b), for the discrete Laplace; the θ-function
     ratio Σ_m exp(−σ²(t + 2πm)²/2) / Σ_m exp(−σ²(2πm)²/2) for the discrete Gaussian.  The integral is taken by
     Gauss–Legendre to far below the printed digits (checked against the Laplace's E|Z| = 2a/(1 − a²)), so every
-    printed digit is exact.  Same keys as :func:`noise_errors`."""
+    printed digit is exact.  ``cells_per_cell``: each cell of the table of ``shape`` is a sum of that many
+    measured cells (a marginal summed from a table measured by identity), so a range of k of its cells sums k
+    times as many noises.  Same keys as :func:`noise_errors`."""
     ordered = ordered_axes(columns, len(shape))
     log_phi, variance = _noise_law(record)
-    cells = {"rms": round(math.sqrt(variance), 4), "mean_abs": round(float(_mean_abs([1], log_phi, variance)[0]), 4)}
+    c = int(cells_per_cell)
+    cells = {"rms": round(math.sqrt(c * variance), 4), "mean_abs": round(float(_mean_abs([c], log_phi, variance)[0]), 4)}
     out = {"cells": cells}
     where = "no ranges: every column is categorical, so a range is a single cell"
     if any(ordered):
         ranges = range_workload(tuple(shape), ordered)
         lo, hi = (np.asarray(a) for a in ranges.boxes())
-        sizes = np.prod(hi - lo, axis=1)
+        sizes = np.prod(hi - lo, axis=1) * c
         distinct, counts = np.unique(sizes, return_counts=True)
         mean_abs = _mean_abs(distinct, log_phi, variance)
         out["ranges"] = {"rms": round(math.sqrt(float(np.mean(sizes)) * variance), 4),
                          "mean_abs": round(float(np.dot(mean_abs, counts) / counts.sum()), 4)}
         where = f"ranges: {ranges.size} random boxes along ordered columns, one category along categorical ones"
+    summed = f"each cell the sum of {c:,} measured cells, " if c > 1 else ""
     return {**out, "basis": "exact, in closed form: the noise of every cell is independent with the stated "
-                            f"distribution, a range's error the sum over its cells; {where}"}
+                            f"distribution, {summed}a range's error the sum over its cells; {where}"}
 
 
 def _noise_law(record) -> tuple:

@@ -19,6 +19,7 @@ from dphist.evaluation.expected_error import (STABLE_UNITS, expected_errors, fig
 from dphist.privacy import PrivacyBudget, SeededBits, discrete_laplace_variance
 from dphist.privacy.samplers import discrete_gaussian_variance
 
+from conftest import SAMPLE
 from workload_data import WORKLOAD_SCHEMA as SCHEMA, workload_frame as _frame
 
 
@@ -302,3 +303,113 @@ def test_a_release_reports_the_exact_cell_sd_twice_and_says_what_is_simulated(tm
     identity = release(_frame(), "1", SCHEMA, seed=3, ledger=tmp_path / "l.sqlite",
                        tables=[{"name": "x", "columns": ["x"], "algorithm": "identity"}]).summary()
     assert "for ranges, exact: mean error per cell" in identity and "(se " not in identity
+
+
+# --------------------------------------------------------------------------------------------------------------
+# Marginal sets: the consistent marginals of strategy separate, and the sums of strategy full
+
+class _Column:
+    """A column declaration as the marginal functions read it: name, size, kind."""
+
+    def __init__(self, name, n, kind="numeric"):
+        self.name, self.n_cells, self.kind, self.hierarchy = name, n, kind, ()
+
+
+MARGINAL_SET = [("a", "b"), ("b", "c"), ("c",)]
+MARGINAL_COLUMNS = {"a": _Column("a", 6), "b": _Column("b", 3, "categorical"), "c": _Column("c", 5)}
+
+
+@pytest.mark.parametrize("definition, amounts", [("pure", [Fraction(1, 3)] * 3), ("zcdp", [Fraction(1, 6)] * 3)])
+def test_consistent_marginal_errors_match_the_explicit_linear_map(definition, amounts):
+    """Strategy separate: the closed-form variance of every cell and range of each reconciled marginal against the
+    explicit linear map (each measured cell's unit noise through the least squares), the cells' against
+    inference.marginals.expected_errors; and the simulated mean absolute error against a plain simulation of
+    2,000 reconciliations, within 4 of their combined standard errors (false alarm 6e-5 per figure)."""
+    from dphist.evaluation.expected_error import consistent_marginal_errors
+    from dphist.evaluation.linear_error import box_sums
+    from dphist.inference.marginals import consistent_marginals, expected_errors as squared_errors
+    from dphist.algorithms.identity import Identity
+    from dphist.privacy import ZCDPBudget
+    columns = [[MARGINAL_COLUMNS[c] for c in m] for m in MARGINAL_SET]
+    figures = consistent_marginal_errors(MARGINAL_SET, columns, amounts, definition, 1, [100.0] * 3, rounded=False)
+    budget_type = PrivacyBudget if definition == "pure" else ZCDPBudget
+    probe = budget_type(amounts[0], bits=SeededBits(0))
+    Identity().run(np.zeros(1, dtype=np.int64), probe)
+    v = probe.measurements[0].noise_variance
+    shapes = [tuple(MARGINAL_COLUMNS[c].n_cells for c in m) for m in MARGINAL_SET]
+    sizes = {c.name: c.n_cells for c in MARGINAL_COLUMNS.values()}
+    total = sum(int(np.prod(s)) for s in shapes)
+    starts = np.cumsum([0] + [int(np.prod(s)) for s in shapes])
+    basis = np.eye(total)
+    rows = consistent_marginals([basis[:, a:b].reshape((total,) + s) for a, b, s in zip(starts, starts[1:], shapes)],
+                                [("run",) + m for m in MARGINAL_SET], [v] * 3)
+    noise = Identity()
+    plain = []
+    for r in range(2):  # a plain simulation: 2 x 1,000 reconciliations of fresh noise
+        draws = []
+        for k, s in enumerate(shapes):
+            b = budget_type(amounts[k], bits=SeededBits(50 + 10 * r + k))
+            b.repetitions = (1000,)
+            draws.append(np.asarray(noise.run(np.zeros(s, dtype=np.int64), b).values, dtype=float))
+        plain.append(consistent_marginals(draws, [("run",) + m for m in MARGINAL_SET], [v] * 3))
+    for i, (m, shape, figure) in enumerate(zip(MARGINAL_SET, shapes, figures)):
+        exact_cells = (rows[i] ** 2).sum(axis=0).ravel() * v  # every cell alike
+        assert exact_cells == pytest.approx(np.full(exact_cells.size, exact_cells[0]), rel=1e-9)
+        assert exact_cells.sum() == pytest.approx(squared_errors(MARGINAL_SET, sizes, [v] * 3)[i], rel=1e-9)
+        assert figure["cells"]["rms"] == pytest.approx(exact_cells[0] ** 0.5, abs=6e-5)  # (rounded to 4 decimals)
+        errors = np.concatenate([p[i] for p in plain]).reshape(2000, -1)
+        absolute = np.abs(errors).mean(axis=1)
+        se = (absolute.std(ddof=1) ** 2 / 2000 + figure["cells"]["mean_abs_se"] ** 2) ** 0.5
+        assert abs(absolute.mean() - figure["cells"]["mean_abs"]) < 4 * se
+        if "ranges" in figure:
+            ranges = range_workload(shape, [c.kind != "categorical" for c in columns[i]])
+            lo, hi = (np.asarray(a) for a in ranges.boxes())
+            exact = ((box_sums(rows[i], lo, hi) ** 2).sum(axis=0) * v).mean()
+            assert figure["ranges"]["rms"] == pytest.approx(exact ** 0.5, abs=6e-5)
+            sums = np.abs(box_sums(np.concatenate([p[i] for p in plain]), lo, hi)).mean(axis=1)
+            se = (sums.std(ddof=1) ** 2 / 2000 + figure["ranges"]["mean_abs_se"] ** 2) ** 0.5
+            assert abs(sums.mean() - figure["ranges"]["mean_abs"]) < 4 * se
+        else:
+            assert m == ("b", "c") or all(MARGINAL_COLUMNS[c].kind == "categorical" for c in m)
+
+
+@pytest.mark.parametrize("strategy", ["separate", "full"])
+def test_a_marginal_release_reports_the_closed_form_figures(tmp_path, strategy):
+    """Each released marginal's expected_error is its own (the reconciled estimate's, or the sum's of the full
+    table's cells), its cells' RMS the expected_cell_sd and the marginal set's rmse_per_cell for the strategy."""
+    result = release(SAMPLE / "census.csv", "1", SAMPLE / "census.schema.yaml", seed=2,
+                     ledger=tmp_path / "l.sqlite", marginals="age,sex;sex,education", marginal_strategy=strategy)
+    per_cell = result.report["marginals"]["expected_error"][strategy]["rmse_per_cell"]
+    summary = result.summary()
+    for table in result.report["tables"]:
+        errors = table["expected_error"]
+        assert errors["cells"]["rms"] == table["expected_cell_sd"]
+        assert errors["cells"]["rms"] == pytest.approx(per_cell[table["name"]], rel=1e-3)
+        assert ("ranges" in errors) == ("age" in table["columns"])
+        line = next(l for l in summary.splitlines() if l.strip().startswith(table["name"] + " "))
+        assert ("simulated" if strategy == "separate" else "exact") in line
+    if strategy == "full":
+        assert "each cell the sum of" in result.report["tables"][0]["expected_error"]["basis"]
+
+
+def test_marginals_summed_from_a_tree_get_its_exact_figures(tmp_path):
+    """Strategy full with hb: a marginal's cells and ranges are boxes of the full table, their RMS exact; a
+    simulation of hb on zeros, summed down, agrees within 4 of its standard errors."""
+    from dphist.evaluation.expected_error import derived_marginal_errors
+    from dphist.evaluation.linear_error import box_sums
+    hb = get_algorithm("hb")
+    columns = [MARGINAL_COLUMNS["a"], MARGINAL_COLUMNS["b"], MARGINAL_COLUMNS["c"]]
+    figures = derived_marginal_errors(hb, (6, 3, 5), columns, Fraction(1), "pure", 1, 90.0, [2, 0])
+    assert "rms_relative_se" not in figures["cells"] and "each cell the sum of 3 cells" in figures["basis"]
+    b = PrivacyBudget(Fraction(1), bits=SeededBits(9))
+    b.repetitions = (3000,)
+    runs = np.asarray(hb.run(np.zeros((6, 3, 5), dtype=np.int64), b, columns).values)
+    summed = runs.sum(axis=2).transpose(0, 2, 1)  # (runs, c, a)
+    mse = (summed.reshape(3000, -1) ** 2).mean(axis=1)
+    se = mse.std(ddof=1) / 3000 ** 0.5 / (2 * mse.mean())  # relative, of the RMS
+    assert abs(mse.mean() ** 0.5 / figures["cells"]["rms"] - 1) < 4 * se
+    ranges = range_workload((5, 6), [True, True])
+    lo, hi = (np.asarray(a) for a in ranges.boxes())
+    range_mse = (box_sums(summed, lo, hi) ** 2).mean(axis=1)
+    se = range_mse.std(ddof=1) / 3000 ** 0.5 / (2 * range_mse.mean())
+    assert abs(range_mse.mean() ** 0.5 / figures["ranges"]["rms"] - 1) < 4 * se
