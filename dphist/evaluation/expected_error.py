@@ -12,17 +12,22 @@ computed without reading the data again (so they cost nothing):
   :mod:`~dphist.evaluation.linear_error`): Var(qᵀx̂) = Σ_j (Lᵀq)_j² Var z_j for every cell and, where that takes
   at most ``EXACT_WORK`` (trees up to 4,096 cells, Privelet axes up to 4,096), for every one of
   ``RANGE_QUERIES`` random ranges (random boxes along ordered columns, one category along categorical ones; none
-  for a table of categorical columns only, where a range is one cell); beyond that the ranges' RMS is simulated.  The mean absolute error of a sum of discrete noises of
-  different scales has no closed form, so it is simulated: runs of the algorithm on the all-zero table at the same
-  budget (refitted with a noisy total where auto did so), all drawn at once along a leading axis, with each
-  query's exact second and fourth moments as control variates (E e² = κ₂, E e⁴ = κ₄ + 3κ₂², where their
-  computation is within ``EXACT_WORK``): a regression estimator whose spread is what e² and e⁴ do not explain of
-  |e|, 3 to 10 times smaller than the plain mean's on ranges.  A simulated figure states its standard error (from
-  the spread between runs: the queries of one run share noise, so the runs are the independent samples) and is
-  rounded to the digits it supports (:func:`stable_round`: the last digit kept is worth at least
-  ``STABLE_UNITS`` standard errors, so that another simulation prints the same figure but rarely).  All of it is the error before non-negativity and rounding (which usually
-  lower it on sparse tables).  The simulation's noise is seeded: it is a computation about the mechanism, not a
-  release of data.
+  for a table of categorical columns only, where a range is one cell); beyond that the ranges' RMS is simulated.
+  The mean absolute error of a sum of discrete noises of different scales has no closed form, so it is
+  simulated: runs of the algorithm on the all-zero table at the same budget (refitted with a noisy total where
+  auto did so), all drawn at once along a leading axis, with each query's exact second and fourth moments as
+  control variates (E e² = κ₂, E e⁴ = κ₄ + 3κ₂², where their computation is within ``EXACT_WORK``): a
+  regression estimator whose spread is what e² and e⁴ do not explain of |e|, 3 to 10 times smaller than the
+  plain mean's on ranges.  A simulated figure states its standard error (from the spread between runs: the
+  queries of one run share noise, so the runs are the independent samples) and is rounded to the digits it
+  supports (:func:`stable_round`: the last digit kept is worth at least ``STABLE_UNITS`` standard errors, so
+  that another simulation rarely prints another figure).  All of it is the error before non-negativity and
+  rounding (which usually lower it on sparse tables).  The simulation's noise is seeded: it is a computation
+  about the mechanism, not a release of data.
+* **Marginal sets**: each released marginal states its own error: under strategy "full" that of a sum of the
+  measured table's cells (:func:`derived_marginal_errors`: boxes of that table, so the above applies, identity's
+  in closed form), under "separate" that of the least-squares reconciled marginals
+  (:func:`consistent_marginal_errors`: exact variances by ANOVA component, simulated mean absolute error).
 * **Data-adaptive algorithms** (DAWA, DPCube, PrivTree, MWEM, ...): the error depends on the data through the
   structure they choose and the bias of spreading a count evenly over a bucket, so no data-free figure exists.
   :func:`typical_errors` gives the algorithm's median error on the DPBench data sets at the table's dimension,
@@ -69,10 +74,10 @@ EXACT_WORK = 1 << 25
 SIMULATION_WORK = 1 << 23
 MIN_RUNS, MAX_RUNS = 64, 1 << 15
 #: A simulated figure keeps the decimal digits whose unit u is at least this many of its standard errors (se).
-#: Two independent simulations then print the same figure unless the true value lies near the boundary between two
-#: printed ones: with probability E|X₁ − X₂|/u = (2/√π)·se/u ≤ 1.13/STABLE_UNITS ≈ 6 % (for a true value anywhere
-#: between two printed ones), about 2 % on average over se/u in (1/200, 1/20]; and then by one unit in the last
-#: digit (by two units with probability below 1e-6).
+#: Two independent simulations then print the same figure unless the true value lies near the boundary between
+#: two printed ones: with probability E|X₁ − X₂|/u = (2/√π)·se/u ≤ 1.13/STABLE_UNITS ≈ 6 % (for a true value
+#: anywhere between two printed ones), about 2 % on average over se/u in (1/200, 1/20]; and then by one unit in
+#: the last digit (by two units with probability below 1e-6).
 STABLE_UNITS = 20
 _SEED = 20261124  # any fixed seed: the figure is about the mechanism, not the data
 
@@ -447,7 +452,9 @@ def consistent_marginal_errors(marginals: list[tuple[str, ...]], columns: list, 
     C_α/(N_α Λ_α), C_α the product of the centring matrices I − J/n_a along α, N_α = Π_{a ∉ α} n_a over the union
     of the columns and Λ_α = Σ_{j: α ⊆ S_j} c_j/v_j.  So a box of marginal i with sides ℓ_a has the exact variance
 
-        Σ_{α ⊆ S_i} c_i / (m_{i,α} Λ_α) · Π_{a ∈ α} (ℓ_a − ℓ_a²/n_a) · Π_{a ∈ S_i ∖ α} ℓ_a²,   m_{i,α} = Π_{a ∈ S_i ∖ α} n_a,
+        Σ_{α ⊆ S_i} c_i / (m_{i,α} Λ_α) · Π_{a ∈ α} (ℓ_a − ℓ_a²/n_a) · Π_{a ∈ S_i ∖ α} ℓ_a²,
+
+    m_{i,α} = Π_{a ∈ S_i ∖ α} n_a (so that c_i/m_{i,α} = c_i²/N_α),
 
     whose single cells add up to :func:`~dphist.inference.marginals.expected_errors`.  The mean absolute error is
     simulated (all runs in one reconciliation, with the runs as one more column that every marginal has: the
@@ -571,7 +578,8 @@ def identity_errors(record, shape: tuple[int, ...], columns, cells_per_cell: int
     ordered = ordered_axes(columns, len(shape))
     log_phi, variance = _noise_law(record)
     c = int(cells_per_cell)
-    cells = {"rms": round(math.sqrt(c * variance), 4), "mean_abs": round(float(_mean_abs([c], log_phi, variance)[0]), 4)}
+    cells = {"rms": round(math.sqrt(c * variance), 4),
+             "mean_abs": round(float(_mean_abs([c], log_phi, variance)[0]), 4)}
     out = {"cells": cells}
     where = "no ranges: every column is categorical, so a range is a single cell"
     if any(ordered):

@@ -9,8 +9,8 @@ columns and the options only.  A query q (here a box of cells) errs by qᵀL z, 
 
 * **Trees** (:func:`tree_noise`).  The fit is generalised least squares, x̂ = Σ AᵀV⁻¹ y with Σ = (AᵀV⁻¹A)⁻¹,
   and the leaves are measured (A holds the identity on them), so Σq is the fit of the measurements y that are
-  v_leaf·q on the leaves and 0 elsewhere (then AᵀV⁻¹y = q): one run of the algorithm's own inference per query,
-  batched along a leading axis, with no matrix built.  A total measured elsewhere (auto's N̂) is one more
+  v_leaf·q on the leaves and 0 elsewhere (then AᵀV⁻¹y = q): one run of the algorithm's own inference per
+  query, batched along a leading axis, with no matrix built.  A total measured elsewhere (auto's N̂) is one more
   measurement of the root in that fit, so the same holds with it.  O(queries × nodes).
 * **Privelet** (:func:`privelet_noise`).  L is the inverse wavelet transform, a Kronecker product of per-axis
   inverses M_k, and the noise of a coefficient depends only on its per-axis relative scales (its class j_k on
@@ -19,10 +19,10 @@ columns and the options only.  A query q (here a box of cells) errs by qᵀL z, 
   taken from the columns of M_k in chunks: O(m_k·(n_k + queries)) per axis (m_k coefficients: n_k for Haar, more
   for a nominal axis, whose inverse is a least-squares fit).
 
-Beside the variance, the fourth cumulant of a query's error, κ₄ = Σ_j (Lᵀq)_j⁴ κ₄(z_j) (cumulants of independent
-terms add), from the same weights: (Lᵀq)_j = (AΣq)_j / v_j for a tree (the node sums of Σq over the measurement
-variances), Σ_j K_j Π_k W4_k[q_k, j_k] with fourth powers for Privelet.  The simulation of the mean absolute error
-uses E e² = κ₂ and E e⁴ = κ₄ + 3κ₂² as control variates.
+Beside the variance, the fourth cumulant of a query's error, κ₄ = Σ_j (Lᵀq)_j⁴ κ₄(z_j) (cumulants of
+independent terms add), from the same weights: (Lᵀq)_j = (AΣq)_j / v_j for a tree (the node sums of Σq over the
+measurement variances), Σ_j K_j Π_k W4_k[q_k, j_k] with fourth powers for Privelet.  The simulation of the mean
+absolute error uses E e² = κ₂ and E e⁴ = κ₄ + 3κ₂² as control variates.
 
 Cells are boxes of one cell; their variances come from the algorithms' own exact per-cell variances (the tree
 fit's; Privelet's per-class factors), checked against the box formulas in the tests.  Everything here reads only

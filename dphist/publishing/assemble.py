@@ -190,7 +190,8 @@ def _error_text(errors: dict, workload: str) -> str:
     ranges = errors.get("ranges") or {}
     if "mean_abs" in ranges:
         range_se = ranges.get("mean_abs_se")
-        text += f", per range {figure(ranges['mean_abs'], range_se)}{f' (se {figure(range_se, None)})' if range_se else ''}"
+        stated = f" (se {figure(range_se, None)})" if range_se else ""
+        text += f", per range {figure(ranges['mean_abs'], range_se)}{stated}"
     if "rms" not in cells:
         return f"; for {workload}: typical {text}"
     return f"; for {workload}, {'simulated' if se else 'exact'}: {text}"
