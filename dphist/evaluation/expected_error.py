@@ -184,9 +184,10 @@ def _add_runs(out: dict, errors: np.ndarray, weights: np.ndarray | None, sd: np.
     out["abs"].append(np.abs(errors) @ w)
     if sd is not None:
         scale = np.where(sd > 0, sd, 1.0)  # a query without noise errs by 0: its terms are 0
-        controls = [(squares - sd**2) / scale @ w]
-        if m4 is not None:
-            controls.append((squares**2 - m4) / scale**3 @ w)
+        with np.errstate(all="ignore"):  # (noise so small that powers of its sd underflow: see _mean_and_se)
+            controls = [(squares - sd**2) / scale @ w]
+            if m4 is not None:
+                controls.append((squares**2 - m4) / scale**3 @ w)
         out["controls"].append(np.stack(controls, axis=1))
 
 
@@ -198,6 +199,10 @@ def _mean_and_se(samples: np.ndarray, controls: np.ndarray | None = None) -> tup
     """The mean of ``samples`` (one per run) and its standard error; with ``controls`` (runs × variates of known
     mean 0), the regression estimator mean(samples − controls·β), β fitted by least squares over the runs: its
     spread is what the controls do not explain, its bias of order 1/runs (far below the standard error)."""
+    if controls is not None:  # a control that under- or overflowed (noise of a vanishing scale) is left out
+        controls = controls[:, np.all(np.isfinite(controls), axis=0)]
+        controls = controls[:, np.ptp(controls, axis=0) > 0]
+        controls = controls if controls.shape[1] else None
     if controls is not None and samples.size > controls.shape[1] + 2:
         centred = controls - controls.mean(axis=0)
         beta = np.linalg.lstsq(centred, samples - samples.mean(), rcond=None)[0]

@@ -73,11 +73,13 @@ def fourth_cumulant(noise: str, variance: float) -> float:
     ("gaussian": σ² from the variance, then Σ k⁴p(k) − 3Var², by direct sums; 0 for Var >= 4, where the
     discrete Gaussian's cumulants beyond the second are below e^(−2π²·4) ≈ 1e-34 of σ⁴)."""
     v = float(variance)
-    if noise == "laplace":
-        a = ((v + 1) - math.sqrt(2 * v + 1)) / v
-        return 2 * a * (1 + 4 * a + a * a) / (1 - a) ** 4
-    if noise != "gaussian":
+    if noise not in ("laplace", "gaussian"):
         raise ValueError(f"noise must be 'laplace' or 'gaussian', got {noise!r}")
+    if v <= 0:  # no noise at all (a scale so small that its variance is 0 in double precision)
+        return 0.0
+    if noise == "laplace":
+        a = v / ((v + 1) + math.sqrt(2 * v + 1))  # the root of v·a² − 2(v + 1)·a + v = 0 below 1, without cancelling
+        return 2 * a * (1 + 4 * a + a * a) / (1 - a) ** 4
     if v >= 4:
         return 0.0
     low, high = 0.0, 4.5  # Var is increasing in σ² and equals it within 1e-16 from σ² = 4 on
@@ -118,9 +120,10 @@ def tree_noise(algorithm, estimate, noise: str) -> LinearNoise:
     shape, n = tuple(plan.shape), math.prod(plan.shape)
     tree = plan.tree
     nodes = sum(tree.sizes)
-    # per measurement: the tree level it measures (the root for a total), 1/v and κ₄ of its noise
+    # per measurement: the tree level it measures (the root for a total), 1/v and κ₄ of its noise (a noise of
+    # variance 0 adds nothing)
     weights = [(0 if m.query == TOTAL else m.query[1], 1 / float(m.variance), fourth_cumulant(noise, m.variance))
-               for m in estimate.measurements]
+               for m in estimate.measurements if float(m.variance) > 0]
 
     def boxes(lo, hi):
         lo, hi = np.asarray(lo, dtype=np.int64), np.asarray(hi, dtype=np.int64)

@@ -161,3 +161,10 @@ def test_box_sums_carry_leading_axes():
     assert box_indicators((7, 5), lo, hi).reshape(40, -1) @ tables[0].ravel() == pytest.approx(
         w.answer(tables[0]), abs=1e-12)
     assert math.prod(box_indicators((7, 5), lo, hi).shape) == 40 * 35
+
+
+def test_fourth_cumulant_of_vanishing_noise():
+    """At ε = 1000 the noise's variance underflows to 0 (or nearly): κ₄ is 0, or the tiny value of the
+    distribution (for a small variance v the discrete Laplace is ±1 with probability ≈ v/2 each, κ₄ ≈ v)."""
+    assert fourth_cumulant("laplace", 0.0) == 0.0 and fourth_cumulant("gaussian", 0.0) == 0.0
+    assert fourth_cumulant("laplace", 1e-300) == pytest.approx(1e-300, rel=1e-6)
