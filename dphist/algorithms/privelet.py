@@ -367,15 +367,21 @@ class Privelet(Algorithm):
             raise UsageError("privelet: weights=l2 is for zCDP budgets (Gaussian noise); use weights=uniform")
         return weights
 
-    def steps(self, shape: tuple[int, ...], columns=None, noise: str = "laplace") -> list[Step]:
-        """One weighted measurement of every coefficient with the whole budget: Δ the product of the axes'
-        factors, the largest relative scale the product of theirs."""
-        weights = self.weights_for(noise)
+    def transforms(self, shape: tuple[int, ...], columns=None, noise: str = "laplace") -> list:
+        """The per-axis transforms a run under ``noise`` applies (:meth:`axes_for`), with the Haar level weights
+        of :meth:`weights_for` in place: their ``relative_scales`` are the coefficients' relative noise scales and
+        their ``inverse`` is the estimate's.  Public: from the shape, the columns and the options only."""
         axes = self.axes_for(shape, columns)
-        if weights == "l2":
+        if self.weights_for(noise) == "l2":
             for axis in axes:
                 if isinstance(axis, HaarAxis):
                     axis.use_weights(axis.l2_weights())
+        return axes
+
+    def steps(self, shape: tuple[int, ...], columns=None, noise: str = "laplace") -> list[Step]:
+        """One weighted measurement of every coefficient with the whole budget: Δ the product of the axes'
+        factors, the largest relative scale the product of theirs."""
+        axes = self.transforms(shape, columns, noise)
         relative = math.prod((Fraction(float(np.max(a.relative_scales))) for a in axes), start=Fraction(1))
         l2_squared = (math.prod((a.l2_squared for a in axes), start=Fraction(1)) if noise == "gaussian"
                       else Fraction(1))
@@ -386,11 +392,7 @@ class Privelet(Algorithm):
         gaussian = budget.noise == "gaussian"
         weights = self.weights_for(budget.noise)
         # select: the wavelet coefficients, axis after axis, and each one's relative noise scale
-        axes = self.axes_for(counts.shape, columns)
-        if weights == "l2":
-            for axis in axes:
-                if isinstance(axis, HaarAxis):
-                    axis.use_weights(axis.l2_weights())
+        axes = self.transforms(counts.shape, columns, budget.noise)
         coefficients = counts
         for k, axis in enumerate(axes):
             coefficients = axis.forward(coefficients, k)

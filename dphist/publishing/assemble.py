@@ -20,6 +20,7 @@ import numpy as np
 
 from ..evaluation import expected_error
 from ..algorithms import Algorithm, Estimate, get_algorithm
+from ..algorithms.auto.choice import default_workload
 from ..read.counting import TableShape
 from ..inference.nonnegative import nonnegative_integer_table
 from ..errors import UsageError
@@ -160,19 +161,40 @@ class Release:
         width = max(len(t["name"]) for t in r["tables"])
         for t in r["tables"]:
             sd = f", sd per cell {t['expected_cell_sd']:.3g}" if t.get("expected_cell_sd") is not None else ""
-            errors = t.get("expected_error") or {}
-            if "cells" in errors:
-                typical = "typical " if "rms" not in errors["cells"] else ""
-                relative = errors["cells"].get("mean_abs_relative")
-                share = f" ({relative:.2%} of the mean cell)" if relative is not None else ""
-                ranges = f", per range {errors['ranges']['mean_abs']:.3g}" if "ranges" in errors else ""
-                sd += f"; for {t['workload']}: {typical}mean error per cell {errors['cells']['mean_abs']:.3g}{share}{ranges}"
+            sd += _error_text(t.get("expected_error") or {}, t["workload"])
             shared = f" (a sum of the one {t['derived_from']} table)" if t.get("derived_from") else ""
             algorithm = t["algorithm"] + (" (auto)" if t.get("algorithm_choice") else "")
             unit = "epsilon" if "epsilon" in t else "rho"
             lines.append(f"  {t['name']:<{width}}  {algorithm:<15} {unit} {t[unit]:<8} "
                          f"{t['cells']} cells{sd}{shared}")
         return "\n".join(lines)
+
+
+def _error_text(errors: dict, workload: str) -> str:
+    """The summary's words for a table's ``expected_error``: only digits that are exact or stable (a simulated
+    figure to the digits its standard error supports, the standard error said), and which of the three it is."""
+    cells = errors.get("cells") or {}
+    if "mean_abs" not in cells:
+        return ""
+    figure = expected_error.figure_text
+    se = cells.get("mean_abs_se")
+    relative = cells.get("mean_abs_relative")
+    share = ""
+    if relative is not None:
+        percent = (figure(100 * relative, 100 * se * relative / cells["mean_abs"]) + "%"
+                   if se and cells["mean_abs"] > 0 else f"{relative:.2%}")
+        share = f"{'se ' + figure(se, None) + '; ' if se else ''}{percent} of the mean cell"
+    elif se:
+        share = f"se {figure(se, None)}"
+    text = f"mean error per cell {figure(cells['mean_abs'], se)}{f' ({share})' if share else ''}"
+    ranges = errors.get("ranges") or {}
+    if "mean_abs" in ranges:
+        range_se = ranges.get("mean_abs_se")
+        stated = f" (se {figure(range_se, None)})" if range_se else ""
+        text += f", per range {figure(ranges['mean_abs'], range_se)}{stated}"
+    if "rms" not in cells:
+        return f"; for {workload}: typical {text}"
+    return f"; for {workload}, {'simulated' if se else 'exact'}: {text}"
 
 
 @dataclass
@@ -197,11 +219,11 @@ def released_tables(plan: ReleasePlan, tables: list[MeasuredTable]) -> tuple[dic
     "full" its one table is summed down to each marginal."""
     reports = [table_report(t, plan.rows_per_protected_group, plan.raw) for t in tables]
     if plan.marginal_plan is not None and plan.marginal_plan.strategy == "separate":
-        frames, marginal_report = _consistent_marginals(plan, [t.estimate for t in tables], reports)
+        frames, marginal_report = _consistent_marginals(plan, tables, reports)
         return frames, reports, marginal_report
     frames = {t.request.name: tidy_table(t.shape, t.estimate, plan.raw) for t in tables}
     if plan.marginal_plan is not None:
-        return _derived_marginals(plan, frames, reports)
+        return _derived_marginals(plan, tables[0], frames, reports)
     return frames, reports, None
 
 
@@ -235,16 +257,21 @@ def tidy_table(shape: TableShape, estimate: Estimate, raw: bool) -> TidyTable:
     return TidyTable(list(shape.columns), data)
 
 
-def _consistent_marginals(plan: ReleasePlan, estimates: list[Estimate], reports: list[dict]) -> tuple[dict, dict]:
-    """Strategy separate: least-squares consistent marginals, then non-negative integers that keep agreeing."""
+def _consistent_marginals(plan: ReleasePlan, tables: list[MeasuredTable], reports: list[dict]) -> tuple[dict, dict]:
+    """Strategy separate: least-squares consistent marginals, then non-negative integers that keep agreeing; each
+    table's expected error is the consistent estimate's (:func:`expected_error.consistent_marginal_errors`)."""
     marginals = plan.marginals
+    estimates = [t.estimate for t in tables]
     variances = [float(e.variance.flat[0]) for e in estimates]  # identity: the same variance on every cell
     consistent = consistent_marginals([e.values for e in estimates], marginals, variances)
     counts = nonnegative_integer_marginals(consistent, marginals)
     sizes = {c.name: c.n_cells for shape in plan.shapes for c in shape.columns}
     errors = expected_errors(marginals, sizes, variances)
+    figures = expected_error.consistent_marginal_errors(
+        marginals, [list(shape.columns) for shape in plan.shapes], [t.budget.amount for t in tables],
+        tables[0].budget.definition, plan.rows_per_protected_group, [float(np.sum(v)) for v in consistent])
     frames = {}
-    for shape, report, value, count, error in zip(plan.shapes, reports, consistent, counts, errors):
+    for shape, report, value, count, error, figure in zip(plan.shapes, reports, consistent, counts, errors, figures):
         sd = (error / shape.n_cells) ** 0.5  # every cell of a marginal has the same variance after consistency
         half = Z_95 * sd
         frames[shape.name] = labelled_frame(list(shape.columns), {
@@ -253,6 +280,7 @@ def _consistent_marginals(plan: ReleasePlan, estimates: list[Estimate], reports:
             "ci_lower": np.round(np.maximum(value - half, 0.0), 2),
             "ci_upper": np.round(np.maximum(value + half, 0.0), 2)})
         report["expected_cell_sd"] = round(sd, 4)
+        report["expected_error"] = {"unit": "records", **figure}
         report["post_processing"] = SEPARATE_POST
     k = len(marginals)
     return frames, {**plan.marginal_plan.report(),
@@ -261,18 +289,28 @@ def _consistent_marginals(plan: ReleasePlan, estimates: list[Estimate], reports:
                     "ci": "ci_lower/ci_upper: normal approximation, noisy_count ± 1.96 × expected_cell_sd"}
 
 
-def _derived_marginals(plan: ReleasePlan, frames: dict, reports: list[dict]) -> tuple[dict, list[dict], dict]:
-    """Replace the full table by its marginals: sums of its released integer counts (and of its noisy values)."""
+def _derived_marginals(plan: ReleasePlan, table: MeasuredTable, frames: dict,
+                       reports: list[dict]) -> tuple[dict, list[dict], dict]:
+    """Replace the full table by its marginals: sums of its released integer counts (and of its noisy values),
+    each with the expected error of such a sum (:func:`expected_error.derived_marginal_errors`)."""
     (shape,), (full_report,) = plan.shapes, reports
+    algorithm, amount, total_amount = _released_by(table, full_report.get("algorithm_choice"))
+    released_total = float(np.sum(table.estimate.values))
     full = frames[plan.requests[0].name]
     axes = tuple(c.name for c in shape.columns)
     counts = full.column("count").reshape(shape.shape)
     noisy = full.column("noisy_count").astype(np.float64).reshape(shape.shape)
     by_name = {c.name: c for c in shape.columns}
+    # the marginals answer the full table's workload, or, where it was the default one, their own default
+    inherited = full_report["workload"] != default_workload(list(shape.columns))
     out_frames, out_reports = {}, []
     for m in plan.marginals:
         name = table_name_for(m)
         cols = [by_name[c] for c in m]
+        figures = expected_error.derived_marginal_errors(
+            algorithm, shape.shape, shape.columns, amount, table.budget.definition, plan.rows_per_protected_group,
+            released_total, [axes.index(c) for c in m], total_amount=total_amount)
+        exact_sd = "rms" in figures.get("cells", {}) and "rms_relative_se" not in figures["cells"]
         out_frames[name] = labelled_frame(cols, {
             "count": derive_marginal(counts, axes, m),
             "noisy_count": _integral_or_float(np.round(derive_marginal(noisy, axes, m), 6))})
@@ -282,6 +320,9 @@ def _derived_marginals(plan: ReleasePlan, frames: dict, reports: list[dict]) -> 
             "cells": math.prod(c.n_cells for c in cols),
             "shape": [c.n_cells for c in cols], "domain": {c.name: c.describe() for c in cols},
             "derived_from": full_report["name"], "post_processing": "sum of the full table's released counts",
+            "expected_cell_sd": figures["cells"]["rms"] if exact_sd else None,
+            "workload": full_report["workload"] if inherited else default_workload(cols),
+            "expected_error": {"unit": "records", **figures},
         })
     full_table = {**plan.marginal_plan.report(),
                   "composition": "one measurement of the table over all the marginals' columns; each marginal is "
@@ -324,15 +365,22 @@ def table_report(table: MeasuredTable, factor: int, raw: bool) -> dict:
     }
 
 
-def _expected_error(table: MeasuredTable, factor: int, choice: dict | None) -> dict:
-    """The expected error of single cells and of ranges (:mod:`dphist.evaluation.expected_error`) of the algorithm that
-    produced the table (auto's choice, at the budget left after auto's noisy total).  Public facts only."""
+def _released_by(table: MeasuredTable, choice: dict | None) -> tuple:
+    """``(algorithm, amount, total_amount)``: the algorithm that produced the table (auto's choice), the amount it
+    ran on (after auto's noisy total) and the amount of the total it was refitted with, if any."""
     algorithm, amount, total_amount = table.algorithm, table.budget.amount, None
     if choice is not None:
         algorithm = get_algorithm(choice["chosen"])
         amount -= Fraction(choice.get("epsilon_for_total", 0))
         if "noisy_total_reused" in choice:  # auto refitted the tree with its N̂: so does the simulation
             total_amount = Fraction(choice["epsilon_for_total"])
+    return algorithm, amount, total_amount
+
+
+def _expected_error(table: MeasuredTable, factor: int, choice: dict | None) -> dict:
+    """The expected error of single cells and of ranges (:mod:`dphist.evaluation.expected_error`) of the algorithm that
+    produced the table (auto's choice, at the budget left after auto's noisy total).  Public facts only."""
+    algorithm, amount, total_amount = _released_by(table, choice)
     figures = expected_error.expected_errors(algorithm, table.shape.shape, table.shape.columns, amount,
                                              table.budget.definition, factor, float(np.sum(table.estimate.values)),
                                              total_amount=total_amount)

@@ -354,7 +354,7 @@ def test_cli_workload_flag_and_job_spec(tmp_path):
     assert result.exit_code == 0, result.output
     report = json.loads((out / "report.json").read_text())
     assert report["tables"][0]["workload"] == "cells"
-    assert "for cells:" in result.output
+    assert "for cells, exact:" in result.output  # auto gives the cells workload identity: its figures are exact
     (tmp_path / "job.yaml").write_text(
         f"input: {tmp_path / 'd.csv'}\nschema: {tmp_path / 's.json'}\nepsilon: '1'\nworkload: marginals\n"
         "tables:\n  - {name: a, columns: [x, g]}\n  - {name: b, columns: [x], workload: ranges}\n")
