@@ -11,8 +11,9 @@ import numpy as np
 import pytest
 
 from dphist.algorithms.identity import Identity
-from dphist.algorithms.privtree import PrivTree, bias, box_counts, full_tree, structure_sensitivity
+from dphist.algorithms.privtree import PrivTree, bias, box_counts, full_tree, leaf_halfwidth, structure_sensitivity
 from dphist.errors import UsageError
+from dphist.privacy.measurement import GAUSSIAN, Measurement
 from dphist.privacy import (PrivacyBudget, SeededBits, ZCDPBudget, discrete_gaussian_halfwidth,
                             discrete_laplace_halfwidth, discrete_laplace_variance)
 
@@ -279,6 +280,15 @@ def test_interval_under_zcdp_is_the_discrete_gaussians():
     k = np.bincount(estimate.groups.ravel())[estimate.groups]
     assert np.allclose(estimate.halfwidth * k, discrete_gaussian_halfwidth(leaves.sigma2))
     assert np.allclose(estimate.variance * k * k, leaves.noise_variance)
+
+
+@pytest.mark.parametrize("sigma2", [Fraction(10**8 + 1), Fraction(10**10), Fraction(3 * 10**11, 7)])
+def test_half_width_of_a_very_wide_gaussian_is_its_normal_quantile_rounded_up(sigma2):
+    """Beyond σ² = 10⁸ the leaves' half-width is ⌈1.96·sd⌉ (the exact one's tail sum is slow there): never
+    narrower than the exact one, and at most one count wider."""
+    record = Measurement("leaves", GAUSSIAN, None, None, None, sigma2=sigma2, l2_squared=Fraction(1))
+    exact = discrete_gaussian_halfwidth(sigma2)
+    assert exact <= leaf_halfwidth(record) <= exact + 1
 
 
 @pytest.fixture(scope="module")
