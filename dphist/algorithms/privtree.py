@@ -60,7 +60,7 @@ from ..privacy import PrivacyBudget
 from . import options as option
 from .base import Algorithm, Estimate, Step
 
-__all__ = ["PrivTree", "bias", "full_tree", "leaf_halfwidth"]
+__all__ = ["PrivTree", "bias", "full_tree", "count_halfwidth"]
 
 MAX_AXES = 3
 _BIAS_DIGITS = 10**6  # δ is rounded up to a multiple of 1e-6
@@ -143,8 +143,8 @@ _EXACT_SIGMA2 = 10**8
 _Z_95 = 1.959963984540054
 
 
-def leaf_halfwidth(record) -> float:
-    """The exact 95 % half-width of one noisy leaf count of measurement ``record`` (discrete Laplace, or a discrete
+def count_halfwidth(record) -> float:
+    """The exact 95 % half-width of one noisy count of measurement ``record`` (discrete Laplace, or a discrete
     Gaussian of σ² up to 10⁸); beyond that σ², ⌈1.96·sd⌉, no narrower."""
     if record.sigma2 is not None and record.sigma2 > _EXACT_SIGMA2:
         return float(math.ceil(_Z_95 * math.sqrt(record.noise_variance)))
@@ -251,4 +251,4 @@ class PrivTree(Algorithm):
         return Estimate(values=values, structure=structure,
                         choices={"leaves": int(lo.shape[0]), "depth": int(depths.max(initial=0))},
                         groups=leaf, variance=leaf_record.noise_variance / (k * k),
-                        halfwidth=leaf_halfwidth(leaf_record) / k)
+                        halfwidth=count_halfwidth(leaf_record) / k)

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from dphist.algorithms.identity import Identity
-from dphist.algorithms.privtree import PrivTree, bias, box_counts, full_tree, leaf_halfwidth, structure_sensitivity
+from dphist.algorithms.privtree import PrivTree, bias, box_counts, full_tree, count_halfwidth, structure_sensitivity
 from dphist.errors import UsageError
 from dphist.privacy.measurement import GAUSSIAN, Measurement
 from dphist.privacy import (PrivacyBudget, SeededBits, ZCDPBudget, discrete_gaussian_halfwidth,
@@ -288,7 +288,7 @@ def test_half_width_of_a_very_wide_gaussian_is_its_normal_quantile_rounded_up(si
     narrower than the exact one, and at most one count wider."""
     record = Measurement("leaves", GAUSSIAN, None, None, None, sigma2=sigma2, l2_squared=Fraction(1))
     exact = discrete_gaussian_halfwidth(sigma2)
-    assert exact <= leaf_halfwidth(record) <= exact + 1
+    assert exact <= count_halfwidth(record) <= exact + 1
 
 
 @pytest.fixture(scope="module")
