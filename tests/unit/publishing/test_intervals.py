@@ -9,7 +9,6 @@ import io
 import json
 
 import numpy as np
-import pandas as pd
 import pyarrow.parquet as pq
 import pytest
 
