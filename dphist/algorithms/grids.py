@@ -11,6 +11,8 @@ UGrid (budget ε; the grid part ε_g = (1 − total_share)·ε; total_share 1/10
     select:   M = N̂·ε̃/c blocks, i.e. m = ⌈√(N̂·ε̃/c)⌉ per side on a square table (post-processing of N̂)
     measure:  every block's count + noise at ε_g (disjoint blocks: Δ₁ = Δ₂ = 1, parallel composition)
     infer:    each block's noisy count spread evenly over its cells.
+    interval: a cell's covers its block's share (true count ÷ cells): the block's noisy count ± the exact 95 %
+              half-width of its noise, over its cells.
 
 AGrid (budget ε; ε_g as above; total_share 1/20, c = 5, α = 1/2, c₂ = 5 by default):
 
@@ -25,6 +27,8 @@ AGrid (budget ε; ε_g as above; total_share 1/20, c = 5, α = 1/2, c₂ = 5 by 
               children's noisy counts, ŷ = (v_s·y + v_y·s)/(v_y + v_s) with v_y, v_s = k·v₂ the noise variances
               (the paper's weight α²m₂²/((1 − α)² + α²m₂²) on y under Laplace), then each child gets its own count
               plus (ŷ − s)/k (the two-level least-squares estimate); each level-2 count spread over its cells.
+    interval: a cell's covers its level-2 block's share: the normal interval from the fitted count's exact
+              noise variance given the grids, v₂ − v₂²/(v₁ + k·v₂), over the block's cells.
 
 ε̃, the "ε" in the grid-size rules: the paper sizes the grid for noise Lap(1/ε) on every block.  We use the ε whose
 continuous Laplace noise has the same standard deviation as the grid step's noise (:func:`equivalent_epsilon`):
@@ -56,6 +60,7 @@ from ..errors import UsageError
 from ..privacy import PrivacyBudget
 from . import options as option
 from .base import Algorithm, Estimate, Step
+from .privtree import count_halfwidth
 
 __all__ = ["UGrid", "AGrid", "block_edges", "grid_blocks", "grid_boxes", "box_sums", "equivalent_epsilon", "L1",
            "L2_SQUARED"]
@@ -129,19 +134,36 @@ def _grids_in_boxes(lo: np.ndarray, hi: np.ndarray, per_axis: np.ndarray) -> tup
     return out_lo, out_hi, owner
 
 
-def _spread(shape: tuple[int, int], lo: np.ndarray, hi: np.ndarray, block_values: np.ndarray) -> np.ndarray:
-    """A float table of ``shape`` with each box's value spread evenly over its cells (the boxes tile the table)."""
-    # each cell's box index, exactly: box i's index added at its corners by inclusion-exclusion (int64), then
-    # summed up both axes; since the boxes tile the table every cell receives the index of its one box
+def _owner(shape: tuple[int, int], lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
+    """Each cell's box index (int64, of ``shape``), where the boxes [lo, hi) tile the table."""
+    # box i's index added at its corners by inclusion-exclusion (int64), then summed up both axes; since the boxes
+    # tile the table every cell receives the index of its one box
     marks = np.zeros((shape[0] + 1, shape[1] + 1), dtype=np.int64)
     index = np.arange(lo.shape[0], dtype=np.int64)
     np.add.at(marks, (lo[:, 0], lo[:, 1]), index)
     np.add.at(marks, (lo[:, 0], hi[:, 1]), -index)
     np.add.at(marks, (hi[:, 0], lo[:, 1]), -index)
     np.add.at(marks, (hi[:, 0], hi[:, 1]), index)
-    owner = marks.cumsum(axis=0).cumsum(axis=1)[:shape[0], :shape[1]]
+    return marks.cumsum(axis=0).cumsum(axis=1)[:shape[0], :shape[1]]
+
+
+def _spread(shape: tuple[int, int], lo: np.ndarray, hi: np.ndarray, block_values: np.ndarray) -> np.ndarray:
+    """A float table of ``shape`` with each box's value spread evenly over its cells (the boxes tile the table)."""
     per_cell = np.asarray(block_values, dtype=np.float64) / np.prod(hi - lo, axis=1)
-    return per_cell[owner]
+    return per_cell[_owner(shape, lo, hi)]
+
+
+def _block_intervals(shape: tuple[int, int], lo: np.ndarray, hi: np.ndarray, variance: np.ndarray,
+                     halfwidth: np.ndarray | None = None) -> dict:
+    """The interval fields of an Estimate that spreads each block's estimated count evenly over its cells:
+    ``groups`` (each cell's block) and, per cell, the block count's ``variance`` (and ``halfwidth``, if given)
+    divided by k² (by k), k the block's cells."""
+    owner = _owner(shape, lo, hi)
+    k = np.prod(hi - lo, axis=1).astype(np.float64)
+    out = {"groups": owner, "variance": (np.asarray(variance, dtype=np.float64) / (k * k))[owner]}
+    if halfwidth is not None:
+        out["halfwidth"] = (np.asarray(halfwidth, dtype=np.float64) / k)[owner]
+    return out
 
 
 class _Grid(Algorithm):
@@ -188,12 +210,17 @@ class UGrid(_Grid):
         eps = equivalent_epsilon(grid, grid.amount)
         per_axis = grid_blocks(counts.shape, n_hat * eps / float(c))
         lo, hi = grid_boxes((0, 0), counts.shape, per_axis)
-        noisy, _ = grid.measure(box_sums(counts, lo, hi), L1, L2_SQUARED, grid.amount,
-                                "every grid block's count (grid sized by the noisy total)")
+        noisy, record = grid.measure(box_sums(counts, lo, hi), L1, L2_SQUARED, grid.amount,
+                                     "every grid block's count (grid sized by the noisy total)")
         values = _spread(counts.shape, lo, hi, noisy.astype(np.float64))
+        # A cell's interval covers its block's share: the block counts are measured afresh, independently of the
+        # noisy total that sized the grid, so given the grid the exact half-width of one noisy count is exact.
+        blocks = np.ones(lo.shape[0])
         return Estimate(values=values,
                         structure={"c": str(c), "total_share": str(share)},
-                        choices={"grid": list(per_axis)})
+                        choices={"grid": list(per_axis)},
+                        **_block_intervals(counts.shape, lo, hi, record.noise_variance * blocks,
+                                           count_halfwidth(record) * blocks))
 
 
 class AGrid(_Grid):
@@ -260,7 +287,14 @@ class AGrid(_Grid):
         combined = (vs * y1.astype(np.float64) + v1 * s) / (v1 + vs)
         fitted = y2.astype(np.float64) + ((combined - s) / k)[owner]
         values = _spread(counts.shape, lo2, hi2, fitted)
+        # A cell's interval covers its level-2 block's share.  Given the grids, a fitted block count is
+        # y₂ + a·(y₁ − s)/k with a = k·v₂/(v₁ + k·v₂), whose noise variance is v₂ − v₂²/(v₁ + k·v₂) (k·v₂·v₁/(v₁ + k·v₂)
+        # summed over a level-1 block's children: the least-squares variance).  The level-1 noise that sized the
+        # level-2 grids is also in the estimate, so the normal interval from this variance is exact only given the
+        # grids as if they were chosen independently; bench/intervals.py measures what it covers.
+        fitted_variance = v2 - v2 * v2 / (v1 + k * v2)
         return Estimate(values=values,
+                        **_block_intervals(counts.shape, lo2, hi2, fitted_variance[owner]),
                         structure={"c": str(self.params["c"]), "c2": str(self.params["c2"]), "alpha": str(alpha),
                                    "total_share": str(share)},
                         choices={"level1_grid": list(per_axis), "level2_blocks": int(lo2.shape[0]),

@@ -74,6 +74,9 @@ MAX_STEP = 20.0  # largest |exponent| of one multiplicative-weights step
 #: replays the t measurements so far), each about 20 µs of Python plus about 1 ns per cell of the range it scales
 #: (measured on 2 cores: 17-19 µs a step at 256-4096 cells, 50-70 µs at 65,536).  The defaults at their most
 #: (T = 140, replay 100) are about 2.4·10^10 at 4096 cells; the ceiling is a minute.
+#: Why a release of MWEM has no per-cell intervals (the report and the plot say it).
+NO_INTERVAL = ("MWEM's estimate is a multiplicative-weights fit, non-linear in its noisy answers and pulled "
+               "towards the few ranges it measured, so no noise variance per cell describes its error")
 STEP_NS = 20_000
 WORK = Ceiling(("rounds", "replay"), "ns of work",
                f"replay × T(T + 1)/2 update steps × ({STEP_NS:,} + cells) ns, T = rounds (with rounds=auto up to "
@@ -221,7 +224,8 @@ class MWEM(Algorithm):
         return Estimate(values=estimate,
                         structure={"queries": self.params["queries"], "candidates": int(lo.size),
                                    "replay": self.params["replay"]},
-                        choices={"rounds": T, "ranges": [[a, b] for a, b, _ in history]})
+                        choices={"rounds": T, "ranges": [[a, b] for a, b, _ in history]},
+                        no_interval=NO_INTERVAL)
 
     @staticmethod
     def refit_scale(estimate, history, variances, noisy_total, total_variance):

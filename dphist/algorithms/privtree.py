@@ -15,6 +15,9 @@ children.  Single-cell boxes are never split.
     measure:  every leaf's count + noise of the leaf budget ε₂ (disjoint leaves: Δ₁ = Δ₂ = 1, parallel);
               discrete Laplace (pure ε) or discrete Gaussian (zCDP) through ``budget.measure``
     infer:    each leaf's noisy count spread evenly over its cells.
+    interval: a cell's 95 % interval covers its leaf's true count ÷ the leaf's cells (its share): the leaf's
+              noisy count ± the exact 95 % half-width of its noise, over the leaf's cells (exact given the tree,
+              whose split-test noise is independent of the leaves').
 
 Budget: ε₁ = structure_share·ε for the structure (all of it, whatever the tree's height), ε₂ = the rest for the
 leaves; structure_share = 1/2 by default (the split used in the paper's experiments as we recall them; it is
@@ -57,7 +60,7 @@ from ..privacy import PrivacyBudget
 from . import options as option
 from .base import Algorithm, Estimate, Step
 
-__all__ = ["PrivTree", "bias", "full_tree"]
+__all__ = ["PrivTree", "bias", "full_tree", "count_halfwidth"]
 
 MAX_AXES = 3
 _BIAS_DIGITS = 10**6  # δ is rounded up to a multiple of 1e-6
@@ -132,6 +135,20 @@ def box_counts(counts: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> np.ndarray
                 sign = -sign
         total += sign * table[tuple(index)]
     return total
+
+
+#: Above this σ² the discrete Gaussian's exact 95 % half-width (a tail sum over ~10σ terms) takes long; its
+#: normal quantile rounded up is then at least as wide, by at most a count or so (the two differ by about 1/2).
+_EXACT_SIGMA2 = 10**8
+_Z_95 = 1.959963984540054
+
+
+def count_halfwidth(record) -> float:
+    """The exact 95 % half-width of one noisy count of measurement ``record`` (discrete Laplace, or a discrete
+    Gaussian of σ² up to 10⁸); beyond that σ², ⌈1.96·sd⌉, no narrower."""
+    if record.sigma2 is not None and record.sigma2 > _EXACT_SIGMA2:
+        return float(math.ceil(_Z_95 * math.sqrt(record.noise_variance)))
+    return float(record.halfwidth())
 
 
 class PrivTree(Algorithm):
@@ -213,15 +230,25 @@ class PrivTree(Algorithm):
 
         # measure: the leaves are disjoint boxes, so one record moves one leaf count by 1
         leaf_counts = box_counts(counts, lo, hi)
-        noisy, _ = second.measure(leaf_counts, 1, 1, second.amount, "every leaf's count (leaves chosen by the tree)")
+        noisy, leaf_record = second.measure(leaf_counts, 1, 1, second.amount,
+                                            "every leaf's count (leaves chosen by the tree)")
 
-        # infer: each leaf's noisy count spread evenly over its cells
+        # infer: each leaf's noisy count spread evenly over its cells.  The interval of a cell covers its leaf's
+        # share (true count ÷ cells): the leaf counts are measured afresh, with noise independent of the split
+        # tests' that chose the leaves, so given the tree (public) the leaf's noisy count ± the exact 95 %
+        # half-width of its noise covers the leaf's true count with probability at least 95 %.
         values = np.zeros(counts.shape, dtype=np.float64)
+        leaf = np.zeros(counts.shape, dtype=np.int64)
         cells = np.prod(hi - lo, axis=1)
         share_per_cell = noisy.astype(np.float64) / cells
         for i in range(lo.shape[0]):
-            values[tuple(slice(a, b) for a, b in zip(lo[i], hi[i]))] = share_per_cell[i]
+            box = tuple(slice(a, b) for a, b in zip(lo[i], hi[i]))
+            values[box] = share_per_cell[i]
+            leaf[box] = i
+        k = cells.astype(np.float64)[leaf]
         structure = {"fanout": beta, "theta": str(theta), "structure_share": str(share),
                      "lambda": str(lam), "bias_per_level": str(delta), "nodes_with_noise": int(sum(sizes))}
         return Estimate(values=values, structure=structure,
-                        choices={"leaves": int(lo.shape[0]), "depth": int(depths.max(initial=0))})
+                        choices={"leaves": int(lo.shape[0]), "depth": int(depths.max(initial=0))},
+                        groups=leaf, variance=leaf_record.noise_variance / (k * k),
+                        halfwidth=count_halfwidth(leaf_record) / k)

@@ -95,7 +95,7 @@ def release_command(input, epsilon, rho, noise, schema_path, columns, spec, marg
     under pure ε only: run 'dphist schema --private' first).
 
     Writes one <table>.<format> file per table (one row per cell: labels, count, noisy_count, ci_lower,
-    ci_upper) and report.json into --out, atomically. The whole run spends exactly ε (or ρ), and the budget
+    ci_upper, ci_covers, bucket) and report.json into --out, atomically. The whole run spends exactly ε (or ρ), and the budget
     ledger records it against the data set (refused with exit code 3 if that would pass the data set's cap;
     see 'dphist budget').
     """

@@ -1,9 +1,11 @@
 """Pictures of a release (post-processing: reads the release directory only).
 
-One column: a bar per cell with its 95 % interval (when the release has one).  Two columns: a heat map.  Three:
-small multiples, one heat map per value of the first column (at most 16 panels).  The picture is written whole
-or not at all (a temp file renamed into place).  Needs matplotlib, an optional
-extra: ``pip install 'dphist[plot]'``.
+One column: a bar per cell with its 95 % interval where the release has one: an error bar where it covers the
+cell's count, a band over a bucket's cells where it covers the bucket's share (ci_covers "bucket share": the
+bucket's true total ÷ its cells).  Two columns: a heat map.  Three: small multiples, one heat map per value of the
+first column (at most 16 panels).  A note in the figure says where the table has no intervals (and why, from the
+report) or where they cover bucket shares.  The picture is written whole or not at all (a temp file renamed into
+place).  Needs matplotlib, an optional extra: ``pip install 'dphist[plot]'``.
 """
 
 from __future__ import annotations
@@ -80,10 +82,7 @@ def _figure(plt, report: dict, meta: dict, released):
         x = np.arange(shape[0])
         ax.bar(x, counts, color="#4878a8")
         if released.ci is not None and np.isfinite(released.ci[0]).any():
-            low, high = released.ci
-            ax.errorbar(x, counts, yerr=[np.maximum(counts - low, 0), np.maximum(high - counts, 0)], fmt="none",
-                        ecolor="black", capsize=2, linewidth=0.8, label="95 % interval")
-            ax.legend()
+            _intervals(ax, x, counts, released)
         _ticks(ax.set_xticks, ax.set_xticklabels, labels[0], rotate=True)
         ax.set_xlabel(columns[0])
         ax.set_ylabel("count")
@@ -104,8 +103,53 @@ def _figure(plt, report: dict, meta: dict, released):
         if shape[0] > MAX_PANELS:
             title += f" (first {MAX_PANELS} of {shape[0]} {columns[0]} values)"
     fig.suptitle(title)
-    fig.tight_layout()
+    note = _interval_note(meta, released)
+    if note:
+        fig.text(0.01, 0.01, note, fontsize=8, ha="left", va="bottom", wrap=True, color="#803010")
+        fig.tight_layout(rect=(0, 0.07, 1, 1))
+    else:
+        fig.tight_layout()
     return fig
+
+
+def _intervals(ax, x: np.ndarray, counts: np.ndarray, released) -> None:
+    """Draw a one-column table's intervals: error bars around the bars where they cover the cell's count, and one
+    band per run of neighbouring cells of one bucket where they cover the bucket's share."""
+    low, high = released.ci
+    share = (released.covers == "bucket share") if released.covers is not None else np.zeros(x.size, dtype=bool)
+    share &= np.isfinite(low)
+    single = np.isfinite(low) & ~share
+    if single.any():
+        ax.errorbar(x[single], counts[single], yerr=[np.maximum(counts[single] - low[single], 0),
+                                                     np.maximum(high[single] - counts[single], 0)],
+                    fmt="none", ecolor="black", capsize=2, linewidth=0.8, label="95 % interval (count)")
+    if share.any():
+        bucket = released.bucket if released.bucket is not None else np.zeros(x.size)
+        # runs of neighbouring cells in the same bucket (a bucket may be spread over the table)
+        key = np.where(share, np.nan_to_num(bucket, nan=-1.0), -2.0)
+        starts = np.flatnonzero(share & np.concatenate(([True], key[1:] != key[:-1])))
+        ends = np.array([start + int(np.argmax(np.concatenate((key[start:] != key[start], [True])))) for start in starts])
+        ax.bar((starts + ends - 1) / 2, high[starts] - low[starts], bottom=low[starts], width=ends - starts - 0.1,
+               color="#e08030", alpha=0.45, edgecolor="#a05010", linewidth=0.6,
+               label="95 % interval of the bucket's share (its true total ÷ its cells)")
+    ax.legend(fontsize=8)
+
+
+def _interval_note(meta: dict, released) -> str | None:
+    """The figure's note on the table's intervals: None where they cover each cell's count."""
+    interval = meta.get("interval") or {}
+    covers = interval.get("covers")
+    if covers is None:  # a release from before the report said it: read the columns
+        if released.ci is None or not np.isfinite(released.ci[0]).any():
+            covers = "none"
+        elif released.covers is not None and (released.covers == "bucket share").any():
+            covers = "bucket share"
+    if covers == "none":
+        return f"no intervals: {interval.get('reason', 'the table has none')}"
+    if covers == "bucket share":
+        return ("intervals cover bucket shares: where the algorithm spread one estimated total evenly over a bucket "
+                "of cells, the interval holds the bucket's true total ÷ its cells, not each cell's count")
+    return None
 
 
 def _axis_labels(axis) -> list[str]:

@@ -99,6 +99,10 @@ class ReleasedTable:
     axes: tuple[ReleasedBins, ...]
     counts: np.ndarray
     ci: tuple[np.ndarray, np.ndarray] | None
+    #: Per cell (flat), what its interval covers ("count", "bucket share", "" for none), if the file says.
+    covers: np.ndarray | None = None
+    #: Per cell (flat), its bucket's number (NaN for none), if the file has the column.
+    bucket: np.ndarray | None = None
 
     @property
     def columns(self) -> tuple[str, ...]:
@@ -208,7 +212,20 @@ def read_table(directory: str | Path, meta: dict) -> ReleasedTable:
     ci = None
     if {"ci_lower", "ci_upper"} <= set(frame.columns):
         ci = tuple(_numbers(path, key, frame[key], empty_ok=True) for key in ("ci_lower", "ci_upper"))
-    return ReleasedTable(name, path, meta, tuple(axes), counts.reshape(meta["shape"]), ci)
+    covers = _covers(path, frame["ci_covers"]) if "ci_covers" in frame.columns else None
+    bucket = _numbers(path, "bucket", frame["bucket"], empty_ok=True) if "bucket" in frame.columns else None
+    return ReleasedTable(name, path, meta, tuple(axes), counts.reshape(meta["shape"]), ci, covers, bucket)
+
+
+def _covers(path: Path, values: pd.Series) -> np.ndarray:
+    """The ci_covers column as text per cell ("" where empty): DataError at a value it cannot hold."""
+    empty = np.asarray(values.isna(), dtype=bool)
+    text = np.where(empty, "", values.astype(object).to_numpy()).astype(str)
+    wrong = np.flatnonzero(~np.isin(text, ["", "count", "bucket share"]))
+    if wrong.size:
+        raise DataError(f"{quoted(path, '')}: row {wrong[0] + 1}: column 'ci_covers' holds {quoted(text[wrong[0]])}, "
+                        "not 'count', 'bucket share' or nothing")
+    return text
 
 
 def _closed_ends(path: Path, frame: pd.DataFrame, column: str, position: np.ndarray, domain: dict) -> pd.DataFrame:
@@ -228,9 +245,9 @@ def _closed_ends(path: Path, frame: pd.DataFrame, column: str, position: np.ndar
 
 
 def _read_frame(path: Path, needed: list[str]) -> pd.DataFrame:
-    """The ``needed`` columns of a table file (and ci_lower, ci_upper if present), read by its extension."""
+    """The ``needed`` columns of a table file (and the interval columns if present), read by its extension."""
     fmt = path.suffix[1:]
-    wanted = needed + ["ci_lower", "ci_upper"]
+    wanted = needed + ["ci_lower", "ci_upper", "ci_covers", "bucket"]
     try:
         if fmt == "parquet":
             schema = pq.read_schema(path)

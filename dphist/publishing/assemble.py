@@ -32,6 +32,8 @@ from ..algorithms.marginal_sets import derive_marginal, labelled_frame
 from .planning import ReleasePlan
 from ..privacy import Measurement, PrivacyBudget, format_fraction, per_row_amount
 from ..privacy.conversions import epsilon_for
+from . import intervals
+from .intervals import Z_95
 from .tidy import CHUNK_ROWS, Tables, TidyTable
 from .unit_cap import dropped_note, dropped_notice
 from ..version import __version__
@@ -43,6 +45,11 @@ __all__ = ["Release", "MeasuredTable", "table_report", "released_tables", "disco
 POST_PROCESSING = ("top-down over a public tree of blocks (the algorithm's tree, or 4 splits per column): the "
                    "estimated total clamped at 0 and rounded; each block's parts projected onto the non-negative "
                    "values with the block's fixed sum (Euclidean) and rounded to it by largest remainders")
+SEPARATE_CI = ("normal approximation: noisy_count ± 1.96 × expected_cell_sd, the exact sd of the least-squares "
+               "consistent estimate")
+#: Derived marginals of a full table whose cells carry independent noise (identity): a marginal cell sums k cells.
+DERIVED_CI = ("normal approximation: noisy_count ± 1.96 × √(k × the full table's cell variance), k the full "
+              "table's cells summed into the marginal's cell (identity: independent noise)")
 SEPARATE_POST = ("exact least-squares consistency with the other marginals (shared sub-tables and grand total "
                  "agree), then non-negative integers with the shared sub-tables held fixed (L1-closest)")
 PRIVACY_UNIT = "one record (row)"
@@ -72,7 +79,6 @@ GUARANTEES = {
 }
 SHORT_NAMES = {"pure": "pure epsilon-DP", "zcdp": "rho-zCDP", "approximate": "(epsilon, delta)-DP via rho-zCDP"}
 NOT_PRIVATE = "TEST MODE: noise was drawn from a seeded generator; this release is NOT differentially private"
-Z_95 = 1.959963984540054  # the standard normal's 97.5 % quantile: a two-sided 95 % interval
 
 
 @dataclass
@@ -167,6 +173,9 @@ class Release:
             unit = "epsilon" if "epsilon" in t else "rho"
             lines.append(f"  {t['name']:<{width}}  {algorithm:<15} {unit} {t[unit]:<8} "
                          f"{t['cells']} cells{sd}{shared}")
+            note = _interval_note(t.get("interval"))
+            if note:
+                lines.append(f"  {'':<{width}}  {note}")
         return "\n".join(lines)
 
 
@@ -195,6 +204,16 @@ def _error_text(errors: dict, workload: str) -> str:
     if "rms" not in cells:
         return f"; for {workload}: typical {text}"
     return f"; for {workload}, {'simulated' if se else 'exact'}: {text}"
+
+
+def _interval_note(interval: dict | None) -> str | None:
+    """The summary's line on a table's intervals where they are not for each cell's count (None where they are)."""
+    if not interval or interval["covers"] == intervals.COUNT:
+        return None
+    if interval["covers"] == intervals.SHARE:
+        return ("intervals cover bucket shares (a bucket's true total ÷ its cells: see the ci_covers and bucket "
+                "columns), not each cell's count")
+    return f"no intervals: {interval['reason']}"
 
 
 @dataclass
@@ -229,7 +248,9 @@ def released_tables(plan: ReleasePlan, tables: list[MeasuredTable]) -> tuple[dic
 
 def tidy_table(shape: TableShape, estimate: Estimate, raw: bool) -> TidyTable:
     """One row per cell in C order: dimension labels, count (non-negative integers that keep the noisy total,
-    or the noisy values with ``raw``), noisy_count, ci_lower, ci_upper."""
+    or the noisy values with ``raw``), noisy_count, and the interval columns of
+    :mod:`dphist.publishing.intervals` (ci_lower, ci_upper, ci_covers, bucket: empty where the algorithm gives no
+    interval)."""
     data: dict[str, Any] = {}
     noisy = estimate.values.ravel()
     if raw:
@@ -241,19 +262,17 @@ def tidy_table(shape: TableShape, estimate: Estimate, raw: bool) -> TidyTable:
     data["count"] = count
     # The other columns are computed chunk by chunk as the table is written (no full-size temporaries).
     data["noisy_count"] = _chunked(lambda a, b: np.round(noisy[a:b], 6), noisy.size)
-    half = None
-    if estimate.halfwidth is not None:
-        half = _per_cell(estimate.halfwidth)
-    elif estimate.variance is not None:
-        variance = _per_cell(estimate.variance)
-        half = Z_95 * np.sqrt(variance)
-    if half is not None:
-        part = (lambda a, b: half) if np.ndim(half) == 0 else (lambda a, b: half[a:b])
-        data["ci_lower"] = _chunked(lambda a, b: np.round(np.maximum(noisy[a:b] - part(a, b), 0.0), 2), noisy.size)
-        data["ci_upper"] = _chunked(lambda a, b: np.round(np.maximum(noisy[a:b] + part(a, b), 0.0), 2), noisy.size)
-    else:
+    half = intervals.halfwidth(estimate)
+    if half is None:
         # The same columns whatever the algorithm (auto's choice may change from run to run): empty, not absent.
-        data["ci_lower"] = data["ci_upper"] = lambda a, b: np.full(max(min(b, noisy.size) - a, 0), np.nan)
+        data.update(intervals.empty_columns(noisy.size))
+        return TidyTable(list(shape.columns), data)
+    part = (lambda a, b: half) if np.ndim(half) == 0 else (lambda a, b: half[a:b])
+    data["ci_lower"] = _chunked(lambda a, b: intervals.bounds(noisy[a:b], part(a, b))[0], noisy.size)
+    data["ci_upper"] = _chunked(lambda a, b: intervals.bounds(noisy[a:b], part(a, b))[1], noisy.size)
+    numbers = intervals.buckets(estimate.groups)
+    data["ci_covers"] = intervals.covers_column(noisy.size, numbers, True)
+    data["bucket"] = intervals.bucket_column(noisy.size, numbers)
     return TidyTable(list(shape.columns), data)
 
 
@@ -273,26 +292,33 @@ def _consistent_marginals(plan: ReleasePlan, tables: list[MeasuredTable], report
     frames = {}
     for shape, report, value, count, error, figure in zip(plan.shapes, reports, consistent, counts, errors, figures):
         sd = (error / shape.n_cells) ** 0.5  # every cell of a marginal has the same variance after consistency
-        half = Z_95 * sd
+        lower, upper = intervals.bounds(value, Z_95 * sd)
         frames[shape.name] = labelled_frame(list(shape.columns), {
             "count": count,
             "noisy_count": _integral_or_float(np.round(value, 6)),
-            "ci_lower": np.round(np.maximum(value - half, 0.0), 2),
-            "ci_upper": np.round(np.maximum(value + half, 0.0), 2)})
+            "ci_lower": lower, "ci_upper": upper,
+            "ci_covers": intervals.covers_column(value.size, None, True),
+            "bucket": intervals.bucket_column(value.size, None)})
         report["expected_cell_sd"] = round(sd, 4)
         report["expected_error"] = {"unit": "records", **figure}
+        report["interval"] = {"covers": intervals.COUNT, "method": SEPARATE_CI}
         report["post_processing"] = SEPARATE_POST
     k = len(marginals)
     return frames, {**plan.marginal_plan.report(),
                     "composition": f"sequential: the {k} marginals are of the same records, each measured with "
                                    f"{plan.amount_name} {format_fraction(plan.budgets[0])}",
-                    "ci": "ci_lower/ci_upper: normal approximation, noisy_count ± 1.96 × expected_cell_sd"}
+                    "ci": f"ci_lower/ci_upper: {SEPARATE_CI}"}
 
 
 def _derived_marginals(plan: ReleasePlan, table: MeasuredTable, frames: dict,
                        reports: list[dict]) -> tuple[dict, list[dict], dict]:
     """Replace the full table by its marginals: sums of its released integer counts (and of its noisy values),
-    each with the expected error of such a sum (:func:`expected_error.derived_marginal_errors`)."""
+    each with the expected error of such a sum (:func:`expected_error.derived_marginal_errors`).
+
+    Intervals for the marginals' counts where the full table's cells carry independent noise of a stated variance
+    (identity's: a sum of k cells has k times a cell's variance); any other algorithm's cells are correlated (a
+    tree, wavelets, buckets), and a sum's variance differs from cell to cell: no interval, with that reason."""
+    estimate = table.estimate
     (shape,), (full_report,) = plan.shapes, reports
     algorithm, amount, total_amount = _released_by(table, full_report.get("algorithm_choice"))
     released_total = float(np.sum(table.estimate.values))
@@ -303,6 +329,8 @@ def _derived_marginals(plan: ReleasePlan, table: MeasuredTable, frames: dict,
     by_name = {c.name: c for c in shape.columns}
     # the marginals answer the full table's workload, or, where it was the default one, their own default
     inherited = full_report["workload"] != default_workload(list(shape.columns))
+    independent = full_report["algorithm"] == "identity" and estimate.variance is not None
+    variance = float(np.asarray(estimate.variance).flat[0]) if independent else None
     out_frames, out_reports = {}, []
     for m in plan.marginals:
         name = table_name_for(m)
@@ -311,15 +339,29 @@ def _derived_marginals(plan: ReleasePlan, table: MeasuredTable, frames: dict,
             algorithm, shape.shape, shape.columns, amount, table.budget.definition, plan.rows_per_protected_group,
             released_total, [axes.index(c) for c in m], total_amount=total_amount)
         exact_sd = "rms" in figures.get("cells", {}) and "rms_relative_se" not in figures["cells"]
+        value = derive_marginal(noisy, axes, m)
+        columns = intervals.empty_columns(value.size)
+        interval = {"covers": intervals.NONE, "method": "none",
+                    "reason": f"each cell is a sum of the full table's cells, whose noise under "
+                              f"{full_report['algorithm']} is correlated between cells, so each sum has its own "
+                              "variance (expected_error gives their root mean square, not one per cell)"}
+        if variance is not None:
+            summed = math.prod(shape.shape) // value.size
+            lower, upper = intervals.bounds(value, Z_95 * math.sqrt(summed * variance))
+            columns = {"ci_lower": _integral_or_float(lower), "ci_upper": _integral_or_float(upper),
+                       "ci_covers": intervals.covers_column(value.size, None, True),
+                       "bucket": intervals.bucket_column(value.size, None)}
+            interval = {"covers": intervals.COUNT, "method": DERIVED_CI}
         out_frames[name] = labelled_frame(cols, {
             "count": derive_marginal(counts, axes, m),
-            "noisy_count": _integral_or_float(np.round(derive_marginal(noisy, axes, m), 6))})
+            "noisy_count": _integral_or_float(np.round(value, 6)), **columns})
         out_reports.append({
             "name": name, "columns": list(m), "algorithm": full_report["algorithm"],
             **{key: full_report[key] for key in ("epsilon", "rho", "delta") if key in full_report},
             "cells": math.prod(c.n_cells for c in cols),
             "shape": [c.n_cells for c in cols], "domain": {c.name: c.describe() for c in cols},
-            "derived_from": full_report["name"], "post_processing": "sum of the full table's released counts",
+            "derived_from": full_report["name"], "interval": interval,
+            "post_processing": "sum of the full table's released counts",
             "expected_cell_sd": figures["cells"]["rms"] if exact_sd else None,
             "workload": full_report["workload"] if inherited else default_workload(cols),
             "expected_error": {"unit": "records", **figures},
@@ -358,7 +400,9 @@ def table_report(table: MeasuredTable, factor: int, raw: bool) -> dict:
         "structure": estimate.structure,
         **({"chosen_from_noisy_values": choices} if choices else {}),
         "steps": [m.report() for m in budget.measurements],
-        "expected_cell_sd": _rms_sd(estimate.variance),
+        # The sd of a cell's error only where its interval covers its count (a bucket share's sd is not that).
+        "expected_cell_sd": _rms_sd(estimate.variance) if intervals.covers(estimate) == intervals.COUNT else None,
+        "interval": intervals.describe(estimate),
         "workload": request.workload,
         "expected_error": _expected_error(table, factor, choice),
         "post_processing": "none (--raw)" if raw else POST_PROCESSING,
@@ -443,9 +487,12 @@ def release_report(plan: ReleasePlan, budget: PrivacyBudget, skipped: Fraction, 
             "Bin edges, categories and table shapes come from the declared schema, which is public"
             + (", and for undeclared columns from the discovery steps." if discovery else "."),
             "Values outside a column's domain were clamped or dropped as the schema says; how many is not published.",
-            "ci_lower/ci_upper: 95% interval for the true count of each cell, from noisy_count and the noise "
-            "distribution alone (cut at 0); empty where the algorithm states no per-cell noise distribution (the "
-            "data-adaptive partitions of dpcube, kdtree, noisefirst and structurefirst)."
+            "ci_lower/ci_upper: a 95% interval from noisy_count and the noise distribution alone (cut at 0, "
+            "rounded outward to 2 decimals). ci_covers says what it covers: 'count', the cell's true count; "
+            "'bucket share', where the algorithm spreads one estimated total evenly over a bucket of cells (the "
+            "bucket column numbers it), the bucket's true total divided by its cells. All three are empty where "
+            "the algorithm gives no interval; tables[].interval says what each table's intervals cover, by which "
+            "method, or why there are none."
             + (dropped_note(unit_cap) if unit_cap is not None else ""),
         ],
     }
@@ -536,14 +583,6 @@ def _rms_sd(variance: np.ndarray | None) -> float | None:
     if variance is None or variance.size == 0 or not np.all(np.isfinite(variance)):
         return None
     return round(float(np.sqrt(np.mean(variance))), 4)
-
-
-def _per_cell(values: np.ndarray) -> np.ndarray | np.float64:
-    """A flat per-cell array, or its one value where it is one value broadcast over the table (no copy)."""
-    values = np.asarray(values, dtype=np.float64)
-    if values.size and not any(values.strides):
-        return values.flat[0]
-    return values.ravel()
 
 
 def _chunked(column, n: int, chunk: int = CHUNK_ROWS):

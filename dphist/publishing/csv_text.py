@@ -1,7 +1,8 @@
 """CSV text byte for byte as pandas' ``to_csv`` writes it, column by column, made by Arrow instead of Python.
 
 pandas formats every cell in Python (about 6 s per million rows of a release table).  Here label columns, which
-repeat a few values, have each distinct value formatted once, by pandas, and repeated; integers are cast by Arrow;
+repeat a few values, have each distinct value formatted once, by pandas, and repeated; integers (nullable ones too,
+a null written as an empty field) are cast by Arrow;
 floats are cast by Arrow and written with repr's rules, as pandas writes them.  The release writer
 (:mod:`dphist.publishing.writers`) and the single output files (:mod:`dphist.products.output_file`) both write
 their CSV with it.
@@ -24,6 +25,9 @@ def csv_column(series: pd.Series):
         return lambda start, stop: pc.cast(pa.array(values[start:stop]), pa.string())
     if values is not None and values.dtype == np.float64:
         return lambda start, stop: _float_text(values[start:stop])
+    if isinstance(series.dtype, pd.Int64Dtype):  # nullable integers (a table's bucket numbers): null as empty
+        numbers = pa.array(series.array, type=pa.int64())
+        return lambda start, stop: pc.fill_null(pc.cast(numbers.slice(start, stop - start), pa.string()), "")
     codes, uniques = pd.factorize(series, use_na_sentinel=True)
     text = pa.array(_pandas_fields(pd.Series(uniques, dtype=series.dtype)) + [""], type=pa.string())
     codes = np.where(codes < 0, len(uniques), codes)

@@ -48,8 +48,9 @@ __all__ = ["ReleaseOptions", "ReleasePlan", "make_plan", "schema_of", "usable_de
 # Marginal sets default to identity: the strategies' expected errors and the exact least-squares combination
 # of "separate" are worked out for it (marginals.py).
 MARGINALS_ALGORITHM = "identity"
-#: The columns every released table has after its labels (output.py fills them); a label may not take a name.
-VALUE_COLUMNS = ("count", "noisy_count", "ci_lower", "ci_upper")
+#: The columns every released table has after its labels (assemble.py fills them, the interval columns by
+#: intervals.py); a label may not take their names.
+VALUE_COLUMNS = ("count", "noisy_count", "ci_lower", "ci_upper", "ci_covers", "bucket")
 #: The largest δ a release accepts: δ bounds the chance that discovering categories fails to be private.
 MAX_DELTA = Fraction(1, 1000)
 MAX_DISCOVERY_BINS = 4096

@@ -53,7 +53,7 @@ columns:
   sex: {type: categorical, values: [F, M]}
 """
 GOOD_CSV = f"age,sex,note\n10,F,{SECRET}\n20,M,{SECRET}\n"
-TABLE_COLUMNS = ["count", "noisy_count", "ci_lower", "ci_upper"]
+TABLE_COLUMNS = ["count", "noisy_count", "ci_lower", "ci_upper", "ci_covers", "bucket"]
 
 
 # ---- cases ----------------------------------------------------------------------------------------------------
@@ -298,8 +298,13 @@ def _check_full_shape(test_mode: bool):
         assert list(sex[0]) == ["sex", *TABLE_COLUMNS] and [r["sex"] for r in sex] == ["F", "M"]
         for row in age + sex:
             assert int(row["count"]) >= 0
-            # Empty when the algorithm auto chose states no per-cell interval (a data-adaptive partition).
-            assert (row["ci_lower"] == row["ci_upper"] == "") or int(row["ci_lower"]) <= int(row["ci_upper"])
+            # Empty when the algorithm auto chose gives no interval; else ci_covers says what it covers.
+            if row["ci_lower"] == "":
+                assert row["ci_upper"] == row["ci_covers"] == row["bucket"] == ""
+            else:
+                assert float(row["ci_lower"]) <= float(row["ci_upper"])
+                assert row["ci_covers"] == "count" and row["bucket"] == "" or \
+                    row["ci_covers"] == "bucket share" and int(row["bucket"]) >= 0
             float(row["noisy_count"])
         report = json.loads((out / "report.json").read_text())
         assert report["test_mode"] is test_mode

@@ -50,8 +50,10 @@ def test_two_way_table_layout_and_post_processing(tmp_path):
     assert result.exit_code == 0, result.stderr
     assert sorted(p.name for p in out.iterdir()) == [".dphist-release.json", "age_sex.csv", "report.json"]
     table = pd.read_csv(out / "age_sex.csv", keep_default_na=False)
-    assert list(table.columns) == ["age_lower", "age_upper", "sex", "count", "noisy_count", "ci_lower", "ci_upper"]
+    assert list(table.columns) == ["age_lower", "age_upper", "sex", "count", "noisy_count", "ci_lower", "ci_upper",
+                                   "ci_covers", "bucket"]
     assert len(table) == 16 * 2
+    assert (table["ci_covers"] == "count").all() and (table["bucket"] == "").all()  # identity: every cell's count
     assert table["age_lower"].tolist()[:4] == [15, 15, 20, 20] and table["sex"].tolist()[:2] == ["F", "M"]
     assert (table["count"] >= 0).all() and table["count"].dtype == np.int64
     assert table["count"].sum() == max(table["noisy_count"].sum(), 0)
@@ -74,7 +76,8 @@ def test_formats(tmp_path, fmt):
         table = pd.DataFrame(json.loads(path.read_text()))
     assert len(table) == 9 * 2  # 8 levels + the declared null category, times 2
     assert table["education"].isna().sum() == 2  # the null category cells
-    assert set(table.columns) >= {"education", "sex", "count", "noisy_count", "ci_lower", "ci_upper"}
+    assert list(table.columns)[2:] == ["count", "noisy_count", "ci_lower", "ci_upper", "ci_covers", "bucket"]
+    assert (table["ci_covers"] == "count").all() and table["bucket"].isna().all()
 
 
 def test_report_contents_and_no_true_counts(tmp_path):

@@ -1,5 +1,6 @@
 """MWEM (dphist/algorithms/mwem.py): budget split, score and measurement sensitivities, the noise, the public
-plan, accuracy on DPBench data, zCDP and bad options.  Fixed seeds throughout; false-alarm rates stated."""
+plan, no interval (and why), accuracy on DPBench data, zCDP and bad options.  Fixed seeds throughout;
+false-alarm rates stated."""
 
 from __future__ import annotations
 
@@ -274,3 +275,10 @@ def test_audit_pair_moves_the_true_argmax_whatever_the_noisy_total():
         assert picks == [(7, 8), (0, 1)], (total, picks)
     far = MWEM.scores(np.concatenate([[0], np.cumsum(data)]), np.full(8, 40 / 8), lo, hi)
     assert (lo[np.argmax(far)], hi[np.argmax(far)]) == (0, 8)
+
+
+def test_no_interval_and_why():
+    """MWEM's estimate is non-linear in its noisy answers: no variance, no half-width, the reason instead."""
+    estimate = MWEM().run(COUNTS, PrivacyBudget(1, bits=SeededBits(0)))
+    assert estimate.variance is None and estimate.halfwidth is None and estimate.groups is None
+    assert "multiplicative-weights" in estimate.no_interval
