@@ -160,6 +160,9 @@ PREFIX_LEVEL = 5  # candidates of level ≥ 5 (more than 16 cells) are measured 
 STAGE2_2D = "ranges"  # the bucket tree's workload in 2-D (measured in the module docstring)
 # Defaults on a 2-D grid for the options the user did not give (measured in the module docstring, "2-D")
 DEFAULTS_2D = {"ratio": Fraction(3, 5), "threshold": Fraction(2, 5), "prefix_threshold": Fraction(1, 10)}
+#: Why ``fit=nnls`` has no interval (:class:`~dphist.algorithms.base.Estimate`'s ``no_interval``).
+NNLS_NO_INTERVAL = ("fit=nnls keeps every bucket count at 0 or above, which is not linear in the noisy sums, so "
+                    "its variance is not known exactly")
 ROOT_SHARES = tuple(Fraction(j, 16) for j in (1, 2, 4, 6, 8, 10, 12, 14))  # root shares tried besides none/even
 
 
@@ -620,18 +623,23 @@ class DAWA(Algorithm):
         elsewhere: one more measurement of the bucket tree's root, under which every bucket lies), each bucket
         spread evenly over its cells, then back from the curve to the grid.  Post-processing."""
         noisy, variances, refitted = level_inputs(plan.tree.levels, measurements)
-        fitted = (tree_nonnegative_least_squares(plan.tree, noisy, variances) if plan.nonnegative
-                  else tree_least_squares(plan.tree, noisy, variances).values[-1])
-        values = np.repeat(fitted / plan.sizes, plan.sizes)
-        if plan.order is not None:
-            grid = np.empty(math.prod(plan.shape), dtype=np.float64)
-            grid[plan.order] = values
-            values = grid.reshape(plan.shape)
+        interval: dict = {"no_interval": NNLS_NO_INTERVAL}
+        if plan.nonnegative:
+            fitted = tree_nonnegative_least_squares(plan.tree, noisy, variances)
+        else:
+            # Given the partition (chosen with ε₁ from noise independent of the bucket tree's), each bucket's
+            # count is a linear least-squares estimate from the tree's sums (and any total): its variance is
+            # the fit's exact one, and a cell's value is its bucket's count ÷ the bucket's cells.
+            fit = tree_least_squares(plan.tree, noisy, variances)
+            fitted, buckets = fit.values[-1], np.arange(plan.sizes.size, dtype=np.int64)
+            interval = {"variance": plan.cells(np.repeat(fit.variances[-1] / plan.sizes**2, plan.sizes)),
+                        "groups": plan.cells(np.repeat(buckets, plan.sizes))}
+        values = plan.cells(np.repeat(fitted / plan.sizes, plan.sizes, axis=-1))  # leading axes: replicated runs
         structure = plan.structure
         if refitted:
             structure = {**structure, "bucket_root_also_from": "an earlier noisy total (least squares)"}
         return Estimate(values=values, structure=structure, choices=dict(plan.choices), plan=plan,
-                        measurements=measurements)
+                        measurements=measurements, **interval)
 
     def partition_sensitivity(self, n: int) -> Fraction:
         """Δ of the deviations' vector, :func:`candidate_sensitivity` (a method so the audit's mutant can lie)."""
@@ -700,6 +708,15 @@ class BucketPlan:
     nonnegative: bool
     structure: dict
     choices: dict
+
+    def cells(self, sequence: np.ndarray) -> np.ndarray:
+        """Per-position values along the cells' linear order (last axis; leading axes of replicated runs kept)
+        as the table's shape: in 2-D each put back from the Hilbert curve to its cell of the grid."""
+        if self.order is None:
+            return sequence
+        grid = np.empty(sequence.shape[:-1] + (math.prod(self.shape),), dtype=sequence.dtype)
+        grid[..., self.order] = sequence
+        return grid.reshape(sequence.shape[:-1] + self.shape)
 
 
 def linear_order(counts: np.ndarray) -> tuple[np.ndarray | None, np.ndarray]:

@@ -134,6 +134,10 @@ class NoiseFirst(Algorithm):
                    "grid": "bucket edges are restricted to this many equal steps over the domain"}
 
     ceilings = dp_ceilings("max_buckets", "min(max_buckets, g)")
+    #: Why a release has no interval (:class:`~dphist.algorithms.base.Estimate`'s ``no_interval``).
+    NO_INTERVAL = ("NoiseFirst chooses its buckets from the same noisy cells it then averages (a cell whose noise is "
+                   "extreme gets a bucket of its own), so an interval for the chosen buckets would cover far less "
+                   "than 95 % (86-91 % measured on DPBench)")
 
     def check_shape(self, shape: tuple[int, ...]) -> None:
         if len(shape) != 1:
@@ -165,9 +169,13 @@ class NoiseFirst(Algorithm):
             edges = cuts[_bucket_edges(back, best + 1, cuts.size - 1)]
             sizes = np.diff(edges)
             values, chosen = np.repeat(np.add.reduceat(row, edges[:-1]) / sizes, sizes), best + 1
+        # No interval: the buckets are chosen from the very noise they average.  Given the buckets, a bucket's
+        # mean would have variance σ²/|B|, but the merge sets apart the cells whose noise is extreme, so those
+        # intervals cover far too little (docs/algorithms.md §5.2: 86–91 % pooled on DPBench, a third of the
+        # single-cell buckets at low signal).
         return Estimate(values=values,
                         structure={"candidate_boundaries": int(cuts.size), "max_buckets": self.params["max_buckets"]},
-                        choices={"buckets": chosen})
+                        choices={"buckets": chosen}, no_interval=self.NO_INTERVAL)
 
 
 # --------------------------------------------------------------------------------------------------------------
@@ -568,15 +576,63 @@ class DPCube(Algorithm):
         own, total = by_query(measurements), pooled_total(measurements)
         extra = None if total is None else (total.values, total.variance)
         structure = plan.structure if total is None else {**plan.structure, **self.REFITTED}
+        total_variance = None if total is None else float(total.variance)
         if isinstance(plan, SubBlockPlan):
             values = refined_release(plan, own[PHASE1], own[SUB_BLOCKS], extra)
+            interval = ({"no_interval": self.REFINED_NO_INTERVAL} if self.REFINED_NO_INTERVAL else
+                        refined_interval(plan, own[PHASE1].variance, own[SUB_BLOCKS].variance, total_variance))
         else:
             blocks, parts = own[PHASE1], own[PARTITION_TOTALS]
             value = self.combine(blocks.values.ravel().astype(np.float64), plan.labels, plan.partitions,
                                  parts.values, blocks.variance, parts.variance, extra)
             values = _spread(value.reshape(plan.blocks), list(plan.edges))
+            interval = self.partition_interval(plan, blocks.variance, parts.variance, total_variance)
         return Estimate(values=values, structure=structure, choices=dict(plan.choices), plan=plan,
-                        measurements=measurements)
+                        measurements=measurements, **interval)
+
+    def partition_interval(self, plan: PartitionPlan, sigma1: float, sigma2: float,
+                           total_variance: float | None) -> dict:
+        """The interval entries of the Estimate (``variance`` and ``groups``, or ``no_interval``) of the release
+        from partition totals, given the partition: ``gls`` moves each phase-1 block by its partition's share of
+        the combined total's correction (:func:`adjusted_unit_variance`, each block's value spread evenly over
+        its cells: the interval covers the block's share); ``uniform`` spreads the combined total over the
+        partition's blocks (the partition's share, when its blocks have equal numbers of cells); ``shrink``
+        is not linear.  The partition was chosen from the same phase-1 noise that the release reuses, so these
+        variances hold for a fixed partition only; the coverage this gives is measured (docs/algorithms.md
+        §4)."""
+        release = "gls" if self.params["release"] == "auto" else self.params["release"]
+        if release == "shrink":
+            return {"no_interval": "release=shrink pulls each block towards its partition's mean by a factor read "
+                                   "from the noisy blocks, which is not linear in them"}
+        k, flat = plan.partitions, plan.labels
+        size = np.bincount(flat, minlength=k).astype(np.float64)  # blocks per partition
+        combined = size * sigma1 * sigma2 / (size * sigma1 + sigma2)
+        cells_in_block = _spread(np.ones(plan.blocks), list(plan.edges))  # 1 / the cells of its block, per cell
+        if release == "uniform":
+            # each block gets c'_P / |P| of the refitted combined total c'_P (variance v − v²/D)
+            if total_variance is not None:
+                combined = combined - combined**2 / (total_variance + combined.sum())
+            owner = flat[_block_ids(plan.blocks, list(plan.edges))]  # the partition of each cell
+            cells = np.bincount(owner.ravel(), minlength=k)
+            if np.any(np.abs(cells[owner] * cells_in_block - size[owner]) > 1e-9):
+                return {"no_interval": "release=uniform gives each block of a partition an equal part of its "
+                                       "total, and its blocks hold unequal numbers of cells, so no cell's value "
+                                       "is the partition's share"}
+            variance = (combined / size**2)[owner] * cells_in_block**2
+            return {"variance": variance, "groups": owner}
+        block_variance = adjusted_unit_variance(size, sigma1, sigma2, combined, total_variance)[flat]
+        variance = _spread(block_variance.reshape(plan.blocks), list(plan.edges)) * cells_in_block
+        groups = None if np.all(cells_in_block == 1) else _block_ids(plan.blocks, list(plan.edges))
+        return {"variance": variance, "groups": groups}
+
+    # Why the refined release has no interval.  Its variance for a fixed partition and fixed sub-blocks is exact
+    # (:func:`refined_interval`), and those intervals covered 94 % of sub-block shares with the partition held
+    # fixed; but the partition and the sub-blocks follow the phase-1 noise that the release averages in (through
+    # each partition's phase-1 total), and over whole runs they covered 92.4–93.9 % on DPBench 2-D, data sets
+    # down to 91.4 % (docs/algorithms.md §4): not reliably within 93–97.5 %.
+    REFINED_NO_INTERVAL: str | None = (
+        "the partition and its sub-blocks are chosen from the phase-1 noisy blocks that the release also averages "
+        "in, so an interval for the chosen partition covers less than 95 % (92.4-93.9 % measured on DPBench 2-D)")
 
     # What a refit with a total measured elsewhere (auto's N̂) adds to the structure: the partitions' estimates
     # are independent and cover the table, so N̂ is one more measurement of their sum (least squares).
@@ -750,6 +806,52 @@ def refined_release(plan: SubBlockPlan, phase1: Measurement, subblocks: Measurem
         z = with_sum_measurement(z, z_variance, *total)[0]
     value = noisy + ((z - s_sub) / m)[plan.owner]
     return (value / plan.cells_per_subblock)[plan.labels].reshape(plan.shape)
+
+
+def adjusted_unit_variance(m: np.ndarray, unit: float, other: float, combined: np.ndarray,
+                           total_variance: float | None) -> np.ndarray:
+    """The exact variance of one released unit of a partition P (per partition, an array over them): P's m
+    units were measured with independent noise of variance ``unit`` each (their sum S of variance m·unit), P's
+    total once more independently (variance ``other``, an array or a number), combined by inverse variance to
+    c_P = λS + (1 − λ)O, λ = other/(m·unit + other), of variance ``combined`` = v_P; with ``total_variance`` V,
+    a total measured independently of all of them refits every c_P by least squares to
+    c'_P = c_P + (v_P/D)(N̂ − Σ_Q c_Q), D = V + Σ_Q v_Q.  A unit's release is u + (c'_P − S)/m.
+
+    Writing r = v_P/D (0 without the total), a = 1 − r and β = aλ − 1, the release's noise is
+    (1 + β/m)·(its own) + β/m·(each other unit of P) + a(1 − λ)/m·(O's) + r/m·(N̂'s) − r/m·(c_Q's, Q ≠ P), all
+    independent, so its variance is unit·(1 + 2β/m + β²/m) + (a(1 − λ)/m)²·other + (r/m)²·(D − v_P)."""
+    m = np.asarray(m, dtype=np.float64)
+    lam = other / (m * unit + other)
+    if total_variance is None:
+        r, rest = np.zeros_like(m), np.zeros_like(m)
+    else:
+        pooled = float(total_variance) + float(np.sum(combined))
+        r, rest = combined / pooled, pooled - combined
+    a = 1 - r
+    beta = a * lam - 1
+    return unit * (1 + 2 * beta / m + beta * beta / m) + (a * (1 - lam) / m) ** 2 * other + (r / m) ** 2 * rest
+
+
+def refined_interval(plan: SubBlockPlan, sigma1: float, sigma2: float, total_variance: float | None) -> dict:
+    """The interval entries of the refined release's Estimate, given its partition and sub-blocks (both chosen
+    from phase 1): each sub-block's noisy count moved by its share of its partition's correction, spread evenly
+    over its cells (:func:`adjusted_unit_variance` with the sub-blocks as the units and the phase-1 box sum,
+    variance |P|σ₁², as the other measurement); the interval covers the sub-block's share."""
+    m, nb = plan.subblocks_per_partition, plan.blocks_per_partition
+    combined = m * sigma2 * nb * sigma1 / (m * sigma2 + nb * sigma1)
+    per_subblock = adjusted_unit_variance(m, sigma2, nb * sigma1, combined, total_variance)[plan.owner]
+    cells = plan.cells_per_subblock
+    variance = (per_subblock / cells**2)[plan.labels].reshape(plan.shape)
+    groups = None if np.all(cells == 1) else plan.labels.reshape(plan.shape).astype(np.int64)
+    return {"variance": variance, "groups": groups}
+
+
+def _block_ids(blocks: tuple[int, ...], edges: list[np.ndarray]) -> np.ndarray:
+    """The C-order index of each cell's block (the table's shape): blocks of ``edges`` per axis."""
+    ids = np.arange(math.prod(blocks), dtype=np.int64).reshape(blocks)
+    for axis, e in enumerate(edges):
+        ids = np.repeat(ids, np.diff(e), axis=axis)
+    return ids
 
 
 class KDTree(DPCube):

@@ -148,16 +148,22 @@ class StructureFirst(Algorithm):
         edges = cuts[np.array(chosen)]
 
         # measure: every bucket's total (buckets are disjoint, so one record moves one total by 1)
-        noisy, _ = for_totals.laplace(np.add.reduceat(counts, edges[:-1]), 1, for_totals.amount,
-                                      f"the total of each of the {k} buckets")
+        noisy, record = for_totals.laplace(np.add.reduceat(counts, edges[:-1]), 1, for_totals.amount,
+                                           f"the total of each of the {k} buckets")
 
-        # infer: spread each bucket's noisy total evenly over its cells
+        # infer: spread each bucket's noisy total evenly over its cells.  The boundaries were drawn from the true
+        # counts with their own share, so the totals' noise is independent of them: given the boundaries, a
+        # bucket's noisy total is its true total plus one draw of discrete Laplace noise, whose exact 95 %
+        # half-width (and variance) ÷ the bucket's cells is each cell's, for the bucket's share.
         sizes = np.diff(edges)
         values = np.repeat(noisy / sizes, sizes).astype(np.float64)
         structure = {"cap": F, "buckets": k, "candidate_boundaries": int(cuts.size),
                      "structure_epsilon": str(budget.part(share))}
         return Estimate(values=values, structure=structure,
-                        choices={"buckets": k, "boundaries": [int(c) for c in edges[1:-1]]})
+                        choices={"buckets": k, "boundaries": [int(c) for c in edges[1:-1]]},
+                        variance=np.repeat(record.noise_variance / sizes.astype(np.float64) ** 2, sizes),
+                        halfwidth=np.repeat(record.halfwidth() / sizes.astype(np.float64), sizes),
+                        groups=np.repeat(np.arange(k, dtype=np.int64), sizes))
 
     def scores(self, counts: np.ndarray, cuts: np.ndarray, k: int):
         """score(j, b, r) = T[j][b] + SSE([b, r)) on the clipped counts, as a function (None when k = 1)."""

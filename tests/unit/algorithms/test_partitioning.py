@@ -19,6 +19,8 @@ from dphist.errors import UsageError
 from dphist.privacy import PrivacyBudget, SeededBits, discrete_laplace_variance
 from dphist.inference.measurements import total_measurement
 
+from conftest import SHARED
+
 
 def traced_run(algo, counts, epsilon, seed):
     """One run on a fresh budget that keeps a trace: the estimate, the budget (its measurements) and the noisy
@@ -537,3 +539,202 @@ def test_the_total_measured_for_the_block_size_joins_the_least_squares(shape):
     assert not np.allclose(estimate.values, plain.values)
     assert len(again.measurements) == len(budget.measurements)
     assert "grand total measured for the block size" in estimate.structure["partition_totals_also_from"]
+
+
+# ----- intervals -------------------------------------------------------------------------------------------------
+
+
+def dpbench_like(shape, records: int, seed: int) -> np.ndarray:
+    """A table shaped as DPBench's are: most cells empty, a few spikes, smooth stretches (1-D) or blobs (2-D)
+    between, with ``records`` records drawn by the DPBench protocol (a multinomial on the shape)."""
+    from dphist.evaluation.benchmark import sample_from_shape
+
+    rng = np.random.default_rng(seed)
+    shape = (shape,) if isinstance(shape, int) else tuple(shape)
+    base = np.zeros(shape)
+    for _ in range(4):  # smooth stretches (a product of windows on each axis)
+        bump = np.ones(())
+        for n in shape:
+            w = max(n // 8, 2)
+            axis = np.zeros(n)
+            a = int(rng.integers(0, n - w))
+            axis[a:a + w] = np.hanning(w)
+            bump = np.multiply.outer(bump, axis)
+        base += rng.uniform(0.5, 2) * bump
+    spikes = rng.choice(base.size, 6, replace=False)
+    base.ravel()[spikes] += rng.uniform(2, 20, 6) * (base.size / 64) ** 0.5
+    return sample_from_shape(base, records, seed)
+
+
+def shares_of(counts, groups) -> np.ndarray:
+    """What an interval claims to cover: each cell's count, or with groups its group's true total ÷ its cells."""
+    if groups is None:
+        return counts.astype(np.float64)
+    g = groups.ravel()
+    return (np.bincount(g, weights=counts.ravel().astype(np.float64)) / np.bincount(g))[g].reshape(counts.shape)
+
+
+def test_noisefirst_gives_no_interval_because_its_buckets_follow_their_own_noise():
+    """NoiseFirst states no interval, with the reason.  The reason holds: the interval it would have given its
+    buckets' means for fixed buckets (variance σ²/|B| around the mean of the bucket's noisy cells, for the bucket's
+    share) covers under 90 % over 200 runs at low signal, where the merge sets apart the cells of extreme noise
+    (on this table it covers about 86 %, and its single-cell buckets about a third; the runs' standard error is
+    asserted below 1 %, so a merge whose noise did not steer it, at 93.7–95 %, would pass with probability below
+    1e-4)."""
+    counts = dpbench_like(128, 1_000, 2)
+    algo, pool = get_algorithm("noisefirst"), NoisePool(SeededBits(13))
+    shares = []
+    for _ in range(200):
+        budget = PooledBudget(Fraction(1, 10), pool=pool)
+        est = algo.run(counts, budget)
+        assert est.variance is None and est.halfwidth is None and est.groups is None
+        assert "same noisy cells" in est.no_interval
+        # the fixed-structure interval: buckets are the runs of equal values of the bucket means
+        edges = np.flatnonzero(np.r_[True, np.diff(est.values) != 0, True])
+        sizes = np.diff(edges)
+        groups = np.repeat(np.arange(sizes.size), sizes)
+        half = 1.959964 * np.sqrt(budget.measurements[0].noise_variance / sizes[groups])
+        shares.append(np.mean(np.abs(est.values - shares_of(counts, groups)) <= half))
+    assert np.std(shares) / np.sqrt(len(shares)) < 0.01
+    assert np.mean(shares) < 0.90, np.mean(shares)
+
+
+def linear_variance(algo, estimate) -> np.ndarray:
+    """The exact variance of a linear inference's values, from the inference itself: given the plan, moving one
+    noisy answer by 1 moves each value by its coefficient c, so Var = Σ c²·(the answer's noise variance) over
+    every noisy answer (the answers' noises are independent).  Independent of any closed form."""
+    from dphist.inference.measurements import Measurement
+
+    base = algo.infer(estimate.plan, estimate.measurements).values
+    variance = np.zeros(base.shape)
+    measurements = list(estimate.measurements)
+    for i, m in enumerate(measurements):
+        answers = np.asarray(m.values, dtype=np.float64)
+        for j in range(answers.size):
+            moved = answers.copy().ravel()
+            moved[j] += 1
+            one = Measurement(m.query, moved.reshape(answers.shape) if answers.ndim else float(moved[0]), m.variance)
+            values = algo.infer(estimate.plan, tuple(measurements[:i] + [one] + measurements[i + 1:])).values
+            variance += (values - base) ** 2 * float(m.variance)
+    return variance
+
+
+@pytest.mark.parametrize("name, options, shape", [
+    ("dpcube", {"block": 1}, (40,)), ("dpcube", {"block": 3}, (40,)), ("dpcube", {}, (64,)),
+    ("dpcube", {"block": 2, "release": "uniform"}, (40,)), ("kdtree", {}, (64,)), ("kdtree", {"block": 1}, (40,))])
+def test_variance_is_that_of_the_linear_release_given_the_partition(name, options, shape):
+    """Given the partition a seeded run chose, the stated variance of every cell is that of the release as a
+    linear function of the noisy answers (:func:`linear_variance`, from unit moves of each answer through
+    ``infer``), with and without a total measured elsewhere (the variance comes out of ``infer``).  Groups: None
+    where every block is one cell, else each cell's block (gls: its values are the block's value spread evenly)
+    or partition (uniform).  Deterministic: a variance off by 1e-9 relative fails."""
+    counts = dpbench_like(shape, 2_000, 3)
+    algo = get_algorithm(name, **options)
+    estimate = algo.run(counts, PrivacyBudget(Fraction(1, 2), bits=SeededBits(5)))
+    refit = algo.refit(estimate, total_measurement(float(counts.sum()) + 9, 50.0))
+    for e in (estimate, refit):
+        assert e.no_interval is None and e.variance.shape == counts.shape
+        assert np.allclose(e.variance, linear_variance(algo, e), rtol=1e-9, atol=1e-12)
+        if e.groups is not None:
+            assert e.groups.shape == counts.shape
+            for g in np.unique(e.groups):
+                assert np.ptp(e.values[e.groups == g]) < 1e-9
+    assert np.all(refit.variance <= estimate.variance + 1e-12) and not np.allclose(refit.variance, estimate.variance)
+    one_cell_blocks = max(estimate.choices["block"]) == 1
+    assert (estimate.groups is None) == (options.get("release") != "uniform" and one_cell_blocks)
+
+
+@pytest.mark.parametrize("name, options, shape", [("dpcube", {}, (12, 10)), ("kdtree", {}, (12, 10)),
+                                                  ("dpcube", {"release": "refine", "block": 1}, (40,))])
+def test_the_refined_release_has_no_interval_and_its_fixed_partition_variance_is_exact(name, options, shape):
+    """The refined release (2-D default) states no interval, with the reason: its partition and sub-blocks follow
+    the phase-1 noise it averages in, and whole runs covered 92.4–93.9 % on DPBench 2-D (docs/algorithms.md §4).
+    The fixed-partition variance that was measured (:func:`refined_interval`) is that of the release as a linear
+    function of the noisy answers, with and without a total (deterministic: off by 1e-9 relative fails), and its
+    groups are the sub-blocks."""
+    from dphist.algorithms.partitioning import PHASE1, SUB_BLOCKS, refined_interval
+    from dphist.inference.measurements import by_query, pooled_total
+
+    counts = dpbench_like(shape, 2_000, 3)
+    algo = get_algorithm(name, **options)
+    estimate = algo.run(counts, PrivacyBudget(Fraction(1, 2), bits=SeededBits(5)))
+    assert estimate.choices["subblocks"] > 1 and estimate.variance is None and estimate.groups is None
+    assert "phase-1 noisy blocks" in estimate.no_interval
+    for e in (estimate, algo.refit(estimate, total_measurement(float(counts.sum()) + 9, 50.0))):
+        own, total = by_query(e.measurements), pooled_total(e.measurements)
+        interval = refined_interval(e.plan, own[PHASE1].variance, own[SUB_BLOCKS].variance,
+                                    None if total is None else total.variance)
+        assert np.allclose(interval["variance"], linear_variance(algo, e), rtol=1e-9, atol=1e-12)
+        assert np.array_equal(interval["groups"].ravel(), e.plan.labels)
+
+
+@pytest.mark.parametrize("name", ["dpcube", "kdtree"])
+def test_the_releases_that_are_not_linear_or_not_even_have_no_interval(name):
+    """shrink reads its pull from the noisy blocks: no interval.  uniform gives each block of a partition an equal
+    part of its total: over blocks of 2, 2, 2 and 1 cells in one partition no cell gets the partition's share, so no
+    interval; over blocks of equal size it has one, for the partition's share.  Each says why."""
+    from dphist.algorithms.partitioning import PARTITION_TOTALS, PHASE1, PartitionPlan
+    from dphist.inference.measurements import Measurement
+
+    counts = dpbench_like(40, 2_000, 3)
+    shrink = get_algorithm(name, block=2, release="shrink").run(counts, PrivacyBudget(Fraction(1), bits=SeededBits(1)))
+    assert shrink.variance is None and shrink.groups is None and "not linear" in shrink.no_interval
+    algo = get_algorithm(name, release="uniform")
+    measured = (Measurement(PHASE1, np.array([3.0, 5.0, 4.0, 1.0]), 2.0), Measurement(PARTITION_TOTALS, np.array([12.0]), 8.0))
+    for edges, interval in (([0, 2, 4, 6, 7], False), ([0, 2, 4, 6, 8], True)):
+        plan = PartitionPlan((4,), (np.array(edges),), np.zeros(4, dtype=np.int64), 1, {}, {})
+        estimate = algo.infer(plan, measured)
+        assert (estimate.variance is not None) == interval
+        if interval:  # (the combined total: 2·4·8/(2·4 + 8) = 4) / 8 cells, squared
+            assert np.allclose(estimate.variance, 4 / 64) and np.array_equal(estimate.groups, np.zeros(8))
+        else:
+            assert "unequal numbers of cells" in estimate.no_interval and estimate.groups is None
+
+
+@pytest.mark.parametrize("name", ["dpcube", "kdtree"])
+def test_intervals_cover_what_they_claim_over_whole_runs(name):
+    """The partition is chosen from the phase-1 noise that the release reuses, so the fixed-partition variance is
+    checked by its coverage over whole runs (partition and all drawn afresh): 200 seeded runs on a DPBench-like
+    table of 128 cells, 10,000 records, ε = 1; the normal 95 % intervals cover each cell's count (or its block's
+    share) in 93–97.5 % of (cell, run) pairs.  The pooled share's standard error, from the runs' spread, is
+    asserted below 0.3 % (it is 0.2 %), and the share is 94.5 % here, so the band is 7 standard errors away (false
+    alarm below 1e-6); an interval 15 % too narrow (coverage about 91 %) fails with probability above 0.99.  At
+    low signal the coverage is lower (docs/algorithms.md §4; :func:`test_low_signal_coverage_on_dpbench`)."""
+    counts = dpbench_like(128, 10_000, 7)
+    algo, pool = get_algorithm(name), NoisePool(SeededBits(17))
+    shares = []
+    for _ in range(200):
+        est = algo.run(counts, PooledBudget(Fraction(1), pool=pool))
+        hit = np.abs(est.values - shares_of(counts, est.groups)) <= 1.959964 * np.sqrt(est.variance)
+        shares.append(hit.mean())
+    assert np.std(shares) / np.sqrt(len(shares)) < 0.003
+    assert 0.93 <= np.mean(shares) <= 0.975, np.mean(shares)
+
+
+DPBENCH = SHARED / "data" / "dpbench"
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not (DPBENCH / "MANIFEST.txt").exists(), reason="DPBench data not present")
+@pytest.mark.parametrize("name", ["dpcube", "kdtree"])
+def test_low_signal_coverage_on_dpbench(name):
+    """At 1,000 records and ε = 0.1 (blocks of 16 cells, 16 of them on 256 cells: few independent blocks a run),
+    pooled over the 18 DPBench 1-D data sets summed to 256 cells, 60 runs each: coverage in 93–97.5 % (93.7 %
+    here, 93.6–93.8 % over 200 runs each).  The pooled standard error, from the runs' spread, is asserted below
+    0.3 % (it is 0.26 %); at the measured coverage the band's lower end is 2.8 standard errors away (false alarm
+    about 3 %: this is the algorithm's weakest setting, kept as a record of it rather than a sharp test)."""
+    from dphist.evaluation.benchmark import load_histogram, sample_from_shape
+
+    algo, shares = get_algorithm(name), []
+    lines = [line.split("|") for line in (DPBENCH / "MANIFEST.txt").read_text().splitlines()
+             if line.strip() and not line.startswith("#")]
+    files = [DPBENCH / f[7].strip() for f in lines if f[1].strip() == "1D"]
+    for i, path in enumerate(files):
+        counts = sample_from_shape(load_histogram(path).reshape(256, -1).sum(axis=1), 1_000, 1000 + i)
+        pool = NoisePool(SeededBits(200 + i))
+        for _ in range(60):
+            est = algo.run(counts, PooledBudget(Fraction(1, 10), pool=pool))
+            shares.append(np.mean(np.abs(est.values - shares_of(counts, est.groups))
+                                  <= 1.959964 * np.sqrt(est.variance)))
+    assert len(files) == 18 and np.std(shares) / np.sqrt(len(shares)) < 0.003
+    assert 0.93 <= np.mean(shares) <= 0.975, np.mean(shares)
