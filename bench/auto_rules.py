@@ -467,12 +467,16 @@ def safety_report(paths: list[Path]) -> None:
              "above it by more than two standard errors of the ratio (from the spread of the runs: at the lowest "
              "signals, 1,000 rows at ε = 0.01, one run's error can be fifteen times another's); *regret* = ÷ the best "
              f"of our algorithms there (target: mean at most 1.15). {records_note(SAFETY, MADE_BY[SAFETY])}", "",
-             "| source | table | workload | settings | harm, worst | > 1.1 | beyond noise | regret, mean | chosen |",
-             "|---|---|---|---|---|---|---|---|---|"]
-    for (source, table, workload), g in frame.groupby(["source", "table", "workload"], sort=True):
+             "Per corpus table × ε × workload (settings: its columns × bin counts × sizes), and per DPBench dimension × "
+             "scale × ε × workload (settings: its data sets):", "",
+             "| source | table | ε | workload | settings | harm, worst | > 1.1 | beyond noise | regret, mean | chosen |",
+             "|---|---|---|---|---|---|---|---|---|---|"]
+    frame["where"] = np.where(frame.source == "corpus", frame.table,
+                              frame.dims.map(lambda d: f"{d}-D, ") + frame.scale.map(lambda n: f"{n:,} records"))
+    for (source, where, eps, workload), g in frame.groupby(["source", "where", "epsilon", "workload"], sort=True):
         picks = ", ".join(sorted(set(", ".join(g.chosen).split(", "))))
-        lines.append(f"| {source} | {table} | {workload} | {len(g)} | {g.harm.max():.2f} | {(g.harm > PROMISE).sum()} "
-                     f"| {g.beyond.sum()} | {g.regret.mean():.3f} | {picks} |")
+        lines.append(f"| {source} | {where} | {eps} | {workload} | {len(g)} | {g.harm.max():.2f} | "
+                     f"{(g.harm > PROMISE).sum()} | {g.beyond.sum()} | {g.regret.mean():.3f} | {picks} |")
     lines += ["", "By ε and in all:", "", "| source | workload | ε | settings | harm, worst | > 1.1 | beyond noise | "
               "regret, mean |", "|---|---|---|---|---|---|---|---|"]
     for (source, workload, eps), g in frame.groupby(["source", "workload", "epsilon"], sort=True):
