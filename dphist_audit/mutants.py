@@ -167,8 +167,8 @@ class TrueTotalAuto(Auto):
         self.true_total = float(counts.sum())
         return super().run(counts, budget, columns)
 
-    def choose(self, shape, epsilon, noisy_total, columns=None) -> dict:
-        return super().choose(shape, epsilon, self.true_total, columns)
+    def choose(self, shape, epsilon, noisy_total, columns=None, total_sd=0.0) -> dict:
+        return super().choose(shape, epsilon, self.true_total, columns, total_sd)
 
 
 MUTANTS = [HalfScaleIdentity, ShrunkScaleIdentity, HeightForgottenTree, OverspentTree, TotalForgottenPrivelet,

@@ -190,7 +190,16 @@ def test_layer0_can_fail(cls):
         check_layer0(cls(), table, neighbour, Fraction(1), 3)
 
 
-def test_layer0_sees_the_partition_of_the_algorithm_auto_runs():
+@pytest.fixture
+def auto_runs_dpcube(monkeypatch):
+    """auto's rules for 2-D tables of 64 cells set to DPCube at every signal (the rules learned from the data keep
+    to hb there; these tests are about checking the algorithm auto runs, whichever it is)."""
+    import dphist.algorithms.auto.choice as auto_module
+    monkeypatch.setattr(auto_module, "RULES", {"ranges": {(2, 64): {d: ("dpcube", 1.0, 5, "dpcube", "hb")
+                                                                    for d in range(1, 8)}}})
+
+
+def test_layer0_sees_the_partition_of_the_algorithm_auto_runs(auto_runs_dpcube):
     """Auto runs DPCube on both tables of this pair (the example hypothesis found), and DPCube's k-d splits of
     the noisy phase-1 cells part ways where their one noisy count differs by 1: rows 0-3 are cut at column 7 in
     one run and at row 1 in the other.  Both end in the same 63 one-cell boxes, in another order, so phase 2
@@ -226,7 +235,7 @@ class OverlappingSubblocksAuto(Auto):
         return super().run(counts, _with_bug(budget, _OverlappingSubblocks), columns)
 
 
-def test_layer0_catches_a_sensitivity_bug_in_the_algorithm_auto_runs():
+def test_layer0_catches_a_sensitivity_bug_in_the_algorithm_auto_runs(auto_runs_dpcube):
     """On a pair where auto runs DPCube's refined release with the same partition (4 boxes, 37 sub-blocks) on
     both tables, the honest auto passes and the overlapping sub-blocks are caught by the sensitivity check."""
     table = np.kron(np.array([[50, 5], [0, 120]]), np.ones((4, 4), dtype=np.int64))

@@ -78,5 +78,5 @@ def test_check_budget_refuses_a_starved_step_before_any_data():
 def test_auto_steps_cover_every_algorithm_its_rules_may_choose():
     steps = Auto().steps((4096,))
     chosen = {s.what.split(":")[0] for s in steps[1:]}
-    assert steps[0].what == "the table's total" and {"hb", "identity", "dawa", "privelet", "dpcube"} <= chosen
+    assert steps[0].what == "the table's total" and {"hb", "identity", "dawa"} <= chosen
     assert all(s.share <= Fraction(19, 20) for s in steps[1:])  # on what the total leaves
