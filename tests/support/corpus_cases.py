@@ -1724,6 +1724,19 @@ def _count_negative(rel: Path) -> None:
     (rel / "age.csv").write_text("\n".join(text) + "\n")
 
 
+def _column_text(column: str, value: str) -> Callable[[Path], None]:
+    """Damage: every row's ``column`` of the age table set to ``value`` (a hand-edited or foreign file)."""
+    def damage(rel: Path) -> None:
+        text = (rel / "age.csv").read_text().splitlines()
+        i = text[0].split(",").index(column)
+        for k in range(1, len(text)):
+            row = text[k].split(",")
+            row[i] = value
+            text[k] = ",".join(row)
+        (rel / "age.csv").write_text("\n".join(text) + "\n")
+    return damage
+
+
 def _nested_parquet(rel: Path) -> None:
     pq.write_table(pa.table({"age_lower": [[0.0]] * 4, "age_upper": [[25.0]] * 4, "count": [[1]] * 4,
                              "noisy_count": [[1.0]] * 4}), rel / "age.parquet")
@@ -1769,6 +1782,8 @@ add("synth_rows_text", _damaged(lambda rel: None, ["synth", "rel", "-t", "age", 
 add("synth_table_and_joint", _damaged(lambda rel: None, _SYNTH + ["--joint"], 2, "--joint"))
 add("synth_two_tables_no_choice", _damaged(lambda rel: None, ["synth", "rel", "-n", "5", "-o", "s.csv"], 2,
                                            "--table"))
+add("plot_ci_covers_unknown", _damaged(_column_text("ci_covers", "everything"), _PLOT, 1, "ci_covers"))
+add("plot_bucket_not_a_number", _damaged(_column_text("bucket", "first"), _PLOT, 1, "bucket"))
 add("plot_out_unknown_extension", _damaged(lambda rel: None, _PLOT[:-1] + ["chart.xyz"], 2, "chart.xyz"))
 add("plot_out_no_extension", _damaged(lambda rel: None, _PLOT[:-1] + ["chart"], (0, 2), "chart"))
 add("plot_out_missing_folder", _damaged(lambda rel: None, _PLOT[:-1] + ["nodir/chart.png"], (0, 2), "nodir"))
