@@ -359,3 +359,19 @@ def test_auto_under_zcdp_categorical_is_identity():
     budget = ZCDPBudget(Fraction(1), bits=SeededBits(0))
     est = get_algorithm("auto").run(np.ones((5, 7), dtype=np.int64), budget, columns=[Col(), Col()])
     assert est.structure["algorithm"] == "identity" and budget.spent == 1
+
+
+def test_a_choice_in_doubt_between_decades_is_the_rules_baseline(monkeypatch):
+    """The rule differs between decades 2 (dawa) and 3 (hb): with N̂ = 1,000 at ε = 0.1 (signal 100) auto runs
+    dawa when N̂ is exact, and hb, the rule's baseline, when N̂ ± 2 sd reaches decade 3; a rule that is the same on
+    every decade in reach is followed whatever the doubt."""
+    import dphist.algorithms.auto.choice as auto_module
+    rules = {"ranges": {(1, 4096): {2: ("dawa", 1.0, 5, "hb", "hb"), 3: ("hb", 1.0, 5, "hb", "identity")}}}
+    monkeypatch.setattr(auto_module, "RULES", rules)
+    eps = Fraction(1, 10)
+    assert Auto().choose((4096,), eps, 1000.0)["chosen"] == "dawa"
+    assert Auto().choose((4096,), eps, 1000.0, total_sd=100.0)["chosen"] == "dawa"  # 800–1,200: decade 2
+    doubtful = Auto().choose((4096,), eps, 1000.0, total_sd=2000.0)
+    assert doubtful["chosen"] == "hb" and "its baseline hb" in doubtful["reason"]
+    rules["ranges"][(1, 4096)][3] = ("dawa", 1.0, 5, "hb", "identity")
+    assert Auto().choose((4096,), eps, 1000.0, total_sd=2000.0)["chosen"] == "dawa"
