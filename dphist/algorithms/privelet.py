@@ -52,7 +52,7 @@ from .strategies.trees import LabelTree, height_for, range_boundaries
 from . import options as option
 from .base import Algorithm, Estimate, Step
 
-__all__ = ["HaarAxis", "NominalAxis", "Privelet"]
+__all__ = ["HaarAxis", "NominalAxis", "Privelet", "outer"]
 
 
 class HaarAxis:
@@ -396,7 +396,7 @@ class Privelet(Algorithm):
         coefficients = counts
         for k, axis in enumerate(axes):
             coefficients = axis.forward(coefficients, k)
-        relative = _outer([a.relative_scales for a in axes])
+        relative = outer([a.relative_scales for a in axes])
         sensitivity = int(np.prod([a.sensitivity for a in axes]))
         if gaussian:
             return self._run_gaussian(counts, budget, axes, coefficients, relative, sensitivity, weights)
@@ -409,7 +409,7 @@ class Privelet(Algorithm):
 
         # infer: the inverse transform
         values = _inverse(axes, noisy, counts.ndim)
-        factors = _outer([a.variance_factors() for a in axes])
+        factors = outer([a.variance_factors() for a in axes])
         uniform = bool(np.all(relative == 1))
         # Exact for uniform scales; otherwise the continuous-Laplace variance 2b², an upper bound.
         unit = record.noise_variance if uniform else 2 * float(record.scale) ** 2
@@ -460,10 +460,10 @@ def gaussian_cell_variance(axes, sigma2) -> np.ndarray:
     separable = all(abs(v - base * math.prod(float(classes[k][0][j]) ** 2 for k, j in enumerate(c)))
                     <= 1e-13 * v for c, v in exact.items())
     if separable:
-        return base * _outer([(F * scales**2).sum(axis=1) for scales, F in classes])
+        return base * outer([(F * scales**2).sum(axis=1) for scales, F in classes])
     out = 0.0
     for combo, v in exact.items():
-        out = out + v * _outer([F[:, j] for (_, F), j in zip(classes, combo)])
+        out = out + v * outer([F[:, j] for (_, F), j in zip(classes, combo)])
     return np.asarray(out)
 
 
@@ -493,7 +493,7 @@ def _inverse(axes, noisy: np.ndarray, ndim: int) -> np.ndarray:
     return values
 
 
-def _outer(vectors: list[np.ndarray]) -> np.ndarray:
+def outer(vectors: list[np.ndarray]) -> np.ndarray:
     """The d-way table whose entry (i, j, ...) is vectors[0][i] · vectors[1][j] · ..."""
     out = np.ones(())
     for v in vectors:

@@ -39,6 +39,7 @@ from typing import Callable
 import numpy as np
 
 from ..algorithms.hierarchical import TreePlan, level_query
+from ..algorithms.privelet import outer
 from ..inference.measurements import TOTAL, Measurement
 from ..inference.nonnegative import sum_by_parent
 from ..privacy import discrete_gaussian_pmf, discrete_gaussian_variance, discrete_laplace_variance
@@ -169,7 +170,7 @@ def privelet_noise(algorithm, shape: tuple[int, ...], columns, record) -> Linear
         fourths[combo] = fourth_cumulant("gaussian" if gaussian else "laplace", variances[combo])
     cells = 0.0
     for combo, v in variances.items():
-        cells = cells + v * _outer([classes[k][1][:, j] for k, j in enumerate(combo)])
+        cells = cells + v * outer([classes[k][1][:, j] for k, j in enumerate(combo)])
     cells = np.broadcast_to(np.asarray(cells, dtype=np.float64), shape).ravel().copy()
 
     def boxes(lo, hi):
@@ -248,9 +249,3 @@ def box_sums(values: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
         out += sign * s[(Ellipsis,) + index]
     return out
 
-
-def _outer(vectors: list[np.ndarray]) -> np.ndarray:
-    out = np.ones(())
-    for v in vectors:
-        out = np.multiply.outer(out, np.asarray(v, dtype=np.float64))
-    return out

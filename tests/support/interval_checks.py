@@ -54,3 +54,17 @@ def dpbench_like(cells: int, records: int, seed: int) -> np.ndarray:
     weights = np.exp(rng.normal(0.0, 1.5, cells))
     weights[rng.random(cells) < 0.3] = 0.0
     return rng.multinomial(records, weights / weights.sum()).astype(np.int64)
+
+
+def spiky_histogram(cells: int, records: int, seed: int) -> np.ndarray:
+    """A table shaped as DPBench's 1-D ones are: most cells empty, a few spikes, smooth stretches between, with
+    ``records`` records drawn by the DPBench protocol (a multinomial on the shape)."""
+    from dphist.evaluation.benchmark import sample_from_shape
+
+    rng = np.random.default_rng(seed)
+    shape = np.zeros(cells)
+    for _ in range(4):  # smooth stretches
+        a = int(rng.integers(0, cells - cells // 8))
+        shape[a:a + cells // 8] += rng.uniform(0.5, 2) * np.hanning(cells // 8)
+    shape[rng.choice(cells, 6, replace=False)] += rng.uniform(2, 20, 6)  # spikes
+    return sample_from_shape(shape, records, seed)

@@ -25,6 +25,7 @@ from dphist.privacy import PrivacyBudget, SeededBits, ZCDPBudget, discrete_lapla
 from dphist.inference.measurements import total_measurement
 
 from conftest import SHARED
+from interval_checks import spiky_histogram
 
 DATA = SHARED / "data" / "dpbench" / "1D"
 DATA_2D = DATA.parent / "2D"
@@ -814,16 +815,6 @@ def test_the_nonnegative_fit_has_no_interval_and_says_why():
     assert refit.variance is None and refit.no_interval == estimate.no_interval
 
 
-def dpbench_like(cells: int, records: int, seed: int) -> np.ndarray:
-    """A table shaped as DPBench's 1-D ones are: most cells empty, a few spikes, smooth stretches between, with
-    ``records`` records drawn by the DPBench protocol (a multinomial on the shape)."""
-    rng = np.random.default_rng(seed)
-    shape = np.zeros(cells)
-    for _ in range(4):  # smooth stretches
-        a = int(rng.integers(0, cells - cells // 8))
-        shape[a:a + cells // 8] += rng.uniform(0.5, 2) * np.hanning(cells // 8)
-    shape[rng.choice(cells, 6, replace=False)] += rng.uniform(2, 20, 6)  # spikes
-    return sample_from_shape(shape, records, seed)
 
 
 def coverage(estimate, counts) -> float:
@@ -854,7 +845,7 @@ def test_intervals_cover_the_bucket_shares_given_the_partition(shape, records, e
     asserted below 0.25 % (0.17 % at the fewest buckets, 1,000 records), so a correct interval
     (95 %, or 93.7 % where a bucket's count is one Laplace draw) leaves the band with probability below 1 %, and
     an interval 15 % too narrow (coverage below 91 %) fails with probability above 0.99."""
-    counts = (dpbench_like(math.prod(shape), records, 11).reshape(shape))
+    counts = (spiky_histogram(math.prod(shape), records, 11).reshape(shape))
     algo, shares = DAWA(), []
     for seed in range(4):
         plan = algo.run(counts, _budget(eps, seed)).plan
@@ -880,7 +871,7 @@ def test_whole_runs_cover_the_bucket_shares():
     DPBench-like table of 64 cells the pooled share of cells whose interval covers its bucket's share lies in
     93–97.5 %.  The runs' standard error (from their spread) is asserted below 0.5 %; with a true coverage of
     94–95 % the band is at least 2 standard errors away (false alarm below 5 %, below 1e-3 at 95 %)."""
-    counts = dpbench_like(64, 100_000, 11)
+    counts = spiky_histogram(64, 100_000, 11)
     pool = NoisePool(SeededBits(23))
     shares = [coverage(DAWA().run(counts, PooledBudget(Fraction(1), pool=pool)), counts) for _ in range(300)]
     assert np.std(shares) / np.sqrt(len(shares)) < 0.005

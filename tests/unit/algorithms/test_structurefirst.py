@@ -22,6 +22,7 @@ from dphist.errors import UsageError
 from dphist_audit.replication import NoisePool, PooledBudget
 from dphist.privacy import PrivacyBudget, SeededBits, discrete_laplace_tail, discrete_laplace_variance
 from dphist.privacy import budget as kernel
+from interval_checks import spiky_histogram
 
 
 def traced_run(algo, counts, epsilon, bits):
@@ -230,18 +231,6 @@ def test_two_way_tables_are_refused():
 # ----- intervals: one fresh Laplace draw per bucket, given boundaries chosen with their own share ----------------
 
 
-def dpbench_like(cells: int, records: int, seed: int) -> np.ndarray:
-    """A table shaped as DPBench's 1-D ones are: most cells empty, a few spikes, smooth stretches between, with
-    ``records`` records drawn by the DPBench protocol (a multinomial on the shape)."""
-    from dphist.evaluation.benchmark import sample_from_shape
-
-    rng = np.random.default_rng(seed)
-    shape = np.zeros(cells)
-    for _ in range(4):  # smooth stretches
-        a = int(rng.integers(0, cells - cells // 8))
-        shape[a:a + cells // 8] += rng.uniform(0.5, 2) * np.hanning(cells // 8)
-    shape[rng.choice(cells, 6, replace=False)] += rng.uniform(2, 20, 6)  # spikes
-    return sample_from_shape(shape, records, seed)
 
 
 def test_interval_is_the_exact_one_of_the_bucket_total_spread_over_its_cells():
@@ -273,7 +262,7 @@ def test_intervals_cover_the_bucket_shares(records, eps):
     below the exact probability (6.4 SE; the normal approximation's 93.7 % on a wide draw is 1.3 points below
     95 %) fails with probability above 0.99.  (Per cell the share is the same in expectation, weighted by bucket
     size.)"""
-    counts = dpbench_like(64, records, 5)
+    counts = spiky_histogram(64, records, 5)
     algo = get_algorithm("structurefirst", cap=max(1, records // 100), buckets=16)
     pool = NoisePool(SeededBits(31))
     hits, scales = [], set()
