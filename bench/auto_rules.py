@@ -190,6 +190,49 @@ def fit(errors: pd.DataFrame, leave_out: str | None = None) -> dict:
     return table
 
 
+#: The workloads whose baseline follows the signal per cell (:func:`fit_thresholds`), and the thresholds tried
+#: (log₁₀ of records × ε per cell, in steps of 0.05).
+SIGNAL_WORKLOADS = ("cells", "marginals")
+SIGNAL_STEPS = np.round(np.arange(-3, 2.001, 0.05), 2)
+
+
+def fit_thresholds(frame: pd.DataFrame, leave_out: str | None = None) -> dict:
+    """{workload: {dims: log₁₀ threshold}} for SIGNAL_WORKLOADS from the training records, without the table
+    ``leave_out``: auto runs hb below ``10 ** threshold`` records × ε₁ per cell and identity at or above it
+    (dphist.algorithms.auto.choice.signal_baseline).
+
+    Per training setting (dimensions, cells, records, ε, data set) the ratio r of hb's mean error to identity's;
+    a threshold's harm there is r where it picks hb and 1/r where it picks identity (each at least 1).  The
+    threshold kept is the one with the least total excess of harm over the promise, Σ max(0, log(harm / PROMISE)),
+    ties to the lower mean harm: a count of settings above PROMISE would be won by noise in the few runs per
+    setting, a maximum by the noisiest setting alone.  ε₁ is ε less the noisy total's share, as auto runs."""
+    frame = frame[frame.algorithm.isin(BASELINES)]
+    if leave_out is not None:
+        frame = frame[frame.table.fillna(frame.dataset) != leave_out]
+    share = float(Auto.options["total_share"][0])
+    out: dict = {}
+    for workload in SIGNAL_WORKLOADS:
+        column = WORKLOADS[workload]
+        errors = frame.groupby(["dims", "cells", "scale", "epsilon", "dataset", "algorithm"])[column].mean().unstack()
+        errors = errors.dropna(subset=list(BASELINES))
+        errors = errors[errors.identity > 0]
+        for dims, group in errors.groupby(level="dims"):
+            if workload == "marginals" and dims == 1:
+                continue  # a 1-D table's one-way marginal is its cells: the cells threshold serves
+            at = group.index.to_frame(index=False)
+            per_cell = np.log10(at.scale * at.epsilon.astype(float) * (1 - share) / at.cells).to_numpy()
+            ratio = (group.hb / group.identity).to_numpy()
+
+            def score(threshold: float) -> tuple[float, float]:
+                harm = np.where(per_cell < threshold, np.maximum(ratio, 1), np.maximum(1 / ratio, 1))
+                return float(np.maximum(np.log(harm / PROMISE), 0).sum()), float(harm.mean())
+
+            out.setdefault(workload, {})[int(dims)] = float(min(SIGNAL_STEPS, key=score))
+    if "cells" in out and 1 in out["cells"]:
+        out.setdefault("marginals", {})[1] = out["cells"][1]
+    return out
+
+
 def _preferred(regret: pd.Series) -> str:
     """The lowest mean regret, or a candidate within TIE of it that comes earlier in PREFERENCE."""
     near = regret[regret <= regret.min() * (1 + TIE)]
@@ -262,7 +305,7 @@ def typical(frame: pd.DataFrame) -> dict:
     return out
 
 
-def write_rules(tables: dict, typical_errors: dict) -> None:
+def write_rules(tables: dict, typical_errors: dict, thresholds: dict) -> None:
     lines = ['"""The rule tables behind ``--algorithm auto``: generated, do not edit by hand.  Regenerate them with',
              "",
              f"    {MADE_BY[GRID]}   # the grid's records: bench/results/auto-grid.jsonl, not committed",
@@ -288,6 +331,12 @@ def write_rules(tables: dict, typical_errors: dict) -> None:
                 lines.append(f"            {dec}: {table[key][dec]!r},")
             lines.append("        },")
         lines.append("    },")
+    lines.append("}")
+    lines += ["", "# BASELINE_SIGNAL[workload][dimensions] = log10 of the signal per cell (records × ε per cell) below which",
+              "# auto's baseline for the workload is hb, identity at or above it (bench/auto_rules.py fit_thresholds);",
+              "# a rule naming identity or hb gives way to it.", "BASELINE_SIGNAL = {"]
+    for workload in sorted(thresholds):
+        lines.append(f"    {workload!r}: {{{', '.join(f'{d}: {t!r}' for d, t in sorted(thresholds[workload].items()))}}},")
     lines.append("}")
     lines += ["", "# TYPICAL[(dimensions, cells)][decade][algorithm] = (cells, ranges): the algorithm's median over the",
               "# DPBench data sets of its mean error on single cells and on the ranges, as a fraction of the records",
@@ -381,15 +430,19 @@ def report(minutes: float | None) -> None:
     print("\n".join(lines))
 
 
-def safety(samples: int, runs: int, dims_list: tuple[int, ...] = (1, 2), path: Path = SAFETY) -> None:
+def safety(samples: int, runs: int, dims_list: tuple[int, ...] = (1, 2), path: Path = SAFETY,
+           workloads: tuple[str, ...] | None = None) -> None:
     """Run ``auto`` itself (noisy total paid) with the rule table refitted without the table it runs on, on the
     DPBench full domains (the grid's samples) and on every corpus histogram (the corpus grid's samples), per
-    workload, into ``path``: the honest figures for tables the rules never saw."""
+    workload, into ``path``: the honest figures for tables the rules never saw.  With ``workloads``, only auto's
+    runs for those are redone and the saved records of the others and of the baselines (the same samples and
+    noise: the seeds follow the data set, sample and run) are kept."""
     from corpus import auto_grid
     from dphist.algorithms.auto import choice
 
     started = time.perf_counter()
     errors = {w: errors_all(w) for w in WORKLOADS}
+    frame = training()
     jobs = []  # (source, table, data set, histogram, first index, scales, epsilons)
     sets = manifest(quick=False)
     for dims in dims_list:
@@ -400,18 +453,23 @@ def safety(samples: int, runs: int, dims_list: tuple[int, ...] = (1, 2), path: P
             scales = [s for s in auto_grid.SIZES if s < rows] + [rows]
             jobs.append(("corpus", table, name, x, 0, scales, auto_grid.EPSILONS))
     records = []
+    if workloads:
+        records = [r for r in read_records(path, MADE_BY[SAFETY]) if r["workload"] not in workloads]
     fitted: dict = {}
     for source, table, name, x, index, scales, epsilons in jobs:
         if table not in fitted:
-            fitted = {table: {w: fit(errors[w], leave_out=table) for w in WORKLOADS}}
-        choice.RULES = fitted[table]
+            fitted = {table: ({w: fit(errors[w], leave_out=table) for w in WORKLOADS},
+                              fit_thresholds(frame, leave_out=table))}
+        choice.RULES, choice.BASELINE_SIGNAL = fitted[table]
         # DPBench's settings have signal 100 and more, where a few runs measure the error well; the corpus goes
         # down to 1,000 rows at ε = 0.01, where one run's error can be fifteen times another's
         repeat = runs if source == "corpus" else DPBENCH_RUNS
-        # the baselines on the same samples and as many runs (their three errors serve every workload)
-        part = run_benchmark({name: x}, list(BASELINES), scales, epsilons, samples, repeat, first_index=index)
-        records += [{**r, "workload": "baselines", "table": table, "source": source} for r in part]
+        if not workloads:  # the baselines on the same samples and as many runs (their errors serve every workload)
+            part = run_benchmark({name: x}, list(BASELINES), scales, epsilons, samples, repeat, first_index=index)
+            records += [{**r, "workload": "baselines", "table": table, "source": source} for r in part]
         for workload in WORKLOADS if x.ndim > 1 else ("ranges", "cells"):  # 1-D marginals are the cells
+            if workloads and workload not in workloads:
+                continue
             part = run_benchmark({name: x}, ["auto"], scales, epsilons, samples, repeat, first_index=index,
                                  options=lambda a, scale, eps, w=workload: {"workload": w})
             records += [{**r, "workload": workload, "table": table, "source": source} for r in part]
@@ -502,6 +560,8 @@ def main() -> None:
     parser.add_argument("--scales", type=int, nargs="*", default=None, help="with --grid: only these scales")
     parser.add_argument("--dims", type=int, nargs="*", default=[1, 2], help="with --grid: only these dimensions")
     parser.add_argument("--records", default=None, help="with --grid: write the records here instead")
+    parser.add_argument("--workloads", nargs="*", default=None, choices=list(WORKLOADS),
+                        help="with --safety: redo auto's runs for these workloads only, keeping the other records")
     parser.add_argument("--samples", type=int, default=None)
     parser.add_argument("--runs", type=int, default=None)
     args = parser.parse_args()
@@ -513,14 +573,15 @@ def main() -> None:
         run_grid(args.samples or 3, args.runs or 2, args.algorithms, args.scales, tuple(args.dims),
                  Path(args.records) if args.records else GRID)
     if args.fit:
-        write_rules({workload: fit(errors_all(workload)) for workload in WORKLOADS}, typical(load(GRID)))
+        write_rules({workload: fit(errors_all(workload)) for workload in WORKLOADS}, typical(load(GRID)),
+                    fit_thresholds(training()))
     if args.evaluate:
         evaluate(args.samples or 3, args.runs or 2)
     if args.from_records:
         report(None)
     if args.safety:
         path = Path(args.records) if args.records else SAFETY
-        safety(args.samples or 3, args.runs or 2, tuple(args.dims), path)
+        safety(args.samples or 3, args.runs or 2, tuple(args.dims), path, tuple(args.workloads or ()))
         safety_report([path])
     if args.safety_report is not None:
         safety_report([Path(p) for p in args.safety_report] or [SAFETY])

@@ -7,8 +7,9 @@
               the real-table corpus (``auto_rules.RULES[workload]``, written by bench/auto_rules.py): at that
               dimension, the nearest learned domain size and the signal decade round(log₁₀ s), the algorithm
               with the lowest mean regret among identity, hb and those that were never worse than the better of
-              the two on any training table there; where the rule differs between the decades within two
-              standard deviations of N̂, the rule's baseline (identity or hb) instead
+              the two on any training table there; for single cells and one-way marginals, identity or hb by
+              the signal per cell s / cells against a learned threshold (:func:`signal_baseline`); where the
+              rule differs between the decades within two standard deviations of N̂, the baseline instead
     run:      the chosen algorithm at ε₁ (DPCube and the k-d tree take their block size from N̂ instead of
               measuring a total of their own)
     infer:    where the chosen algorithm fits its measurements by least squares, N̂ joins the fit
@@ -66,7 +67,7 @@ from ...inference.measurements import total_measurement
 from ...errors import UsageError
 from ...privacy import PrivacyBudget, format_fraction
 from .. import options as option
-from .rules import RULES
+from .rules import BASELINE_SIGNAL, RULES
 from ..base import Algorithm, Estimate, Step
 from ..catalog import REGISTRY, get_algorithm
 from ..partitioning import DPCube
@@ -74,6 +75,8 @@ from ..partitioning import DPCube
 __all__ = ["Auto", "nearest_rule", "choose_gaussian", "WORKLOADS", "default_workload", "as_learned"]
 
 FALLBACK = "hb"
+#: The data-independent choices a careful steward makes by hand, which auto's promise is measured against.
+BASELINES = ("identity", "hb")
 #: Algorithms that read a table of two columns as one sequence of cells (DAWA, along the Hilbert curve): with
 #: categorical slices the curve would interleave the categories, so there they give way as a one-column
 #: algorithm does.
@@ -149,6 +152,31 @@ def nearest_rule(rules: dict, dims: int, cells: int, signal: float) -> tuple[str
     dec = min(max(int(round(math.log10(max(signal, 1.0)))), min(decades)), max(decades))
     algorithm, regret, datasets = decades[dec][:3]
     return algorithm, regret, datasets, (d, size), dec
+
+
+def signal_baseline(workload: str, dims: int, per_cell: float) -> str | None:
+    """The baseline for ``workload`` on a table of ``dims`` ordered columns at ``per_cell`` = N̂·ε / cells
+    (records times ε per cell): hb below the learned threshold ``10 ** BASELINE_SIGNAL[workload][dims]``,
+    identity at or above it; None where no threshold was learned (ranges: the rule table's baseline).
+
+    On single cells and one-way marginals which of the two wins turns on the signal per cell: where most cells
+    hold less than the noise, hb's top-down rounding zeroes whole empty subtrees and identity leaves noise on
+    every empty cell; where cells hold more, identity's one measurement per cell at the whole budget beats hb's
+    cells, measured at a share of it.  The signal decade of the whole table (the rule table's key) mixes tables
+    whose cells hold ten times more or less; the ratio is what the error follows."""
+    threshold = signal_threshold(workload, dims)
+    if threshold is None:
+        return None
+    return "hb" if per_cell < 10.0 ** threshold else "identity"
+
+
+def signal_threshold(workload: str, dims: int) -> float | None:
+    """log₁₀ of the learned signal per cell below which ``workload``'s baseline is hb (tables of more ordered
+    columns than learned take the largest learned); None where none was learned."""
+    thresholds = BASELINE_SIGNAL.get(workload, {})
+    if not thresholds:
+        return None
+    return thresholds[min(max(dims, min(thresholds)), max(thresholds))]
 
 
 def candidates(workload: str, shape: tuple[int, ...]) -> list[str]:
@@ -300,14 +328,27 @@ class Auto(Algorithm):
                   f"{signal:.3g}{per_slice}): lowest mean regret ({regret} over {datasets} data sets of DPBench and "
                   "the real-table corpus) among identity, hb and the algorithms never worse than both there")
         entry = rules[(d, size)][dec]
+        baseline = entry[4] if len(entry) > 4 else None
+        per_cell = signal / int(np.prod(ordered))
+        by_signal = signal_baseline(workload, d, per_cell)
+        if by_signal is not None:
+            baseline = by_signal
+            if name in BASELINES:
+                reason += (f"; of identity and hb, {baseline}, as the signal per cell (noisy total x epsilon / cells) "
+                           f"is {per_cell:.3g}, {'below' if baseline == 'hb' else 'at or above'} the learned "
+                           f"{10.0 ** signal_threshold(workload, d):.3g}")
+                name = baseline
         spread = [nearest_rule(rules, len(ordered), int(np.prod(ordered)),
                                max(float(noisy_total) + k * DOUBT * total_sd, 1.0) * float(epsilon) / slices)[4]
                   for k in (-1, 1)]
-        doubtful = [e for e in range(min(spread), max(spread) + 1) if rules[(d, size)].get(e, entry)[0] != name]
-        if doubtful and len(entry) > 4 and entry[4] != name:
+        # where the signal per cell picks the baseline, two decades whose rules are both baselines agree
+        kind = (lambda a: "baseline" if a in BASELINES else a) if by_signal is not None else (lambda a: a)
+        doubtful = [e for e in range(min(spread), max(spread) + 1)
+                    if kind(rules[(d, size)].get(e, entry)[0]) != kind(name)]
+        if doubtful and baseline is not None and baseline != name:
             reason += (f"; but within {DOUBT} standard deviations of the noisy total the signal may be "
-                       f"~1e{min(spread)} to ~1e{max(spread)}, where the rule differs, so its baseline {entry[4]}")
-            name = entry[4]
+                       f"~1e{min(spread)} to ~1e{max(spread)}, where the rule differs, so its baseline {baseline}")
+            name = baseline
         if not _takes(name, shape) or (slices > 1 and name in SEQUENCE_ONLY):
             # The rule's best algorithm for tables of several columns, else the fixed fallback.
             usable = len(entry) > 3 and _takes(entry[3], shape) and not (slices > 1 and entry[3] in SEQUENCE_ONLY)

@@ -282,6 +282,14 @@ RULES = {
     },
 }
 
+# BASELINE_SIGNAL[workload][dimensions] = log10 of the signal per cell (records × ε per cell) below which
+# auto's baseline for the workload is hb, identity at or above it (bench/auto_rules.py fit_thresholds);
+# a rule naming identity or hb gives way to it.
+BASELINE_SIGNAL = {
+    'cells': {1: -1.0, 2: -1.3},
+    'marginals': {1: -1.0, 2: -1.0},
+}
+
 # TYPICAL[(dimensions, cells)][decade][algorithm] = (cells, ranges): the algorithm's median over the
 # DPBench data sets of its mean error on single cells and on the ranges, as a fraction of the records
 # (the report's typical error of data-adaptive algorithms, dphist.evaluation.expected_error).

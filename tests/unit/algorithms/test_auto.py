@@ -13,8 +13,9 @@ import pytest
 
 from dphist import release
 from dphist.algorithms import REGISTRY, get_algorithm
-from dphist.algorithms.auto.choice import SEQUENCE_ONLY, WORKLOADS, Auto, choose_gaussian, default_workload, nearest_rule
-from dphist.algorithms.auto.rules import RULES as ALL_RULES
+from dphist.algorithms.auto.choice import (BASELINES, SEQUENCE_ONLY, WORKLOADS, Auto, choose_gaussian, default_workload,
+                                          nearest_rule, signal_baseline)
+from dphist.algorithms.auto.rules import BASELINE_SIGNAL, RULES as ALL_RULES
 from dphist_audit.replication import NoisePool, PooledBudget
 
 RULES = ALL_RULES["ranges"]  # the default workload of ordered columns
@@ -319,14 +320,46 @@ def test_default_workload_follows_the_columns():
 
 
 def test_auto_follows_the_workloads_rule_table():
+    """Each workload's rule as written, except that where a workload's baseline follows the signal per cell
+    (cells, marginals) a rule naming identity or hb gives way to the one the signal per cell names."""
     for workload in WORKLOADS:
         auto = Auto(workload=workload)
         for (dims, cells), decades in ALL_RULES[workload].items():
             shape = (cells,) if dims == 1 else (int(round(cells ** 0.5)),) * 2
             for dec, (algorithm, *_) in decades.items():
                 choice = auto.choose(shape, Fraction(1), 10.0 ** dec)
-                assert choice["chosen"] == algorithm and choice["workload"] == workload, (workload, dims, cells, dec)
-                assert choice["reason"].startswith(f"{workload} rule")
+                expected = signal_baseline(workload, dims, 10.0 ** dec / cells) if algorithm in BASELINES else None
+                assert choice["chosen"] == (expected or algorithm), (workload, dims, cells, dec)
+                assert choice["workload"] == workload and choice["reason"].startswith(f"{workload} rule")
+
+
+def test_baseline_thresholds_are_learned_for_cells_and_marginals_only():
+    assert set(BASELINE_SIGNAL) == {"cells", "marginals"}
+    for thresholds in BASELINE_SIGNAL.values():
+        assert set(thresholds) == {1, 2} and all(-3 <= t <= 2 for t in thresholds.values())
+
+
+def test_on_cells_the_signal_per_cell_picks_identity_or_hb(monkeypatch):
+    """With the cells threshold at 10^-1 records × ε per cell, a 1,024-cell table at ε₁ = 1 gets hb below N̂ =
+    102.4 and identity from there on, whatever the rule's baseline says; a rule naming another algorithm is
+    followed; two decades whose rules are both baselines leave nothing in doubt, a decade naming another does."""
+    import dphist.algorithms.auto.choice as auto_module
+    rules = {"cells": {(1, 1024): {1: ("identity", 1.0, 5, "identity", "identity"),
+                                   2: ("hb", 1.0, 5, "hb", "hb"), 3: ("privelet", 1.0, 5, "privelet", "identity")}}}
+    monkeypatch.setattr(auto_module, "RULES", rules)
+    monkeypatch.setattr(auto_module, "BASELINE_SIGNAL", {"cells": {1: -1.0}})
+    auto, eps = Auto(workload="cells"), Fraction(1)
+    low = auto.choose((1024,), eps, 100.0)
+    assert low["chosen"] == "hb" and "signal per cell" in low["reason"] and "0.0977" in low["reason"]
+    assert auto.choose((1024,), eps, 103.0)["chosen"] == "identity"  # decade 2's rule says hb
+    assert auto.choose((1024,), eps, 1000.0)["chosen"] == "privelet"
+    assert auto.choose((1024,), eps, 60.0, total_sd=30.0)["chosen"] == "hb"  # decades 1–2: both baselines
+    doubtful = auto.choose((1024,), eps, 1000.0, total_sd=400.0)  # 200–1,800: decades 2–3: privelet or a baseline
+    assert doubtful["chosen"] == "identity" and "its baseline identity" in doubtful["reason"]
+    # ranges keep the rule table's own baseline: no threshold is learned for them
+    monkeypatch.setattr(auto_module, "RULES", {"ranges": rules["cells"]})
+    assert Auto(workload="ranges").choose((1024,), eps, 100.0)["chosen"] == "hb"
+    assert Auto(workload="ranges").choose((1024,), eps, 10.0)["chosen"] == "identity"
 
 
 def test_auto_rejects_an_unknown_workload():
