@@ -12,6 +12,8 @@ a group of c such units).  Algorithms receive a budget and call it:
     measure_weighted(answers, g, ...)      the same with a relative scale g_i per answer
     laplace(answers, Δ₁, a, what)          discrete Laplace noise in any definition
     gaussian(answers, Δ₂², ρ, what)        discrete Gaussian noise (zCDP budgets only)
+    gaussian_residual(m, ρ_A, what)        a marginal's residual (projection of the scaled table + discrete
+                                           Gaussian noise; zCDP budgets only, docs/privacy.md §1.6)
     selection(k, a, Δ, what).choose(q)     k permute-and-flip draws on scores of sensitivity factor·Δ
 
 An *amount* ``a`` is in the budget's own unit (``definition``): ε for a pure budget (:class:`PrivacyBudget`), ρ for
@@ -358,6 +360,10 @@ class PrivacyBudget:
     def gaussian_weighted(self, answers, relative, l2_squared, amount, what: str, composition: str):
         raise BudgetExceeded(f"{what}: Gaussian noise needs a zCDP budget (this one is pure epsilon)")
 
+    def gaussian_residual(self, marginal, amount, what: str):
+        """A residual basis's discrete Gaussian measurement: only a zCDP budget has it."""
+        raise BudgetExceeded(f"{what}: Gaussian noise needs a zCDP budget (this one is pure epsilon)")
+
     def selection(self, count: int, amount, sensitivity, what: str,
                   composition: str | None = None) -> Selection:
         """``count`` exponential-mechanism draws (permute-and-flip) for scores whose sensitivity under one record
@@ -461,6 +467,48 @@ class ZCDPBudget(PrivacyBudget):
                              queries=int(answers.size), composition=composition)
         return noisy, self._record(record)
 
+    def gaussian_residual(self, marginal, amount, what: str) -> tuple[np.ndarray, Measurement]:
+        """The residual of a marginal table over a set A of attributes, with exact discrete Gaussian noise: ρ-zCDP
+        for ``amount`` = ρ_A (docs/privacy.md §1.6, docs/algorithms.md §11).
+
+        ``marginal``: the integer marginal table m over A's axes, shape (n_i)_{i∈A} with every n_i >= 2 (a 0-d
+        array for A = ∅, the grand total).  With N = ∏ n_i (1 for ∅), p = ∏ (n_i − 1)/n_i (1 for ∅) and
+        P = ⊗ (I − J/n_i) the orthogonal projector onto A's residual subspace (the table minus its mean along
+        every axis), it draws iid discrete Gaussian noise z of variance parameter s² = factor²·N²·p/(2ρ_A) on the
+        scaled table N·m (integers) and returns P(N·m + z)/N as float64, of m's shape (with the budget's leading
+        repetitions).  Only that projection is released; it costs p/(2σ²) with σ² = s²/N², so one record (factor
+        of them) moves the residual by at most √p (factor·√p) in L2 norm, as for continuous Gaussian noise.
+
+        Refused before paying: a table that is not integers, an axis of one value (its residual is 0), s² above
+        the sampler's 2^60, a scaled table beyond 2^62.  The record: l2_squared = factor²·p, sigma2 = s²/N² (the
+        variance parameter in the table's units), ``scaled_by`` = N, rho = ρ_A, one query per cell; its
+        ``noise_variance`` is the variance of the un-projected noise per cell in the table's units,
+        discrete_gaussian_variance(s²)/N², and the released residual's variance per cell is p times that."""
+        table = _integers(marginal, what)
+        amount = _amount(amount, what)
+        if any(n < 2 for n in table.shape):
+            raise ValueError(f"{what}: a residual needs at least two values on every axis, got shape {table.shape}")
+        cells = math.prod(table.shape)
+        kept = math.prod(Fraction(n - 1, n) for n in table.shape)
+        s2 = Fraction(self.factor) ** 2 * cells ** 2 * kept / (2 * amount)
+        if s2 > MAX_SIGMA2:  # refused before paying
+            raise ValueError(f"{what}: noise variance {float(s2):.3g} is above the sampler's 2^60")
+        if table.size and int(np.abs(table).max()) * cells > 2**62:
+            raise ValueError(f"{what}: the scaled table does not fit in 64-bit integers")
+        self._claim(amount, Fraction(0), what)
+        noisy = cells * table + self._gaussian_noise(s2, table.shape)
+        residual = noisy.astype(np.float64)
+        for axis in range(residual.ndim - table.ndim, residual.ndim):
+            residual -= residual.mean(axis=axis, keepdims=True)
+        residual /= cells
+        sigma2 = s2 / cells ** 2
+        if self._trace is not None:
+            self._traced(Draw(what, residual.copy(), np.float64(math.sqrt(float(sigma2 * kept)))))
+        record = Measurement(what=what, mechanism=GAUSSIAN, sensitivity=None, scale=None, epsilon=None,
+                             l2_squared=Fraction(self.factor) ** 2 * kept, sigma2=sigma2, rho=amount,
+                             queries=int(cells), scaled_by=int(cells),
+                             composition="one residual basis (a projection of the scaled marginal)")
+        return residual, self._record(record)
 
 #: The largest variance parameter a Gaussian measurement may ask for (keeps every draw far inside int64).
 MAX_SIGMA2 = Fraction(2**60)

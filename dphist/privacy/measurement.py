@@ -31,7 +31,11 @@ class Measurement:
     parameter σ² = l2_squared / (2ρ).  ``epsilon``, ``delta``: the pure cost (ε is None for Gaussian noise);
     ``rho``: the zCDP cost, set when the measurement was paid from a zCDP budget.  ``queries``: how many noisy
     values or draws (None where that number depends on the data and is not published, as in partition
-    selection); ``composition``: why the cost is what it is.
+    selection); ``composition``: why the cost is what it is.  ``scaled_by``: 1, except for a residual basis
+    (:meth:`~dphist.privacy.budget.ZCDPBudget.gaussian_residual`), whose integer queries were N times the values
+    it states, the noise drawn on them with variance parameter N²·``sigma2`` and the result divided by N: its
+    noise lives on the lattice of multiples of 1/N, with variance and half-width those of the discrete Gaussian
+    of N²·``sigma2`` divided by N² and N.
     """
 
     what: str
@@ -45,19 +49,28 @@ class Measurement:
     l2_squared: Fraction | None = None
     sigma2: Fraction | None = None
     rho: Fraction | None = None
+    scaled_by: int = 1
 
     @property
     def noise_variance(self) -> float | None:
-        """The variance of the noise on each value (at the base scale, for weighted noise); None for selections."""
+        """The variance of the noise on each value (at the base scale, for weighted noise); None for selections.
+        For a residual basis (``scaled_by`` N > 1): the variance of the un-projected noise per coordinate in the
+        values' units, discrete_gaussian_variance(N²·sigma2)/N² (the projection then multiplies it by p_A per
+        cell, docs/privacy.md §1.6)."""
         if self.mechanism == LAPLACE:
             return discrete_laplace_variance(self.scale)
         if self.mechanism == GAUSSIAN:
             from .samplers import discrete_gaussian_variance  # noqa: PLC0415
+            if self.scaled_by != 1:
+                return discrete_gaussian_variance(self.sigma2 * self.scaled_by ** 2) / self.scaled_by ** 2
             return discrete_gaussian_variance(self.sigma2)
         return None
 
     def halfwidth(self, level: float = 0.95) -> int | None:
-        """The half-width of an exact ``level`` interval for one noisy value (base scale); None for selections."""
+        """The half-width of an exact ``level`` interval for one noisy value (base scale); None for selections, and
+        for a residual basis (``scaled_by`` > 1), whose released values carry projected noise, not iid noise."""
+        if self.scaled_by != 1:
+            return None
         if self.mechanism == LAPLACE:
             from .samplers import discrete_laplace_halfwidth  # noqa: PLC0415
             return discrete_laplace_halfwidth(self.scale, level)
@@ -78,6 +91,8 @@ class Measurement:
             out.update({"l2_sensitivity": round(float(self.l2_squared) ** 0.5, 6),
                         "l2_sensitivity_squared": _number(self.l2_squared),
                         "sigma2": format_fraction(self.sigma2)})
+            if self.scaled_by != 1:
+                out["scaled_by"] = self.scaled_by
         else:
             out.update({"sensitivity": _number(self.sensitivity), "scale": format_fraction(self.scale),
                         "epsilon": format_fraction(self.epsilon)})
