@@ -73,16 +73,16 @@ def test_quantisation_costs_under_a_thousandth_of_the_rmse():
 
 
 def test_estimate_is_unbiased_and_its_variance_is_the_exact_one():
-    """600 seeded runs of a zCDP measurement of all ranges over 10 cells (ρ = 1/2) and 300 of a pure-ε one.
+    """400 seeded runs of a zCDP measurement of all ranges over 10 cells (ρ = 1/2) and 300 of a pure-ε one.
 
     Per cell, the mean error must lie within 4.5 of its exact standard errors (10 cells: false alarm about 7e-5
     per case); the mean of the squared error summed over cells, and of one range's squared error, within 4
     standard errors (estimated from the runs) of their exact expectations (false alarm 6e-5 each).  The sum's
-    relative standard error is about 0.4 / √runs, so a variance off by 7 % (600 runs) or 10 % (300) is caught;
-    a bias of 0.2 of a cell's sd (600 runs) is caught as well."""
+    relative standard error is about 0.4 / √runs, so a variance off by 8 % (400 runs) or 10 % (300) is caught;
+    a bias of 0.25 of a cell's sd (400 runs) is caught as well."""
     rng = np.random.default_rng(7)
     counts = rng.integers(0, 50, 10)
-    for noise, runs, make in (("l2", 600, lambda s: ZCDPBudget(Fraction(1, 2), bits=SeededBits(s))),
+    for noise, runs, make in (("l2", 400, lambda s: ZCDPBudget(Fraction(1, 2), bits=SeededBits(s))),
                               ("l1", 300, lambda s: PrivacyBudget(Fraction(1), bits=SeededBits(s)))):
         integer = quantise(strategy((10,), noise))
         errors, record = [], None
