@@ -197,19 +197,20 @@ def plan_marginals(marginals: list[tuple[str, ...]], sizes: dict[str, int], epsi
         attributes = union_of(marginals)
         residual = plan_residuals([[attributes.index(c) for c in m] for m in marginals],
                                   [sizes[c] for c in attributes])
-        variances = discrete_variance_per_cell(residual, epsilon)
-        cells = [math.prod(sizes[c] for c in m) for m in marginals]
-        residual_errors = [variances[tuple(sorted(attributes.index(c) for c in m))] * n
-                           for m, n in zip(marginals, cells)]
-        expected["residual"] = {**summary(residual_errors), "bases": len(residual.bases)}
         try:
             check_sampler(residual, epsilon)
         except ValueError as exc:
             residual_limit = str(exc)
-            expected["residual"]["not_available"] = residual_limit
+            expected["residual"] = {"bases": len(residual.bases), "not_available": residual_limit}
             if strategy == "residual":
                 raise UsageError(f"marginal strategy residual does not apply at this budget: {residual_limit}; "
                                  "raise rho") from None
+        else:
+            variances = discrete_variance_per_cell(residual, epsilon)
+            cells = [math.prod(sizes[c] for c in m) for m in marginals]
+            residual_errors = [variances[tuple(sorted(attributes.index(c) for c in m))] * n
+                               for m, n in zip(marginals, cells)]
+            expected["residual"] = {**summary(residual_errors), "bases": len(residual.bases)}
     if full_limit is not None:
         expected["full"]["not_available"] = full_limit
     if separable is not None and full_limit is not None and (residual is None or residual_limit is not None):
