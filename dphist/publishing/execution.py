@@ -10,7 +10,9 @@ private and the ledger is never touched; otherwise the run happens inside the re
 files.  :func:`run_plan` is the middle: it makes the release's one budget (:func:`release_budget`: a
 :class:`~dphist.privacy.PrivacyBudget` of ε, or a :class:`~dphist.privacy.ZCDPBudget` of ρ), splits it into the
 discovery's part, one part per table and, under a unit cap, the part that measures what the cap dropped
-(:mod:`dphist.publishing.unit_cap`), reads, measures and hands over to :mod:`dphist.publishing.assemble`.
+(:mod:`dphist.publishing.unit_cap`), reads, measures and hands over to :mod:`dphist.publishing.assemble`.  A
+marginal set of strategy residual gets one part for all its tables, and its residual bases are measured jointly
+from the counted tables (:func:`dphist.algorithms.residual_planner.measure_from_marginals`).
 The CLI's ``release`` and ``schema --private`` and the Python API's :func:`dphist.release` all run through here.
 """
 
