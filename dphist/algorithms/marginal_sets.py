@@ -13,6 +13,16 @@ Two strategies, chosen before any data is read:
 ``auto`` picks the one with the lower expected squared error, computed from public facts alone (the marginals'
 shapes, ε and the noise distribution).
 
+Under zCDP a third strategy applies, and ``auto`` takes it:
+
+* **residual**: measure the marginals' residual bases (every subset of a marginal, docs/algorithms.md §11) once,
+  jointly, with the whole amount split by the residual planner's closed form, and rebuild every marginal from
+  them.  For the sum of all cells' variances this is the optimal Gaussian linear measurement of the workload
+  (Xiao et al. 2023), so its expected error is never above full's or separate's.  The marginals share their
+  residual pieces, so every shared sub-table agrees exactly before rounding, for any set (no refusal).  It is
+  zCDP-only for now: a residual's L1 sensitivity ∏ 2(n_i − 1)/n_i exceeds a marginal's once some n_i > 2, so
+  pure ε needs a different optimisation.
+
 Under zCDP (``noise="gaussian"``, amounts ρ) the same two strategies apply with discrete Gaussian noise: "full"
 measures the table over the union with Δ₂² = 1 at ρ (σ² = 1/(2ρ) per cell); "separate" measures each marginal with
 identity on its part ρ/k (σ² = k/(2ρ): the k marginals of one record have Δ₂² = k together, so this is the same
@@ -23,7 +33,7 @@ noise as one joint measurement at ρ), and the least squares weights use those v
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Any
 
@@ -31,6 +41,7 @@ import numpy as np
 import pandas as pd
 
 from ..inference.marginals import check_separable, expected_errors, full_table_errors, shared_subsets
+from .residual_planner import ResidualPlan, check_sampler, discrete_variance_per_cell, plan_residuals
 from ..errors import UsageError
 from ..privacy import discrete_laplace_variance
 from ..privacy.samplers import discrete_gaussian_variance
@@ -39,7 +50,7 @@ from ..text import quoted
 __all__ = ["parse_marginals", "union_of", "derive_marginal", "labelled_frame", "STRATEGIES", "MarginalPlan",
            "plan_marginals", "cell_variance", "SEPARATE_MAX_CELLS"]
 
-STRATEGIES = ("auto", "full", "separate")
+STRATEGIES = ("auto", "full", "separate", "residual")
 #: Strategy "separate" solves a transportation problem per table; beyond this many cells it is too slow.
 SEPARATE_MAX_CELLS = 1_000_000
 ERROR_MEASURE = ("expected squared error of the unbiased estimates (before non-negativity and rounding), summed "
@@ -94,13 +105,21 @@ def labelled_frame(columns: list, values: dict[str, np.ndarray]) -> pd.DataFrame
 
 @dataclass
 class MarginalPlan:
-    """How a marginal set will be released: the strategy, why, and both strategies' expected errors."""
+    """How a marginal set will be released: the strategy, why, and the strategies' expected errors.  Under zCDP
+    with identity, ``residual`` is the residual plan (attribute i is ``attributes[i]``, the marginals' columns in
+    order of first appearance), else None."""
 
     marginals: list[tuple[str, ...]]
     strategy: str
     chosen_by: str
     expected: dict
     shared: list[tuple[str, ...]]
+    residual: ResidualPlan | None = field(default=None, repr=False)
+    attributes: tuple[str, ...] = ()
+
+    def indices(self, marginal: tuple[str, ...]) -> tuple[int, ...]:
+        """The residual plan's key of ``marginal``: its columns' attribute indices, sorted."""
+        return tuple(sorted(self.attributes.index(c) for c in marginal))
 
     def report(self) -> dict:
         return {"strategy": self.strategy, "chosen_by": self.chosen_by,
@@ -121,6 +140,12 @@ def plan_marginals(marginals: list[tuple[str, ...]], sizes: dict[str, int], epsi
     1/ε (k/ε) or of discrete Gaussian noise of σ² = 1/(2ρ) (k/(2ρ)).  With another algorithm only "full"
     applies (its error is not computed here).  ``full_limit`` says why the full table cannot be released (too
     many columns or cells), if so.
+
+    Under zCDP with identity, "residual" also applies: the residual plan's exact per-cell variances with the
+    discrete Gaussian's variance per basis (:func:`~dphist.algorithms.residual_planner.discrete_variance_per_cell`),
+    and "auto" chooses it (the other two are still reported).  UsageError (one line, nothing read) for residual
+    requested under pure ε, with another algorithm, or at an amount whose noise is beyond the sampler's limit
+    (auto then falls back to full or separate).
     """
     if noise not in ("laplace", "gaussian"):
         raise UsageError(f"unknown noise {quoted(noise)} for a marginal set (laplace or gaussian)")
@@ -157,9 +182,38 @@ def plan_marginals(marginals: list[tuple[str, ...]], sizes: dict[str, int], epsi
     else:
         expected["separate"] = {"not_available": separable}
 
+    residual, residual_errors, residual_limit = None, None, None
+    if noise != "gaussian":
+        if strategy == "residual":
+            raise UsageError("marginal strategy residual needs a zCDP budget (--rho R, or --epsilon E --delta D "
+                             "--noise gaussian): under pure epsilon a residual's L1 sensitivity is larger than a "
+                             "marginal's, so it is not offered there")
+    elif algorithm != "identity":
+        if strategy == "residual":
+            raise UsageError(f"marginal strategy residual measures residual bases with discrete Gaussian noise "
+                             f"itself, not with algorithm {quoted(algorithm)}; drop the algorithm or choose another "
+                             "marginal strategy")
+    else:
+        attributes = union_of(marginals)
+        residual = plan_residuals([[attributes.index(c) for c in m] for m in marginals],
+                                  [sizes[c] for c in attributes])
+        try:
+            check_sampler(residual, epsilon)
+        except ValueError as exc:
+            residual_limit = str(exc)
+            expected["residual"] = {"bases": len(residual.bases), "not_available": residual_limit}
+            if strategy == "residual":
+                raise UsageError(f"marginal strategy residual does not apply at this budget: {residual_limit}; "
+                                 "raise rho") from None
+        else:
+            variances = discrete_variance_per_cell(residual, epsilon)
+            cells = [math.prod(sizes[c] for c in m) for m in marginals]
+            residual_errors = [variances[tuple(sorted(attributes.index(c) for c in m))] * n
+                               for m, n in zip(marginals, cells)]
+            expected["residual"] = {**summary(residual_errors), "bases": len(residual.bases)}
     if full_limit is not None:
         expected["full"]["not_available"] = full_limit
-    if separable is not None and full_limit is not None:
+    if separable is not None and full_limit is not None and (residual is None or residual_limit is not None):
         raise UsageError(f"these marginals cannot be released together: the full table {full_limit}, and strategy "
                          f"separate does not apply ({separable})")
     if strategy == "separate" and separable is not None:
@@ -169,6 +223,10 @@ def plan_marginals(marginals: list[tuple[str, ...]], sizes: dict[str, int], epsi
                          "--marginal-strategy separate")
     if strategy != "auto":
         chosen, why = strategy, "requested"
+    elif residual is not None and residual_limit is None:
+        chosen, why = "residual", ("auto: residual bases measured jointly are the optimal Gaussian linear measurement "
+                                   "of these marginals for the sum of their cells' variances (never worse than full "
+                                   "or separate; their figures are given for comparison)")
     elif full_limit is not None:
         chosen, why = "separate", f"auto: full does not apply (the full table {full_limit})"
     elif separable is not None:
@@ -178,7 +236,8 @@ def plan_marginals(marginals: list[tuple[str, ...]], sizes: dict[str, int], epsi
         why = "auto: the lower expected error"
     if noise == "gaussian":  # (the pure-ε report is unchanged)
         expected["noise"] = "discrete Gaussian, amounts are rho"
-    return MarginalPlan(marginals, chosen, why, expected, shared_subsets(marginals)[1:])
+    return MarginalPlan(marginals, chosen, why, expected, shared_subsets(marginals)[1:],
+                        residual if chosen == "residual" else None, union_of(marginals))
 
 
 def cell_variance(noise: str, amount, parts: int) -> float:

@@ -35,10 +35,11 @@ import math
 import numpy as np
 
 from ..errors import DataError
-from ..privacy import PrivacyBudget
+from ..privacy import PrivacyBudget, discrete_gaussian_variance, split_shares
+from ..privacy.budget import MAX_SIGMA2
 
-__all__ = ["ResidualPlan", "ResidualMeasurement", "plan_residuals", "measure_residuals", "reconstruct",
-           "exact_variances"]
+__all__ = ["ResidualPlan", "ResidualMeasurement", "plan_residuals", "measure_residuals", "measure_from_marginals",
+           "reconstruct", "exact_variances", "discrete_variance_per_cell", "check_sampler", "source_marginals"]
 
 OBJECTIVES = ("sum", "max")
 
@@ -304,18 +305,112 @@ def measure_residuals(plan: ResidualPlan, codes, budget: PrivacyBudget) -> list[
     if budget.definition != "zcdp":
         raise ValueError("residual bases need a zCDP budget (discrete Gaussian noise)")
     columns = [codes[:, i].astype(np.intp) for i in range(codes.shape[1])]
-    parts = budget.split([Fraction(float(s)) for s in plan.shares])
+
+    def table_of(basis, dims):
+        if not basis:
+            return np.array(codes.shape[0], dtype=np.int64)
+        flat = np.ravel_multi_index([columns[i] for i in basis], dims)
+        return np.bincount(flat, minlength=math.prod(dims)).reshape(dims)
+    return _measure(plan, table_of, budget)
+
+
+def measure_from_marginals(plan: ResidualPlan, tables, budget: PrivacyBudget) -> list[ResidualMeasurement]:
+    """Every basis of ``plan`` measured through the kernel, as :func:`measure_residuals` does, from the counted
+    workload marginals instead of row codes: ``tables`` holds one integer array per marginal of
+    ``plan.marginals`` (in that order, or a mapping from those tuples), with one axis per attribute in the
+    marginal's sorted order.  Basis A's counts are the smallest workload marginal S ⊇ A (:func:`source_marginals`)
+    summed over S∖A; they are A's true marginal because every table counts the same records, so the privacy
+    argument (and the noise) is that of :func:`measure_residuals`.  Raises DataError for a missing table, a wrong
+    shape or negative or fractional counts, and ValueError for a pure-ε budget, before any draw."""
+    if isinstance(tables, dict):
+        missing = [s for s in plan.marginals if s not in tables]
+        if missing:
+            raise DataError(f"no counted table for marginal {missing[0]}")
+        tables = [tables[s] for s in plan.marginals]
+    if len(tables) != len(plan.marginals):
+        raise DataError(f"{len(tables)} counted tables for {len(plan.marginals)} marginals")
+    checked = []
+    for s, table in zip(plan.marginals, tables):
+        table = np.asarray(table)
+        shape = tuple(plan.sizes[i] for i in s)
+        if table.shape != shape:
+            raise DataError(f"marginal {s}: counted table of shape {table.shape}, expected {shape}")
+        whole = np.issubdtype(table.dtype, np.integer) or (
+            np.issubdtype(table.dtype, np.floating) and bool(np.all(np.isfinite(table) & (table == np.round(table)))))
+        if not whole or (table.size and table.min() < 0):
+            raise DataError(f"marginal {s}: counts must be non-negative whole numbers")
+        checked.append(table.astype(np.int64))
+    if budget.definition != "zcdp":
+        raise ValueError("residual bases need a zCDP budget (discrete Gaussian noise)")
+    source = source_marginals(plan)
+
+    def table_of(basis, dims):
+        s = plan.marginals[source[basis]]
+        summed = tuple(k for k, i in enumerate(s) if i not in basis)
+        return checked[source[basis]].sum(axis=summed) if summed else checked[source[basis]]
+    return _measure(plan, table_of, budget)
+
+
+def source_marginals(plan: ResidualPlan) -> dict[tuple[int, ...], int]:
+    """{basis A: the position in ``plan.marginals`` of the workload marginal S ⊇ A with the fewest cells} (ties:
+    the first), the table A's counts are summed from."""
+    cells = plan.marginal_cells()
+    out: dict[tuple[int, ...], int] = {}
+    for group in plan.groups:
+        for row, bases in zip(group.rows.tolist(), group.basis.tolist()):
+            for b in bases:
+                if b < 0:
+                    continue
+                a = plan.bases[b]
+                if a not in out or cells[row] < cells[out[a]] or (cells[row] == cells[out[a]] and row < out[a]):
+                    out[a] = row
+    return out
+
+
+def _share_fractions(plan: ResidualPlan) -> list[Fraction]:
+    """The plan's shares as the exact fractions the budget is split by (each float share, exactly)."""
+    return [Fraction(float(s)) for s in plan.shares]
+
+
+def _measure(plan: ResidualPlan, table_of, budget: PrivacyBudget) -> list[ResidualMeasurement]:
+    parts = budget.split(_share_fractions(plan))
     out = []
     for basis, part in zip(plan.bases, parts):
         dims = tuple(plan.sizes[i] for i in basis)
-        if basis:
-            flat = np.ravel_multi_index([columns[i] for i in basis], dims)
-            table = np.bincount(flat, minlength=math.prod(dims)).reshape(dims)
-        else:
-            table = np.array(codes.shape[0], dtype=np.int64)
-        residual, record = part.gaussian_residual(table, part.amount, f"residual basis {basis}")
+        residual, record = part.gaussian_residual(table_of(basis, dims), part.amount, f"residual basis {basis}")
         out.append(ResidualMeasurement(basis, residual, float(record.noise_variance), record))
     return out
+
+
+def _scaled_variances(plan: ResidualPlan, rho) -> list[Fraction]:
+    """s_A² = N_A²·p_A/(2ρ_A) per basis, exactly: the variance parameter the kernel draws basis A's noise with on
+    the scaled table, for a budget of ``rho`` per record (ρ/K² for a protected unit of K rows), split as
+    :func:`measure_from_marginals` splits it."""
+    parts = split_shares(Fraction(rho), _share_fractions(plan))
+    out = []
+    for basis, part in zip(plan.bases, parts):
+        sizes = [plan.sizes[i] for i in basis]
+        out.append(Fraction(math.prod(sizes) * math.prod(n - 1 for n in sizes)) / (2 * part))
+    return out
+
+
+def discrete_variance_per_cell(plan: ResidualPlan, rho) -> dict[tuple[int, ...], float]:
+    """{marginal S: the exact variance of each cell of m̂_S} when the bases are measured by the kernel (discrete
+    Gaussian noise on the scaled tables) with a budget of ``rho`` per record: Σ_{A⊆S} v_A·p_A/∏_{S∖A} n_i², with
+    v_A = discrete_gaussian_variance(s_A²)/N_A², the figure every record's ``noise_variance`` will state
+    (:func:`exact_variances` computes the same from the records).  At most :meth:`ResidualPlan.variance_per_cell`."""
+    v = np.array([discrete_gaussian_variance(s2) for s2 in _scaled_variances(plan, rho)]) / plan.cells ** 2
+    return dict(zip(plan.marginals, _cell_variances(plan, v * plan.kept).tolist()))
+
+
+def check_sampler(plan: ResidualPlan, rho) -> None:
+    """ValueError (one line) if some basis would need a noise variance above the sampler's limit at ``rho`` per
+    record: the kernel would refuse that basis, so a release checks this before anything is charged."""
+    scaled = _scaled_variances(plan, rho)
+    worst = max(range(len(scaled)), key=scaled.__getitem__)
+    if scaled[worst] > MAX_SIGMA2:
+        raise ValueError(f"residual basis {plan.bases[worst]} would need a noise variance of "
+                         f"{float(scaled[worst]):.3g} on its scaled table, above the sampler's 2^60")
 
 
 def _by_basis(plan: ResidualPlan, measurements: Sequence[ResidualMeasurement]) -> dict:

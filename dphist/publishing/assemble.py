@@ -8,6 +8,7 @@ and :class:`Release` holds the result (``write``, ``stage`` and ``summary``).
 
 from __future__ import annotations
 
+import itertools
 import math
 import os
 from dataclasses import dataclass, field
@@ -27,8 +28,10 @@ from ..errors import UsageError
 from ..read.sources import is_path
 from .writers import stage_release, write_release
 from ..declare.job import TableRequest, table_name_for
-from ..inference.marginals import consistent_marginals, expected_errors, nonnegative_integer_marginals
-from ..algorithms.marginal_sets import derive_marginal, labelled_frame
+from ..inference.marginals import (check_separable, consistent_marginals, expected_errors,
+                                   nonnegative_integer_marginals)
+from ..algorithms.marginal_sets import SEPARATE_MAX_CELLS, derive_marginal, labelled_frame
+from ..algorithms.residual_planner import ResidualMeasurement, exact_variances, reconstruct
 from .planning import ReleasePlan
 from ..privacy import Measurement, PrivacyBudget, format_fraction, per_row_amount
 from ..privacy.conversions import epsilon_for
@@ -39,7 +42,7 @@ from .unit_cap import dropped_note, dropped_notice
 from ..version import __version__
 from ..text import quoted
 
-__all__ = ["Release", "MeasuredTable", "table_report", "released_tables", "discovery_report", "release_report",
+__all__ = ["Release", "MeasuredTable", "ResidualSet", "table_report", "released_tables", "discovery_report", "release_report",
            "budget_report", "tidy_table", "NOT_PRIVATE", "DELTA_REFERENCE"]
 
 POST_PROCESSING = ("top-down over a public tree of blocks (the algorithm's tree, or 4 splits per column): the "
@@ -52,6 +55,12 @@ DERIVED_CI = ("normal approximation: noisy_count ± 1.96 × √(k × the full ta
               "table's cells summed into the marginal's cell (identity: independent noise)")
 SEPARATE_POST = ("exact least-squares consistency with the other marginals (shared sub-tables and grand total "
                  "agree), then non-negative integers with the shared sub-tables held fixed (L1-closest)")
+RESIDUAL_CI = ("normal approximation: noisy_count ± 1.96 × expected_cell_sd, the exact sd of the marginal "
+               "rebuilt from its residual bases (each basis's discrete Gaussian variance, as recorded)")
+RESIDUAL_POST = ("rebuilt from the set's residual bases (shared sub-tables and grand total agree exactly), then "
+                 "non-negative integers: {how}")
+#: A residual marginal set lists one step per basis up to this many; beyond it, one summary step.
+RESIDUAL_STEPS_LISTED = 64
 PRIVACY_UNIT = "one record (row)"
 NEIGHBOURING = "add/remove one record"
 SAMPLER = "exact discrete Laplace (binary-expansion sampler) on OS CSPRNG bits (os.urandom)"
@@ -162,8 +171,11 @@ class Release:
             lines.append(notice)
         if r.get("marginals"):
             m = r["marginals"]
-            lines.append(f"marginals: strategy {m['strategy']} ({m['chosen_by']}); every shared margin and the "
-                         "grand total agree across the tables")
+            agreement = m.get("rounded_agreement", {"exact": True})
+            agree = ("every shared margin and the grand total agree across the tables" if agreement["exact"] else
+                     "every shared margin and the grand total agree before rounding; after it, sums onto a shared "
+                     f"margin differ by at most {agreement['max_difference']}")
+            lines.append(f"marginals: strategy {m['strategy']} ({m['chosen_by']}); {agree}")
         width = max(len(t["name"]) for t in r["tables"])
         for t in r["tables"]:
             sd = f", sd per cell {t['expected_cell_sd']:.3g}" if t.get("expected_cell_sd") is not None else ""
@@ -232,10 +244,26 @@ class MeasuredTable:
 # Post-processing into tidy tables
 
 
-def released_tables(plan: ReleasePlan, tables: list[MeasuredTable]) -> tuple[dict, list[dict], dict | None]:
+@dataclass
+class ResidualSet:
+    """A marginal set of strategy residual after its one joint measurement: the tables asked for and their
+    shapes (in the plan's order), the set's part of the release's budget (whose record lists one step per basis)
+    and the measured bases."""
+
+    requests: list[TableRequest]
+    shapes: list[TableShape]
+    budget: PrivacyBudget
+    measurements: list[ResidualMeasurement]
+
+
+def released_tables(plan: ReleasePlan, tables: list[MeasuredTable],
+                    residual: ResidualSet | None = None) -> tuple[dict, list[dict], dict | None]:
     """The released tables (name -> tidy DataFrame), their report entries and the report's ``marginals`` block
     (None without marginals).  A marginal set under "separate" is made consistent across its tables; under
-    "full" its one table is summed down to each marginal."""
+    "full" its one table is summed down to each marginal; under "residual" (``residual`` given, ``tables``
+    empty) every marginal is rebuilt from the measured bases."""
+    if residual is not None:
+        return _residual_marginals(plan, residual)
     reports = [table_report(t, plan.rows_per_protected_group, plan.raw) for t in tables]
     if plan.marginal_plan is not None and plan.marginal_plan.strategy == "separate":
         frames, marginal_report = _consistent_marginals(plan, tables, reports)
@@ -308,6 +336,110 @@ def _consistent_marginals(plan: ReleasePlan, tables: list[MeasuredTable], report
                     "composition": f"sequential: the {k} marginals are of the same records, each measured with "
                                    f"{plan.amount_name} {format_fraction(plan.budgets[0])}",
                     "ci": f"ci_lower/ci_upper: {SEPARATE_CI}"}
+
+
+def _residual_marginals(plan: ReleasePlan, measured: ResidualSet) -> tuple[dict, list[dict], dict]:
+    """Strategy residual: each marginal rebuilt from the residual bases (docs/algorithms.md §11), its exact per-cell
+    variance from the bases' records, then non-negative integers.  A set that :func:`check_separable` accepts keeps
+    every shared sub-table exactly (:func:`nonnegative_integer_marginals`); any other set rounds each marginal on
+    its own to the one shared rounded grand total, and the report states the largest difference left between two
+    marginals' sums onto a sub-table they share (computed from the released integers: post-processing)."""
+    marginal_plan, marginals = plan.marginal_plan, plan.marginals
+    residual = marginal_plan.residual
+    rebuilt = reconstruct(residual, measured.measurements)
+    variances = exact_variances(residual, measured.measurements)
+    values = []
+    for m in marginals:
+        key = marginal_plan.indices(m)
+        ordered = sorted(m, key=marginal_plan.attributes.index)
+        values.append(np.transpose(rebuilt[key], [ordered.index(c) for c in m]))
+    sizes = {c.name: c.n_cells for shape in measured.shapes for c in shape.columns}
+    separable = (check_separable(marginals) is None
+                 and max(math.prod(sizes[c] for c in m) for m in marginals) <= SEPARATE_MAX_CELLS)
+    if separable:
+        counts = nonnegative_integer_marginals(values, marginals)
+        how = "the shared sub-tables held fixed (L1-closest), so they agree exactly after rounding too"
+    else:
+        # The grand total is the empty basis's alone, the same in every marginal: one rounded total for all.
+        total = float(np.sum(values[0]))
+        counts = [nonnegative_integer_table(v, total) for v in values]
+        how = ("each marginal on its own, keeping the one rounded grand total (integer tables with three or more "
+               "fixed margins may not exist)")
+    difference = largest_shared_difference(counts, marginals)
+    factor = plan.rows_per_protected_group
+    amount = _table_amount(measured.budget, factor)
+    frames, reports = {}, []
+    for m, request, shape, value, count in zip(marginals, measured.requests, measured.shapes, values, counts):
+        sd = math.sqrt(variances[marginal_plan.indices(m)])
+        lower, upper = intervals.bounds(value, Z_95 * sd)
+        frames[shape.name] = labelled_frame(list(shape.columns), {
+            "count": count,
+            "noisy_count": _integral_or_float(np.round(value, 6)),
+            "ci_lower": lower, "ci_upper": upper,
+            "ci_covers": intervals.covers_column(value.size, None, True),
+            "bucket": intervals.bucket_column(value.size, None)})
+        reports.append({
+            "name": request.name, "columns": list(request.columns), "algorithm": "residual", **amount,
+            "measured_in": "the marginal set's one joint measurement of residual bases (marginals.steps); the "
+                           f"{plan.amount_name} shown is the whole set's",
+            "cells": shape.n_cells, "shape": list(shape.shape),
+            "domain": {c.name: c.describe() for c in shape.columns},
+            "expected_cell_sd": round(sd, 4),
+            "interval": {"covers": intervals.COUNT, "method": RESIDUAL_CI},
+            "workload": request.workload,
+            "expected_error": {"unit": "records", "cells": {"rms": round(sd, 4)},
+                               "basis": "exact: the rebuilt marginal's noise (before non-negativity and rounding) "
+                                        "has the same variance in every cell, the sum over its bases of each "
+                                        "basis's recorded discrete Gaussian variance times p_A/∏ n_i² "
+                                        "(docs/algorithms.md §11)"},
+            "post_processing": RESIDUAL_POST.format(how=how)})
+    steps = [m.report() for m in measured.budget.measurements]
+    if len(steps) > RESIDUAL_STEPS_LISTED:
+        records = measured.budget.measurements
+        steps = [{"what": f"{len(records)} residual bases, one discrete Gaussian measurement each (listed one by "
+                          f"one only up to {RESIDUAL_STEPS_LISTED})",
+                  "mechanism": records[0].mechanism, "bases": len(records),
+                  plan.amount_name: format_fraction(measured.budget.spent),
+                  "noisy_values": sum(r.queries for r in records)}]
+    block = {**marginal_plan.report(),
+             "composition": f"one joint measurement: {len(measured.measurements)} residual bases, each with its "
+                            f"share of the set's {plan.amount_name} {format_fraction(measured.budget.amount)} "
+                            f"(sequential: the {plan.amount_name}s of the bases add up to it); every marginal is "
+                            "rebuilt from the bases it contains",
+             "steps": steps,
+             "rounded_agreement": {
+                 "exact": bool(separable), "max_difference": difference,
+                 "why": ("the shared sub-tables are fixed first and every marginal rounded around them"
+                         if separable else
+                         "before rounding every shared sub-table agrees exactly; this set has a table with three or "
+                         "more largest shared sub-tables, so each marginal is rounded on its own (same grand total) "
+                         "and sums onto a shared sub-table may differ by up to max_difference")},
+             "ci": f"ci_lower/ci_upper: {RESIDUAL_CI}"}
+    return frames, reports, block
+
+
+def largest_shared_difference(tables: list[np.ndarray], marginals: list[tuple[str, ...]]) -> int:
+    """The largest absolute difference between two of ``tables`` (axes ``marginals[i]``) summed onto a column set
+    both contain (the grand total included); 0 when every shared sub-table agrees."""
+    low: dict[frozenset, np.ndarray] = {}
+    high: dict[frozenset, np.ndarray] = {}
+    worst = 0
+    for table, m in zip(tables, marginals):
+        for r in range(len(m) + 1):
+            for keep in itertools.combinations(range(len(m)), r):
+                key = frozenset(m[k] for k in keep)
+                # the sub-table with its axes in one canonical order (sorted column names), whatever m's order
+                order = sorted(keep, key=lambda k: m[k])
+                dropped = tuple(k for k in range(len(m)) if k not in keep)
+                summed = np.asarray(table, dtype=np.int64).sum(axis=dropped) if dropped else np.asarray(table)
+                summed = np.transpose(summed, [sorted(keep).index(k) for k in order]) if r else summed
+                if key in low:
+                    low[key] = np.minimum(low[key], summed)
+                    high[key] = np.maximum(high[key], summed)
+                    worst = max(worst, int(np.max(high[key] - low[key])))
+                else:
+                    low[key], high[key] = summed, summed
+    return worst
 
 
 def _derived_marginals(plan: ReleasePlan, table: MeasuredTable, frames: dict,

@@ -10,7 +10,9 @@ private and the ledger is never touched; otherwise the run happens inside the re
 files.  :func:`run_plan` is the middle: it makes the release's one budget (:func:`release_budget`: a
 :class:`~dphist.privacy.PrivacyBudget` of ε, or a :class:`~dphist.privacy.ZCDPBudget` of ρ), splits it into the
 discovery's part, one part per table and, under a unit cap, the part that measures what the cap dropped
-(:mod:`dphist.publishing.unit_cap`), reads, measures and hands over to :mod:`dphist.publishing.assemble`.
+(:mod:`dphist.publishing.unit_cap`), reads, measures and hands over to :mod:`dphist.publishing.assemble`.  A
+marginal set of strategy residual gets one part for all its tables, and its residual bases are measured jointly
+from the counted tables (:func:`dphist.algorithms.residual_planner.measure_from_marginals`).
 The CLI's ``release`` and ``schema --private`` and the Python API's :func:`dphist.release` all run through here.
 """
 
@@ -21,6 +23,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+import numpy as np
 
 from ..declare import identifiers
 from ..algorithms import Algorithm
@@ -33,7 +37,8 @@ from .destination import Destination
 from .writers import check_destination
 from ..declare.job import TableRequest
 from .ledger import Ledger
-from .assemble import MeasuredTable, Release, discovery_report, release_report, released_tables
+from .assemble import MeasuredTable, Release, ResidualSet, discovery_report, release_report, released_tables
+from ..algorithms.residual_planner import measure_from_marginals
 from .planning import ReleasePlan
 from .unit_cap import measure_dropped
 from ..privacy import BitSource, PrivacyBudget, ZCDPBudget, bit_source, total_of
@@ -121,7 +126,10 @@ def run_plan(plan: ReleasePlan, progress: bool = False) -> Release:
     a progress bar of the counting pass on stderr (for a terminal; see :mod:`dphist.read.progress`)."""
     # The release's one budget: every noisy step below draws from it, or from one of its parts.
     budget = release_budget(plan, bit_source(plan.seed))
-    discovery_budget, table_budgets, unit_cap_budget = _split(plan, budget)
+    joint = _joint(plan)
+    discovery_budget, table_budgets, unit_cap_budget = _split(plan, budget, joint)
+    if joint:  # one part for the whole marginal set, measured at once below; every table is in it
+        table_budgets = table_budgets * len(plan.requests)
     tables = [_Table(r, s, a, b) for r, s, a, b in zip(plan.requests, plan.shapes, plan.algorithms, table_budgets)]
 
     # Read: the undeclared columns' domains first (paid from the discovery part), then the one counting pass.
@@ -132,16 +140,22 @@ def run_plan(plan: ReleasePlan, progress: bool = False) -> Release:
     unit_rows = UnitRows() if unit_cap_budget is not None else None
     counts = _count(plan, [t.shape for t in tables], discovered, budget.bits, progress, unit_rows)
 
-    # Measure: each table's algorithm on its own part of the budget (whose record becomes the report's steps).
-    measured = [MeasuredTable(t.request, t.shape, t.algorithm, t.budget,
-                              t.algorithm.run(table_counts, t.budget, columns=t.shape.columns))
-                for t, table_counts in zip(tables, counts)]
+    # Measure: each table's algorithm on its own part of the budget (whose record becomes the report's steps), or
+    # a residual marginal set's bases jointly on the set's one part.
+    residual = None
+    if joint:
+        residual = _measure_residual_set(plan, tables, counts, table_budgets[0])
+        measured = []
+    else:
+        measured = [MeasuredTable(t.request, t.shape, t.algorithm, t.budget,
+                                  t.algorithm.run(table_counts, t.budget, columns=t.shape.columns))
+                    for t, table_counts in zip(tables, counts)]
     del counts  # the true counts are not needed again (a big table's would double the memory of what follows)
     # Under a unit cap: how many rows it dropped, measured on its own part (docs/privacy.md §6).
     unit_cap = None if unit_cap_budget is None else measure_dropped(unit_rows, unit_cap_budget, plan.unit)
 
     # Post-process and output: free, from the noisy values and public facts only.
-    frames, table_reports, marginals = released_tables(plan, measured)
+    frames, table_reports, marginals = released_tables(plan, measured, residual)
     # A skipped table's part was charged in the ledger before discovery ran: it is counted as spent.
     skipped = total_of(b.amount for i, b in enumerate(table_budgets) if discovered and i not in discovered.usable)
     report = release_report(plan, budget, skipped, table_reports, discovered and discovered.report, marginals,
@@ -187,16 +201,39 @@ class _Discovered:
     readers: dict[str, TextAs]
 
 
-def _split(plan: ReleasePlan,
-           budget: PrivacyBudget) -> tuple[PrivacyBudget | None, list[PrivacyBudget], PrivacyBudget | None]:
+def _joint(plan: ReleasePlan) -> bool:
+    """Whether the plan's tables are a marginal set measured jointly (strategy residual)."""
+    return plan.marginal_plan is not None and plan.marginal_plan.strategy == "residual"
+
+
+def _split(plan: ReleasePlan, budget: PrivacyBudget,
+           joint: bool = False) -> tuple[PrivacyBudget | None, list[PrivacyBudget], PrivacyBudget | None]:
     """The discovery's part (all of δ), one part per table and the unit cap's part, as planned (the first and the
-    last may be None); they add up to the budget exactly."""
+    last may be None); they add up to the budget exactly.  ``joint``: the tables' parts as one part (a list of
+    one), the sum of what they were planned to get."""
     discovery = [plan.discovery.epsilon] if plan.discovery is not None else []
     unit_cap = [plan.unit_cap] if plan.unit_cap is not None else []
-    shares = discovery + list(plan.budgets) + unit_cap
+    table_shares = [total_of(plan.budgets)] if joint else list(plan.budgets)
+    shares = discovery + table_shares + unit_cap
     parts = budget.split(shares, delta_shares=[1] * len(discovery) + [0] * (len(shares) - len(discovery)))
-    tables = parts[len(discovery):len(discovery) + len(plan.budgets)]
+    tables = parts[len(discovery):len(discovery) + len(table_shares)]
     return (parts[0] if discovery else None), tables, (parts[-1] if unit_cap else None)
+
+
+def _measure_residual_set(plan: ReleasePlan, tables: list[_Table], counts: list,
+                          budget: PrivacyBudget) -> ResidualSet:
+    """Strategy residual: the residual plan's bases measured once from the counted marginal tables, on the set's
+    one ``budget`` (docs/algorithms.md §11).  Each count table's axes are put in the plan's attribute order."""
+    marginal_plan = plan.marginal_plan
+    residual_plan = marginal_plan.residual
+    ordered = {}
+    for t, table_counts in zip(tables, counts):
+        columns = [c.name for c in t.shape.columns]
+        key = marginal_plan.indices(tuple(columns))
+        axes = sorted(range(len(columns)), key=lambda k: marginal_plan.attributes.index(columns[k]))
+        ordered[key] = np.transpose(np.asarray(table_counts), axes)
+    measurements = measure_from_marginals(residual_plan, ordered, budget)
+    return ResidualSet([t.request for t in tables], [t.shape for t in tables], budget, measurements)
 
 
 def _unit_reader(plan: ReleasePlan) -> dict[str, UnitColumn]:

@@ -197,7 +197,9 @@ class ReleasePlan:
     unit: UnitBound | None = None
     group_size: int = 1
     #: With marginals: the strategy; under "full" the one table is the full table over their columns, released
-    #: as sums of it; under "separate" the tables are the marginals, made consistent after measurement.
+    #: as sums of it; under "separate" the tables are the marginals, made consistent after measurement; under
+    #: "residual" the tables are the marginals too, counted as planned, but measured jointly (the residual bases)
+    #: on the sum of their parts.
     marginal_plan: MarginalPlan | None = None
     #: Where the counting pass runs (:mod:`dphist.read.engines`) and the cell limit tables were checked against.
     engine: str = "local"
@@ -279,7 +281,8 @@ def make_plan(source: Any, options: ReleaseOptions) -> ReleasePlan:
     if o.unit is not None:
         unit_cap, table_amount = set_aside(table_amount, UNIT_CAP_SHARE)
 
-    # A marginal set becomes either one full table (summed afterwards) or one identity table per marginal.
+    # A marginal set becomes either one full table (summed afterwards) or one identity table per marginal
+    # (under "residual", counted per marginal but measured jointly: execution.py).
     columns, tables, algorithm, marginal_plan = o.columns, o.tables, o.algorithm, None
     if marginals is not None:
         algorithm = algorithm or MARGINALS_ALGORITHM

@@ -7,6 +7,7 @@ real UCI Adult table from ../shared (skipped when it is absent)."""
 
 from __future__ import annotations
 
+import itertools
 import json
 import shutil
 from fractions import Fraction
@@ -410,6 +411,123 @@ def test_cli_marginals_and_errors(tmp_path):
     unknown = invoke([*args, "--marginals", "age,nosuch", "-o", str(tmp_path / "z")])
     assert unknown.exit_code == 2 and "nosuch" in unknown.stderr
     assert not any((tmp_path / d).exists() for d in "xyz")
+
+
+def _label_frame(frame: pd.DataFrame, columns: list[str]) -> pd.DataFrame:
+    """A released marginal's count column with one label column per data column (a bin's lower edge, or the
+    category), as written to its CSV."""
+    labels = {c: (f"{c}_lower" if f"{c}_lower" in frame else c) for c in columns}
+    return frame.rename(columns={v: k for k, v in labels.items()})[columns + ["count"]]
+
+
+def _sums(frame: pd.DataFrame, onto: list[str]) -> pd.Series:
+    if not onto:
+        return pd.Series([int(frame["count"].sum())])
+    return frame.groupby(sorted(onto))["count"].sum().astype(np.int64)
+
+
+def _largest_shared_difference(tables: dict[tuple[str, ...], pd.DataFrame]) -> int:
+    """Recomputed from the written files alone: over every pair of marginals and every column set inside both
+    (the empty set too), the largest absolute difference of their sums onto it."""
+    worst = 0
+    names = list(tables)
+    for i, a in enumerate(names):
+        for b in names[i + 1:]:
+            shared = [c for c in a if c in b]
+            for r in range(len(shared) + 1):
+                for onto in itertools.combinations(shared, r):
+                    left, right = _sums(tables[a], list(onto)), _sums(tables[b], list(onto))
+                    assert left.index.equals(right.index)
+                    worst = max(worst, int((left - right).abs().max()))
+    return worst
+
+
+def _read_marginals(out, marginals: list[tuple[str, ...]]) -> dict[tuple[str, ...], pd.DataFrame]:
+    return {m: _label_frame(pd.read_csv(out / f"{'_'.join(m)}.csv"), list(m)) for m in marginals}
+
+
+def test_cli_residual_marginals_under_zcdp_agree_exactly_for_a_separable_set(tmp_path):
+    """--rho, default strategy: residual; a separable set keeps every shared sub-table and the grand total exact;
+    the bases' ρ add up to the requested ρ exactly; intervals and expected errors are the records' own."""
+    marginals = [("age", "sex"), ("sex", "income"), ("age", "income")]
+    out = tmp_path / "r"
+    ok = invoke(["release", str(SAMPLE / "census.csv"), "-s", str(SAMPLE / "census.schema.yaml"), "--rho", "0.3",
+                 "--marginals", ";".join(",".join(m) for m in marginals), "-o", str(out), "-q", "--seed", "4"])
+    assert ok.exit_code == 0, ok.output
+    report = json.loads((out / "report.json").read_text())
+    block = report["marginals"]
+    assert block["strategy"] == "residual" and block["chosen_by"].startswith("auto: residual")
+    assert {"full", "separate", "residual"} <= set(block["expected_error"])
+    assert block["rounded_agreement"] == {"exact": True, "max_difference": 0, "why": block["rounded_agreement"]["why"]}
+    assert report["rho_spent"] == report["rho_requested"] == "0.3"
+    assert sum(Fraction(s["rho"]) for s in block["steps"]) == Fraction(3, 10)
+    assert len(block["steps"]) == block["expected_error"]["residual"]["bases"] == 7  # ∅, 3 columns, 3 pairs
+    tables = _read_marginals(out, marginals)
+    assert _largest_shared_difference(tables) == 0
+    for m, table in zip(marginals, report["tables"]):
+        frame = pd.read_csv(out / f"{'_'.join(m)}.csv")
+        assert table["algorithm"] == "residual" and (frame["count"] >= 0).all()
+        sd = table["expected_cell_sd"]
+        assert sd == pytest.approx(block["expected_error"]["residual"]["rmse_per_cell"]["_".join(m)], rel=1e-3)
+        # the interval is the noisy value ± 1.96 sd, rounded outward to 2 decimals
+        assert np.all(frame["ci_lower"] <= np.maximum(frame["noisy_count"] - 1.959 * sd, 0) + 1e-9)
+        assert np.all(frame["ci_upper"] >= frame["noisy_count"] + 1.959 * sd - 1e-9)
+        assert np.all(frame["ci_upper"] - frame["noisy_count"] <= 1.96 * sd + 0.011)
+        assert set(frame["ci_covers"]) == {"count"}
+
+
+def test_cli_residual_marginals_all_three_way_of_six_binary_columns(tmp_path):
+    """A set separate refuses (three fixed margins): residual releases it, and the max_difference it reports is
+    the one recomputed from the written files."""
+    rng = np.random.default_rng(5)
+    columns = [f"b{i}" for i in range(6)]
+    pd.DataFrame(rng.integers(0, 2, (3000, 6)), columns=columns).to_csv(tmp_path / "d.csv", index=False)
+    (tmp_path / "s.yaml").write_text("columns:\n" + "".join(f"  {c}: {{type: categorical, values: [0, 1]}}\n"
+                                                             for c in columns))
+    marginals = list(itertools.combinations(columns, 3))
+    args = ["release", str(tmp_path / "d.csv"), "-s", str(tmp_path / "s.yaml"), "--rho", "0.05",
+            "--marginals", ";".join(",".join(m) for m in marginals), "-q"]
+    refused = invoke([*args, "--marginal-strategy", "separate", "-o", str(tmp_path / "x")])
+    assert refused.exit_code == 2 and "three fixed margins" in refused.stderr
+    differences = []
+    for seed in (1, 2, 3):
+        out = tmp_path / f"r{seed}"
+        ok = invoke([*args, "--seed", str(seed), "-o", str(out)])
+        assert ok.exit_code == 0, ok.output
+        report = json.loads((out / "report.json").read_text())
+        agreement = report["marginals"]["rounded_agreement"]
+        assert report["marginals"]["strategy"] == "residual" and agreement["exact"] is False
+        assert report["rho_spent"] == "0.05" and sum(Fraction(s["rho"]) for s in report["marginals"]["steps"]) == \
+            Fraction(1, 20)
+        tables = _read_marginals(out, marginals)
+        assert agreement["max_difference"] == _largest_shared_difference(tables)
+        assert len({int(t["count"].sum()) for t in tables.values()}) == 1  # one rounded grand total
+        differences.append(agreement["max_difference"])
+    assert max(differences) <= 5  # rounding moves each sum by a few units at most
+
+
+@pytest.mark.parametrize("strategy", ["separate", "full"])
+def test_cli_marginal_strategies_separate_and_full_still_work_under_zcdp(tmp_path, strategy):
+    out = tmp_path / strategy
+    ok = invoke(["release", str(SAMPLE / "census.csv"), "-s", str(SAMPLE / "census.schema.yaml"), "--rho", "0.3",
+                 "--marginals", "age,sex;sex,income", "--marginal-strategy", strategy, "-o", str(out), "-q",
+                 "--seed", "2"])
+    assert ok.exit_code == 0, ok.output
+    report = json.loads((out / "report.json").read_text())
+    assert report["marginals"]["strategy"] == strategy and "rounded_agreement" not in report["marginals"]
+    assert report["rho_spent"] == "0.3"
+    assert _largest_shared_difference(_read_marginals(out, [("age", "sex"), ("sex", "income")])) == 0
+
+
+def test_cli_residual_refusals_read_nothing(tmp_path):
+    args = ["release", str(SAMPLE / "census.csv"), "-s", str(SAMPLE / "census.schema.yaml"), "--marginals",
+            "age,sex;sex,income", "--marginal-strategy", "residual", "-o", str(tmp_path / "o")]
+    for extra, words in [(["-e", "1"], "needs a zCDP budget"), (["--rho", "0.5", "-a", "hb"], "not with algorithm"),
+                         (["--rho", "1e-18"], "above the sampler's 2^60")]:
+        refused = invoke([*args, *extra])
+        assert refused.exit_code == 2 and words in refused.stderr
+        assert len(refused.stderr.strip().splitlines()) == 1 and "Traceback" not in refused.stderr
+    assert not (tmp_path / "o").exists()
 
 
 # ---- without a schema, and the cell limit ---------------------------------------------------------------------------

@@ -1205,6 +1205,13 @@ add("marginals_only_separators", _opt("--marginals", ";,;", keywords=("marginals
 add("marginals_with_columns", _opt("--marginals", "age;sex", "--columns", "age", keywords=("--marginals",)))
 add("marginals_unknown_column", _opt("--marginals", "age;nosuch", code=ANY_FAILURE, keywords=("'nosuch'",)))
 add("marginal_strategy_alone", _opt("--marginal-strategy", "full", keywords=("--marginal",)))
+add("marginal_strategy_residual_pure_epsilon", _opt("--marginals", "age;sex", "--marginal-strategy", "residual",
+                                                   keywords=("residual", "zCDP")))
+add("marginal_strategy_residual_other_algorithm", _opt("--rho", "0.5", "--marginals", "age;sex", "--marginal-strategy",
+                                                       "residual", "--algorithm", "hb", epsilon=None,
+                                                       keywords=("residual", "'hb'")))
+add("marginal_strategy_residual_tiny_rho", _opt("--rho", "1e-18", "--marginals", "age;sex", "--marginal-strategy",
+                                                "residual", epsilon=None, keywords=("residual", "2^60")))
 add("privacy_unit_without_k", _opt("--privacy-unit", "sex", keywords=("--max-rows-per-unit",)))
 add("max_rows_per_unit_without_unit", _opt("--max-rows-per-unit", "2", keywords=("--privacy-unit",)))
 add("max_rows_per_unit_zero", _opt("--privacy-unit", "sex", "--max-rows-per-unit", "0",

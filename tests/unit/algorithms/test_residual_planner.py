@@ -13,8 +13,9 @@ import numpy as np
 import pytest
 from scipy import optimize
 
-from dphist.algorithms.residual_planner import (ResidualMeasurement, exact_variances, measure_residuals,
-                                                plan_residuals, reconstruct)
+from dphist.algorithms.residual_planner import (ResidualMeasurement, check_sampler, discrete_variance_per_cell,
+                                                exact_variances, measure_from_marginals, measure_residuals,
+                                                plan_residuals, reconstruct, source_marginals)
 from dphist.errors import DataError
 from dphist.privacy import PrivacyBudget, SeededBits, ZCDPBudget
 
@@ -253,6 +254,75 @@ def test_measurement_refuses_bad_codes_and_a_pure_budget_before_drawing():
     with pytest.raises(ValueError):
         measure_residuals(plan, np.array([[0, 1]]), pure)
     assert budget.spent == 0 and pure.spent == 0
+
+
+def _marginal_tables(plan, codes):
+    """The workload's true marginal tables counted from ``codes`` (axes in each marginal's sorted order)."""
+    out = []
+    for s in plan.marginals:
+        dims = tuple(plan.sizes[i] for i in s)
+        flat = np.ravel_multi_index([codes[:, i] for i in s], dims)
+        out.append(np.bincount(flat, minlength=math.prod(dims)).reshape(dims))
+    return out
+
+
+def test_measuring_from_counted_marginals_is_measuring_from_the_rows():
+    """Same bits, same noise: the bases' counts summed from the workload's tables are the bases' own marginals."""
+    sizes = (3, 2, 4, 2)
+    plan = plan_residuals([(0, 1), (1, 2), (2, 3), (0,)], sizes)
+    codes = _codes(sizes, 300, 4)
+    rows, tables = ZCDPBudget(Fraction(2, 3), bits=SeededBits(8)), ZCDPBudget(Fraction(2, 3), bits=SeededBits(8))
+    expected = measure_residuals(plan, codes, rows)
+    got = measure_from_marginals(plan, dict(zip(plan.marginals, _marginal_tables(plan, codes))), tables)
+    assert [m.basis for m in got] == [m.basis for m in expected]
+    assert all(np.array_equal(a.residual, b.residual) for a, b in zip(got, expected))
+    assert tables.spent == Fraction(2, 3) and tables.remaining == 0
+    # each basis is summed from the smallest workload marginal containing it
+    source = source_marginals(plan)
+    assert plan.marginals[source[(0,)]] == (0,) and plan.marginals[source[(1,)]] == (0, 1)
+    assert all(set(a) <= set(plan.marginals[source[a]]) for a in plan.bases)
+
+
+def test_measuring_from_counted_marginals_refuses_bad_tables_before_drawing():
+    plan = plan_residuals([(0, 1), (1,)], (2, 3))
+    budget = ZCDPBudget(Fraction(1), bits=SeededBits(0))
+    good = [np.ones((2, 3), dtype=np.int64), np.full(3, 2)]
+    for tables in ([good[0]], [good[0], np.ones(4, dtype=np.int64)], [-good[0], good[1]],
+                   [good[0] + 0.5, good[1]], {(0, 1): good[0]}):
+        with pytest.raises(DataError):
+            measure_from_marginals(plan, tables, budget)
+    with pytest.raises(ValueError):
+        measure_from_marginals(plan, good, PrivacyBudget(Fraction(1), bits=SeededBits(0)))
+    assert budget.spent == 0
+    assert len(measure_from_marginals(plan, [good[0].astype(float), good[1]], budget)) == len(plan.bases)
+
+
+@pytest.mark.parametrize("rho", [Fraction(1, 10), Fraction(40)])
+def test_discrete_variances_before_measuring_equal_the_records(rho):
+    """The planned exact (discrete Gaussian) variances are the records' own, to 1e-9; at a large ρ the bases' noise
+    is on a coarse lattice and they fall strictly below the continuous figures."""
+    sizes = (2, 3, 2, 2)
+    plan = plan_residuals(all_way(4, 2) + [(0, 1, 2)], sizes)
+    budget = ZCDPBudget(rho, bits=SeededBits(1))
+    records = measure_from_marginals(plan, _marginal_tables(plan, _codes(sizes, 40, 2)), budget)
+    planned, measured = discrete_variance_per_cell(plan, rho), exact_variances(plan, records)
+    continuous = plan.variance_per_cell(rho)
+    for s in plan.marginals:
+        assert planned[s] == pytest.approx(measured[s], rel=1e-9, abs=0)
+        assert planned[s] <= continuous[s] * (1 + 1e-12)
+    if rho > 1:
+        assert all(planned[s] < continuous[s] * (1 - 1e-6) for s in plan.marginals)
+
+
+def test_the_sampler_limit_is_checked_from_the_plan():
+    plan = plan_residuals(all_way(3, 2), (4, 4, 4))
+    check_sampler(plan, Fraction(1, 10**6))
+    with pytest.raises(ValueError, match="above the sampler's 2\\^60") as refused:
+        check_sampler(plan, Fraction(1, 10**18))
+    assert "\n" not in str(refused.value)
+    with pytest.raises(ValueError):  # the kernel agrees: the same basis is refused when measured
+        measure_from_marginals(plan, [np.ones((4, 4), dtype=np.int64)] * 3, ZCDPBudget(Fraction(1, 10**18),
+                                                                                        bits=SeededBits(0)))
 
 
 # -- Monte Carlo through the kernel -----------------------------------------------------------------------------
