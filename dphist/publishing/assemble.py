@@ -181,14 +181,21 @@ class Release:
             sd = f", sd per cell {t['expected_cell_sd']:.3g}" if t.get("expected_cell_sd") is not None else ""
             sd += _error_text(t.get("expected_error") or {}, t["workload"])
             shared = f" (a sum of the one {t['derived_from']} table)" if t.get("derived_from") else ""
+            if t.get("measured_in"):
+                shared = f" (the {unit_name(t)} of the whole set, measured jointly)"
             algorithm = t["algorithm"] + (" (auto)" if t.get("algorithm_choice") else "")
-            unit = "epsilon" if "epsilon" in t else "rho"
+            unit = unit_name(t)
             lines.append(f"  {t['name']:<{width}}  {algorithm:<15} {unit} {t[unit]:<8} "
                          f"{t['cells']} cells{sd}{shared}")
             note = _interval_note(t.get("interval"))
             if note:
                 lines.append(f"  {'':<{width}}  {note}")
         return "\n".join(lines)
+
+
+def unit_name(table: dict) -> str:
+    """The budget unit a table's report entry states its amount in."""
+    return "epsilon" if "epsilon" in table else "rho"
 
 
 def _error_text(errors: dict, workload: str) -> str:
