@@ -170,3 +170,25 @@ def test_a_total_measured_elsewhere_is_one_more_least_squares_measurement():
     dense = np.linalg.lstsq(rows, answers, rcond=None)[0]
     assert np.allclose(refit.values.ravel(), dense, rtol=1e-7, atol=1e-6)
     assert np.allclose(refit.variance.ravel(), np.diag(np.linalg.inv(rows.T @ rows)), rtol=1e-7)
+
+
+def test_the_exact_noise_model_of_the_report_matches_the_dense_covariance():
+    """strategy_noise (dphist/evaluation/linear_error.py): a box's variance and fourth cumulant from the per-axis
+    factors equal v·qᵀ(AᵀA)⁻¹q and κ₄·Σ_r (A(AᵀA)⁻¹q)_r⁴ with the dense Kronecker product."""
+    from dphist.evaluation.linear_error import fourth_cumulant, strategy_noise
+
+    algorithm = get_algorithm("hdmm")
+    estimate = algorithm.run(np.zeros((6, 5), dtype=np.int64), PrivacyBudget(Fraction(1), bits=SeededBits(1)))
+    (own,) = estimate.measurements
+    noise = strategy_noise(estimate.plan, float(own.variance), "laplace")
+    lo, hi = np.array([[0, 0], [1, 2], [5, 4]]), np.array([[6, 5], [4, 3], [6, 5]])
+    a = np.kron(*[f.astype(float) for f in estimate.plan.strategy.factors])
+    cov = np.linalg.inv(a.T @ a)
+    variances, fourths = noise.box_cumulants(lo, hi)
+    for k in range(3):
+        q = np.zeros((6, 5))
+        q[lo[k, 0]:hi[k, 0], lo[k, 1]:hi[k, 1]] = 1
+        q = q.ravel()
+        assert np.isclose(variances[k], float(own.variance) * q @ cov @ q, rtol=1e-9)
+        assert np.isclose(fourths[k], fourth_cumulant("laplace", own.variance) * np.sum((a @ cov @ q) ** 4), rtol=1e-9)
+    assert np.allclose(noise.cell_variances, estimate.variance.ravel(), rtol=1e-12)
