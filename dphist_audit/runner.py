@@ -55,12 +55,15 @@ from .discovery_steps import (ArgmaxBounds, CandidatesBeforeBounding, Discovered
                               UnthresholdedSelection, bounds_pair, labels_pair, tail_pair, unit_labels_pair)
 from .units import BoundedUnits, CapDropped, UnboundedUnits, UnclippedDropped, cap_pair, unit_pairs
 from .mutants import MUTANTS, ZCDP_MUTANTS, UnsquaredL2Tree
-from . import ahp_cases, dawa_cases, efpa_cases, grid_cases, mwem_cases, privtree_cases
+from . import ahp_cases, dawa_cases, efpa_cases, grid_cases, hdmm_cases, mwem_cases, privtree_cases
 from .replication import NoisePool, PooledBudget, PooledZCDPBudget, ReplicatedBudget, ReplicatedZCDPBudget
 
 __all__ = ["Case", "AuditResult", "AuditSize", "PlannedCase", "default_cases", "quick_cases", "zcdp_cases", "plan",
            "audit", "ALPHA", "FULL", "WIDE", "QUICK", "LARGE_EFFECT"]
 
+#: Algorithms whose cases all come after the others' (:func:`default_cases`): added to the catalog later, they
+#: leave the seeds of the cases before them as they were.
+LATE_CASES = frozenset({"hdmm"})
 #: Per algorithm, the module function giving its own audit cases (and mutants, when asked).
 ALGORITHM_CASES = {"ahp": ahp_cases.cases, "dawa": dawa_cases.cases, "efpa": efpa_cases.cases,
                    "mwem": mwem_cases.cases, "privtree": privtree_cases.cases, "ugrid": grid_cases.ugrid_cases,
@@ -225,7 +228,7 @@ def default_cases(algorithms: list[str] | None = None, mutants: bool = True,
     bounding per privacy unit (with all, or as ``units``) on row lists, plus every mutant on one 1-D pair."""
     names = sorted(REGISTRY) if algorithms is None else algorithms
     cases = []
-    for name in (n for n in names if n in REGISTRY):
+    for name in (n for n in names if n in REGISTRY and n not in LATE_CASES):
         for shape in ((8,), (4, 4)):
             try:
                 _tiny(name).check_shape(shape)
@@ -323,7 +326,11 @@ def default_cases(algorithms: list[str] | None = None, mutants: bool = True,
             algo = cls(**_tiny_options(cls))
             cases.append(Case(f"{cls.name} {label}", algo, data, neighbour, epsilon, mutant=True, columns=columns))
     # ρ-zCDP cases last (the cases above keep their seeds): for all, for "zcdp", or for an algorithm they cover.
-    return cases + zcdp_cases(algorithms, mutants)
+    cases = cases + zcdp_cases(algorithms, mutants)
+    # Then the algorithms added since, so that every case above keeps its seed.
+    if "hdmm" in names:
+        cases.extend(hdmm_cases.cases(mutants, epsilon))
+    return cases
 
 
 #: The mutants of large effect: on their most revealing event (as the wide audit chose it, seed 0) they show a
@@ -350,6 +357,7 @@ LARGE_EFFECT = frozenset({
     "mutant-structurefirst-argmax",  # 360 (4.2)
     "mutant-auto-choice-on-true-total",  # 59
     "mutant-unit-cap-dropped-unclipped",  # ln(p/q) up to 5 (the sums move by 40 rows against 8)
+    "mutant-hdmm-half-sensitivity",  # half the noise, as mutant-identity-half-scale
 })
 
 

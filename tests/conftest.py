@@ -24,6 +24,20 @@ def write(d: Path, name: str, content: str | bytes) -> str:
     return name
 
 
+@pytest.fixture(scope="session", autouse=True)
+def strategy_cache_dir(tmp_path_factory):
+    """The optimised strategies of the hdmm algorithm are cached in a temporary directory for the whole session,
+    never in the real home (``DPHIST_CACHE_DIR``, read by dphist.algorithms.strategies.strategy_cache).  Set in
+    the environment, so that the CLI's subprocesses and the audit's worker processes inherit it."""
+    from dphist.algorithms.strategies.strategy_cache import CACHE_ENV
+
+    patch = pytest.MonkeyPatch()
+    directory = tmp_path_factory.mktemp("strategies")
+    patch.setenv(CACHE_ENV, str(directory))
+    yield directory
+    patch.undo()
+
+
 @pytest.fixture
 def sample_csv() -> Path:
     return SAMPLE / "census.csv"

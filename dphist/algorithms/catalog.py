@@ -11,6 +11,7 @@ from .base import Algorithm
 from .dawa import DAWA
 from .efpa import EFPA
 from .grids import AGrid, UGrid
+from .hdmm import HDMM
 from .hierarchical import H, Hb, QuadTree
 from .identity import Identity
 from .mwem import MWEM
@@ -51,5 +52,5 @@ def get_algorithm(name: str, **options) -> Algorithm:
 
 
 for _cls in (Identity, H, Hb, QuadTree, Privelet, NoiseFirst, DPCube, KDTree, StructureFirst, AHP,
-             PrivTree, MWEM, EFPA, DAWA, UGrid, AGrid):
+             PrivTree, MWEM, EFPA, DAWA, UGrid, AGrid, HDMM):
     register(_cls)

@@ -49,7 +49,8 @@ from fractions import Fraction
 import numpy as np
 
 from . import workloads
-from .linear_error import box_sums, fourth_cumulant, privelet_noise, tree_noise
+from .linear_error import box_sums, fourth_cumulant, privelet_noise, strategy_noise, tree_noise
+from ..algorithms.hdmm import StrategyPlan
 from ..algorithms.hierarchical import TreePlan
 from ..algorithms.identity import Identity
 from ..algorithms.privelet import Privelet
@@ -316,6 +317,9 @@ def _linear_noise(algorithm, estimate, budget, shape: tuple[int, ...], columns):
         return tree_noise(algorithm, estimate, "laplace" if budget.definition == "pure" else "gaussian")
     if isinstance(algorithm, Privelet):
         return privelet_noise(algorithm, shape, columns, budget.measurements[0])
+    if isinstance(estimate.plan, StrategyPlan) and len(estimate.measurements) == 1:  # without a total refitted
+        return strategy_noise(estimate.plan, float(estimate.measurements[0].variance),
+                              "laplace" if budget.definition == "pure" else "gaussian")
     return None
 
 

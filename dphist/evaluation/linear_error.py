@@ -24,6 +24,12 @@ independent terms add), from the same weights: (Lᵀq)_j = (AΣq)_j / v_j for a 
 measurement variances), Σ_j K_j Π_k W4_k[q_k, j_k] with fourth powers for Privelet.  The simulation of the mean
 absolute error uses E e² = κ₂ and E e⁴ = κ₄ + 3κ₂² as control variates.
 
+* **An optimised strategy** (hdmm, :func:`strategy_noise`).  x̂ = (AᵀA)⁻¹Aᵀy with A = A₁ ⊗ A₂ ⊗ … and one
+  noise variance v on every answer, so L = (AᵀA)⁻¹Aᵀ is the Kronecker product of the per-axis L_k and a box
+  q = ⊗_k q_k has Var = v·Π_k q_kᵀ(A_kᵀA_k)⁻¹q_k and κ₄ = κ₄(v)·Π_k Σ_r (L_kᵀq_k)_r⁴ (a Kronecker product of
+  vectors has the products of their entries' fourth powers): per axis, prefix sums over the cells,
+  O(rows_k·(n_k + intervals)).
+
 Cells are boxes of one cell; their variances come from the algorithms' own exact per-cell variances (the tree
 fit's; Privelet's per-class factors), checked against the box formulas in the tests.  Everything here reads only
 public facts: the plan, the noise variances, the boxes.
@@ -40,11 +46,12 @@ import numpy as np
 
 from ..algorithms.hierarchical import TreePlan, level_query
 from ..algorithms.privelet import outer
+from ..algorithms.strategies.integer_strategy import inverse_grams
 from ..inference.measurements import TOTAL, Measurement
 from ..inference.nonnegative import sum_by_parent
 from ..privacy import discrete_gaussian_pmf, discrete_gaussian_variance, discrete_laplace_variance
 
-__all__ = ["LinearNoise", "tree_noise", "privelet_noise", "identity_noise", "fourth_cumulant", "box_sums",
+__all__ = ["LinearNoise", "tree_noise", "privelet_noise", "strategy_noise", "identity_noise", "fourth_cumulant", "box_sums",
            "box_indicators"]
 
 #: Floats held at once by a batch (about 32 MiB): bounds the memory of every computation here.
@@ -195,6 +202,34 @@ def privelet_noise(algorithm, shape: tuple[int, ...], columns, record) -> Linear
         return sum(a.relative_scales.size * (a.n + t) for a, t in zip(axes, intervals))
 
     return LinearNoise(shape, cells, boxes, work)
+
+
+def strategy_noise(plan, variance: float, noise: str) -> LinearNoise:
+    """The noise of hdmm's estimate from its public ``plan`` (a :class:`~dphist.algorithms.hdmm.StrategyPlan`)
+    and the noise ``variance`` of each of its answers (of the kind ``noise``: :func:`fourth_cumulant`)."""
+    strategy = plan.strategy
+    shape = tuple(int(n) for n in plan.shape)
+    inverses = inverse_grams(strategy)
+    maps = [a.astype(np.float64) @ inv for a, inv in zip(strategy.factors, inverses)]  # L_kᵀ = A_k(A_kᵀA_k)⁻¹
+    v, kappa = float(variance), fourth_cumulant(noise, variance)
+    cells = v * outer([np.diag(inv) for inv in inverses])
+
+    def boxes(lo, hi):
+        lo, hi = np.asarray(lo, dtype=np.int64), np.asarray(hi, dtype=np.int64)
+        out, fourth = np.full(lo.shape[0], v), np.full(lo.shape[0], kappa)
+        for k, (inv, m) in enumerate(zip(inverses, maps)):
+            n = inv.shape[0]
+            square = np.zeros((n + 1, n + 1))  # summed-area table of (A_kᵀA_k)⁻¹
+            square[1:, 1:] = inv.cumsum(axis=0).cumsum(axis=1)
+            a, b = lo[:, k], hi[:, k]
+            out *= square[b, b] - square[a, b] - square[b, a] + square[a, a]
+            prefix = np.zeros((m.shape[0], n + 1))
+            np.cumsum(m, axis=1, out=prefix[:, 1:])
+            fourth *= np.sum((prefix[:, b] - prefix[:, a]) ** 4, axis=0)
+        return out, fourth
+
+    return LinearNoise(shape, np.broadcast_to(np.asarray(cells, dtype=np.float64), shape).ravel().copy(), boxes,
+                       lambda lo, hi: len(lo) * sum(int(a.shape[0]) for a in strategy.factors))
 
 
 def _axis_interval_weights(axis, scales: np.ndarray, intervals: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

@@ -102,6 +102,7 @@ def test_budget_sensitivity_and_structure(name, shape, data, eps):
     algo = get_algorithm(name, **REGISTRY[name].example_options)
     try:
         algo.check_shape(shape)
+        algo.steps(shape)  # where the column kinds matter (hdmm: at most two ordered columns), refused here
     except UsageError:
         return  # e.g. a one-column algorithm on a two-way table: refused before any data is read
     rng = np.random.default_rng(data.draw(st.integers(0, 2**32 - 1)))

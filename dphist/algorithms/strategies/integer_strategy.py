@@ -41,7 +41,7 @@ from ...privacy import PrivacyBudget
 from ...privacy.measurement import Measurement
 
 __all__ = ["QUANTUM", "default_quantum", "IntegerStrategy", "quantise", "quantised_total_error",
-           "measure_strategy", "reconstruct", "cell_variances", "query_variance"]
+           "measure_strategy", "reconstruct", "cell_variances", "query_variance", "inverse_grams"]
 
 #: The default quantum q: A_int = round(q·A), entries of a strategy of unit column norms at most 2¹⁶.
 QUANTUM = 2**16
@@ -105,7 +105,9 @@ def quantise(strategy, q: int | None = None) -> IntegerStrategy:
     return IntegerStrategy(tuple(factors), int(q), l1, l2_squared)
 
 
-def _inverse_grams(strategy: IntegerStrategy) -> list[np.ndarray]:
+def inverse_grams(strategy: IntegerStrategy) -> list[np.ndarray]:
+    """(A_kᵀA_k)⁻¹ per axis, float64: the estimate's covariance per unit noise variance is their Kronecker
+    product."""
     return [scipy.linalg.cho_solve(scipy.linalg.cho_factor(g), np.eye(g.shape[0])) for g in strategy.gram_factors()]
 
 
@@ -114,7 +116,7 @@ def quantised_total_error(strategy: IntegerStrategy, grams, noise: str) -> float
     A_int with noise scaled to its sensitivity, per unit noise scale: Δ²·Π_k tr(G_k (A_kᵀA_k)⁻¹), Δ = Δ₂ (noise
     "l2") or Δ₁ with the Laplace variance 2b² (noise "l1").  Directly comparable to the float strategy's
     ``total_error()``."""
-    traces = math.prod(float(np.sum(g.dense() * inv)) for g, inv in zip(grams, _inverse_grams(strategy)))
+    traces = math.prod(float(np.sum(g.dense() * inv)) for g, inv in zip(grams, inverse_grams(strategy)))
     if noise == "l2":
         return float(strategy.l2_squared) * traces
     return 2.0 * float(strategy.l1) ** 2 * traces
@@ -167,7 +169,7 @@ def cell_variances(strategy: IntegerStrategy, record: Measurement) -> np.ndarray
     """The exact variance of every reconstructed cell, v·diag((A_intᵀA_int)⁻¹) (a product of per-axis diagonals),
     v the noise variance of ``record``; shape: the table's."""
     out = np.ones(())
-    for inv in _inverse_grams(strategy):
+    for inv in inverse_grams(strategy):
         out = np.multiply.outer(out, np.diag(inv))
     return record.noise_variance * out
 
@@ -180,7 +182,7 @@ def query_variance(strategy: IntegerStrategy, record: Measurement, weights) -> f
     if len(weights) != len(strategy.factors):
         raise ValueError("need one weight vector per axis")
     product = 1.0
-    for w, inv in zip(weights, _inverse_grams(strategy)):
+    for w, inv in zip(weights, inverse_grams(strategy)):
         w = np.asarray(w, dtype=np.float64)
         product *= float(w @ inv @ w)
     return record.noise_variance * product
