@@ -56,7 +56,7 @@ from ..algorithms.identity import Identity
 from ..algorithms.privelet import Privelet
 from ..inference.marginals import consistent_marginals, expected_errors as consistent_squared_errors
 from ..inference.measurements import total_measurement
-from ..privacy import (PrivacyBudget, SeededBits, ZCDPBudget, discrete_gaussian_pmf, discrete_gaussian_variance,
+from ..privacy import (PrivacyBudget, SeededBits, SimulationBits, ZCDPBudget, discrete_gaussian_pmf, discrete_gaussian_variance,
                        discrete_laplace_variance, per_row_epsilon_like)
 
 __all__ = ["noise_errors", "linear_errors", "box_errors", "identity_errors", "derived_marginal_errors",
@@ -150,7 +150,7 @@ def _simulate(algorithm, shape: tuple[int, ...], columns, amount: Fraction, defi
     unit = None  # the estimate's response to a total of 1 (the refit is linear in the total)
     for index, start in enumerate(range(0, runs, batch)):
         reps = min(batch, runs - start)
-        bits = SeededBits(seed + index)
+        bits = SimulationBits(seed + index)  # (very large Gaussian noise as rounded normals: see its docstring)
         if total_amount is None:
             estimate = algorithm.run(zeros, _repeated(budget_type(amount, bits=bits, factor=factor), reps), columns)
             values = np.asarray(estimate.values, dtype=np.float64)

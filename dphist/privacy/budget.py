@@ -46,7 +46,7 @@ from typing import Union
 
 import numpy as np
 
-from .bits import BitSource
+from .bits import APPROXIMATE_GAUSSIAN_FROM, BitSource
 from .measurement import GAUSSIAN, LAPLACE, SELECTION, Measurement
 from .samplers import checked_scale, discrete_laplace, discrete_laplace_tail_threshold, permute_and_flip
 
@@ -286,7 +286,12 @@ class PrivacyBudget:
     def _gaussian_noise(self, sigma2: Fraction, shape: tuple[int, ...]) -> np.ndarray:
         """Exact discrete Gaussian noise of variance parameter ``sigma2``, with the leading ``repetitions``."""
         from .samplers import discrete_gaussian  # noqa: PLC0415  (added beside the Laplace sampler)
-        return discrete_gaussian(sigma2, self.repetitions + tuple(shape), self._bits)
+        shape = self.repetitions + tuple(shape)
+        if getattr(self._bits, "approximate_gaussian", False) and sigma2 >= APPROXIMATE_GAUSSIAN_FROM:
+            # a simulation of the error, never a release (SimulationBits): a rounded normal of the same σ²
+            draws = self._bits.normal(math.prod(shape)) * math.sqrt(float(sigma2))
+            return np.rint(draws).astype(np.int64).reshape(shape)
+        return discrete_gaussian(sigma2, shape, self._bits)
 
     def _select(self, scores, epsilon: Fraction, sensitivity: Fraction) -> int:
         return permute_and_flip(scores, epsilon, sensitivity, self._bits)

@@ -17,7 +17,7 @@ DATA, SCHEMA = str(SAMPLE / "census.csv"), str(SAMPLE / "census.schema.yaml")
 
 # Under zCDP the report's simulated mean absolute error draws some 10⁵ discrete Gaussians of σ² near 2³² (the
 # integer strategy's squared column norms), about 130 µs each: 25 s, so that release runs in make test-full only.
-@pytest.mark.parametrize("budget", [pytest.param(["--rho", "0.5"], marks=pytest.mark.slow), ["--epsilon", "1"]])
+@pytest.mark.parametrize("budget", [["--rho", "0.5"], ["--epsilon", "1"]])
 def test_a_release_with_hdmm_writes_intervals_that_cover_counts(tmp_path, budget):
     out = tmp_path / "rel"
     result = invoke(["release", DATA, "--schema", SCHEMA, "--columns", "age,sex", *budget, "--algorithm", "hdmm",

@@ -48,15 +48,8 @@ def outcome(name: str, options: dict, budget: dict, columns: str) -> str:
     return "ran"
 
 
-def _slow(name: str, budget: dict) -> bool:
-    """hdmm under zCDP: the report's simulated mean absolute error draws some 10⁵ discrete Gaussians of σ² near
-    2³² and more (its integer strategy's squared column norms), about 130 µs each: minutes, so make test-full."""
-    return name == "hdmm" and ("rho" in budget or budget.get("noise") == "gaussian")
-
-
 @pytest.mark.parametrize("name, budget", [
-    pytest.param(name, budget, id=f"{name}-{'-'.join(map(str, budget.values()))}",
-                 marks=[pytest.mark.slow] if _slow(name, budget) else [])
+    pytest.param(name, budget, id=f"{name}-{'-'.join(map(str, budget.values()))}")
     for name in sorted(REGISTRY) for budget in BUDGETS])
 def test_a_plan_is_refused_or_its_run_cannot_fail_on_the_budget(name, budget):
     seen = set()
