@@ -327,13 +327,7 @@ def _consistent_marginals(plan: ReleasePlan, tables: list[MeasuredTable], report
     frames = {}
     for shape, report, value, count, error, figure in zip(plan.shapes, reports, consistent, counts, errors, figures):
         sd = (error / shape.n_cells) ** 0.5  # every cell of a marginal has the same variance after consistency
-        lower, upper = intervals.bounds(value, Z_95 * sd)
-        frames[shape.name] = labelled_frame(list(shape.columns), {
-            "count": count,
-            "noisy_count": _integral_or_float(np.round(value, 6)),
-            "ci_lower": lower, "ci_upper": upper,
-            "ci_covers": intervals.covers_column(value.size, None, True),
-            "bucket": intervals.bucket_column(value.size, None)})
+        frames[shape.name] = _marginal_frame(shape, count, value, sd)
         report["expected_cell_sd"] = round(sd, 4)
         report["expected_error"] = {"unit": "records", **figure}
         report["interval"] = {"covers": intervals.COUNT, "method": SEPARATE_CI}
@@ -378,13 +372,7 @@ def _residual_marginals(plan: ReleasePlan, measured: ResidualSet) -> tuple[dict,
     frames, reports = {}, []
     for m, request, shape, value, count in zip(marginals, measured.requests, measured.shapes, values, counts):
         sd = math.sqrt(variances[marginal_plan.indices(m)])
-        lower, upper = intervals.bounds(value, Z_95 * sd)
-        frames[shape.name] = labelled_frame(list(shape.columns), {
-            "count": count,
-            "noisy_count": _integral_or_float(np.round(value, 6)),
-            "ci_lower": lower, "ci_upper": upper,
-            "ci_covers": intervals.covers_column(value.size, None, True),
-            "bucket": intervals.bucket_column(value.size, None)})
+        frames[shape.name] = _marginal_frame(shape, count, value, sd)
         reports.append({
             "name": request.name, "columns": list(request.columns), "algorithm": "residual", **amount,
             "measured_in": "the marginal set's one joint measurement of residual bases (marginals.steps); the "
@@ -447,6 +435,18 @@ def largest_shared_difference(tables: list[np.ndarray], marginals: list[tuple[st
                 else:
                     low[key], high[key] = summed, summed
     return worst
+
+
+def _marginal_frame(shape: TableShape, count: np.ndarray, value: np.ndarray, sd: float):
+    """A consistent marginal's tidy table: its integer counts, the consistent noisy values and their 95 % count
+    intervals from the one standard deviation every cell shares."""
+    lower, upper = intervals.bounds(value, Z_95 * sd)
+    return labelled_frame(list(shape.columns), {
+        "count": count,
+        "noisy_count": _integral_or_float(np.round(value, 6)),
+        "ci_lower": lower, "ci_upper": upper,
+        "ci_covers": intervals.covers_column(value.size, None, True),
+        "bucket": intervals.bucket_column(value.size, None)})
 
 
 def _derived_marginals(plan: ReleasePlan, table: MeasuredTable, frames: dict,
