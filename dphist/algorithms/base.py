@@ -162,6 +162,11 @@ class Algorithm(ABC):
         with the whole budget."""
         return [Step("every cell", "measure", Fraction(1))]
 
+    def budget_steps(self, shape: tuple[int, ...], budget: PrivacyBudget, columns=None) -> list[Step]:
+        """The steps a run on ``budget`` (public: its amount, noise and protected unit) takes: :meth:`steps` for its
+        noise, unless an algorithm's plan depends on the amount as well."""
+        return self.steps(shape, columns, budget.noise)
+
     def check_budget(self, shape: tuple[int, ...], budget: PrivacyBudget, columns=None) -> None:
         """Before any row is read: UsageError unless every step of :meth:`steps` can be taken on ``budget`` (the
         table's: its amount, definition and protected unit), which would otherwise refuse it after the data
@@ -169,7 +174,7 @@ class Algorithm(ABC):
         from ..privacy import BudgetExceeded  # noqa: PLC0415
 
         shape = tuple(int(n) for n in shape)
-        for step in self.steps(shape, columns, budget.noise):
+        for step in self.budget_steps(shape, budget, columns):
             try:
                 step.tried(budget)
             except (ValueError, BudgetExceeded):

@@ -79,20 +79,26 @@ def optimised_axes(shape: tuple[int, ...], columns=None) -> list[bool]:
 
 @lru_cache(maxsize=32)
 def _strategy(kind: str, shape: tuple[int, ...], ordered: tuple[bool, ...], noise: str,
-              cache_dir: str) -> tuple[IntegerStrategy, tuple[int, ...]]:
-    """The integer strategy for a table of ``shape`` (the optimised one on the ``ordered`` axes, the identity on
-    the others) and the p of each optimised axis.  Memoised in the process: planning's budget check, the run and
-    the report's error figures all ask for it, and rounding costs a pass over every entry."""
+              cache_dir: str, q: int) -> tuple[IntegerStrategy, tuple[int, ...]]:
+    """The integer strategy for a table of ``shape`` (the optimised one on the ``ordered`` axes rounded at the
+    quantum ``q``, the identity on the others) and the p of each optimised axis.  Memoised in the process:
+    planning's budget check, the run and the report's error figures all ask for it, and rounding costs a pass
+    over every entry.  ValueError where rounding at ``q`` loses a cell."""
     dims = tuple(n for n, o in zip(shape, ordered) if o)
     if not dims:
         factors = tuple(_identity(n) for n in shape)
         return IntegerStrategy(factors, 1, 1, 1), ()
     optimised = cached_strategy(kind, dims, noise, cache_dir)
-    rounded = quantise(optimised, default_quantum(len(dims)))
+    rounded = quantise(optimised, q)
     parts = iter(rounded.factors)
     factors = tuple(next(parts) if o else _identity(n) for n, o in zip(shape, ordered))
     return (IntegerStrategy(factors, rounded.q, rounded.l1, rounded.l2_squared),
             tuple(int(f.p) for f in optimised.factors))
+
+
+def _step(strategy: IntegerStrategy) -> Step:
+    """The one measurement: every row of ``strategy`` at its exact sensitivities, with the whole budget."""
+    return Step(WHAT, "measure", Fraction(1), Fraction(strategy.l1), Fraction(strategy.l2_squared))
 
 
 def _identity(n: int) -> np.ndarray:
@@ -111,10 +117,17 @@ class HDMM(Algorithm):
     total_refit = "one more measurement of the table's total (least squares)"
     ceilings = (CEILING,)
 
-    def plan(self, shape: tuple[int, ...], columns=None, noise: str = "laplace") -> StrategyPlan:
+    def plan(self, shape: tuple[int, ...], columns=None, noise: str = "laplace",
+             budget: PrivacyBudget | None = None) -> StrategyPlan:
         """The public plan for a table of ``shape`` under the budget's ``noise`` ("laplace" or "gaussian"), read
         from the cache or optimised (and cached).  UsageError, before any data, for more than two ordered
-        columns or an uncached ordered column past the ceiling."""
+        columns or an uncached ordered column past the ceiling.
+
+        The quantum: :func:`default_quantum`, or with ``budget`` (public: its amount and unit) the largest of
+        it, q/16, q/256, … whose measurement the samplers can take on that budget.  The sensitivity grows about
+        as q per ordered axis, so at the smallest budgets a table may get (ε 10⁻⁶, ρ 5·10⁻¹³) the default's
+        noise would be past the samplers' range; a coarser rounding is a slightly less optimal strategy, still
+        measured at its exact sensitivity."""
         shape = tuple(int(n) for n in shape)
         ordered = tuple(optimised_axes(shape, columns))
         if sum(ordered) > MAX_ORDERED_AXES:
@@ -127,7 +140,7 @@ class HDMM(Algorithm):
                                  f"the ceiling is {MAX_UNCACHED_CELLS:,} cells per column without one (optimising "
                                  f"takes about 90 s of CPU at 1,024 cells, growing about as the cube); declare "
                                  f"fewer bins, or cache the strategy first (in {directory})")
-        strategy, ps = _strategy(kind, shape, ordered, norm, str(directory))
+        strategy, ps = self._quantised(kind, shape, ordered, norm, str(directory), budget)
         structure = {"workload": self.params["workload"], "noise": norm,
                      "strategy": "p-Identity per ordered column (Kronecker product on two), identity on categorical "
                                  "ones",
@@ -135,15 +148,45 @@ class HDMM(Algorithm):
                      "rows": strategy.rows, "l1": strategy.l1, "l2_squared": strategy.l2_squared}
         return StrategyPlan(strategy, shape, structure)
 
+    @staticmethod
+    def _quantised(kind: str, shape: tuple[int, ...], ordered: tuple[bool, ...], norm: str, directory: str,
+                   budget: PrivacyBudget | None) -> tuple[IntegerStrategy, tuple[int, ...]]:
+        """:func:`_strategy` at the largest quantum (default, /16, /256, …) whose step ``budget`` can take; the
+        default without a budget, the coarsest that keeps every cell where none fits (the budget check then
+        refuses it in one line)."""
+        from ..privacy import BudgetExceeded  # noqa: PLC0415
+
+        q = default_quantum(max(1, sum(ordered)))
+        fitting = None
+        while q >= 1:
+            try:
+                candidate = _strategy(kind, shape, ordered, norm, directory, q)
+            except ValueError:  # rounding this coarse loses a cell
+                break
+            fitting = candidate
+            if budget is None:
+                return candidate
+            try:
+                _step(candidate[0]).tried(budget)
+                return candidate
+            except (ValueError, BudgetExceeded):
+                q //= 16
+        if fitting is None:
+            raise UsageError("algorithm 'hdmm': its strategy cannot be rounded to integers for this table")
+        return fitting
+
     def steps(self, shape: tuple[int, ...], columns=None, noise: str = "laplace") -> list[Step]:
         """One measurement of every row of the integer strategy at its exact sensitivities, with the whole
-        budget."""
-        strategy = self.plan(shape, columns, noise).strategy
-        return [Step(WHAT, "measure", Fraction(1), Fraction(strategy.l1), Fraction(strategy.l2_squared))]
+        budget (at the default quantum: :meth:`budget_steps` for a given budget)."""
+        return [_step(self.plan(shape, columns, noise).strategy)]
+
+    def budget_steps(self, shape: tuple[int, ...], budget: PrivacyBudget, columns=None) -> list[Step]:
+        return [_step(self.plan(shape, columns, budget.noise, budget).strategy)]
 
     def run(self, counts: np.ndarray, budget: PrivacyBudget, columns=None) -> Estimate:
-        # select: the strategy optimised for the workload and the budget's noise (public: shape and columns only)
-        plan = self.plan(counts.shape, columns, budget.noise)
+        # select: the strategy optimised for the workload and the budget's noise, rounded at the quantum the
+        # budget can take (public: shape, columns and the amount only)
+        plan = self.plan(counts.shape, columns, budget.noise, budget)
         # measure: every row of A_int, once, at its exact column norms (one kernel call)
         noisy, record = measure_strategy(plan.strategy, counts, budget, budget.amount, WHAT)
         # infer: least squares, per axis

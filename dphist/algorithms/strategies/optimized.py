@@ -37,7 +37,6 @@ from dataclasses import dataclass
 
 import numpy as np
 import scipy.linalg
-import scipy.optimize
 
 from .range_grams import KroneckerGram, RangeGram, range_gram
 
@@ -180,6 +179,8 @@ def _fit(gram: RangeGram, noise: str, p: int, rng: np.random.Generator, max_iter
     def fun(flat):
         value, grad = p_identity_objective(flat.reshape(p, n), gram, noise)
         return value, grad.ravel()
+
+    import scipy.optimize  # noqa: PLC0415  (only when optimising: a release from a cached strategy never loads it)
 
     result = scipy.optimize.minimize(fun, start.ravel(), jac=True, method="L-BFGS-B",
                                      bounds=scipy.optimize.Bounds(0.0, np.inf),
