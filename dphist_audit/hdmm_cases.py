@@ -37,8 +37,8 @@ def _mutant_class():
 
         name = "mutant-hdmm-half-sensitivity"
 
-        def plan(self, shape, columns=None, noise="laplace"):
-            plan = super().plan(shape, columns, noise)
+        def plan(self, shape, columns=None, noise="laplace", budget=None):
+            plan = super().plan(shape, columns, noise, budget)
             strategy = dataclasses.replace(plan.strategy, l1=plan.strategy.l1 // 2,
                                            l2_squared=plan.strategy.l2_squared // 4)
             return dataclasses.replace(plan, strategy=strategy)
