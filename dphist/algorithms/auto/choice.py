@@ -47,8 +47,8 @@ several columns, and to hb if there is none.
 Under zCDP (``budget.noise == "gaussian"``) auto chooses within the definition, among the data-independent L2
 strategies, from the public shape and column kinds alone (:func:`choose_gaussian`), and measures no total (the
 choice reads no data, so there is nothing to pay for): the whole ρ goes to the chosen algorithm.  The candidates
-are identity, Privelet with its L2 level weights, and (1-D, at most ``EXACT_L2_CELLS`` cells) Hb with its L2
-branching; each one's exact average variance per unit σ² on the table's workload (all ranges along ordered
+are identity, Privelet with its L2 level weights, (1-D, at most ``EXACT_L2_CELLS`` cells) Hb with its L2
+branching, and hdmm where its strategy is at hand (:func:`_hdmm_error`); each one's exact average variance per unit σ² on the table's workload (all ranges along ordered
 columns, single categories along categorical ones, whose axes factorise) is computed and the least wins.  Above
 ``EXACT_L2_CELLS`` cells the tree is not compared: docs/algorithms.md §8 has Privelet below every tree under L2
 (n = 1024 / 4096: 18.7 / 26.4 uniform, 18.0 / 25.6 with L2 weights, against H₂ 20.5 / 28.6 and H₄ 21.0 / 29.7).
@@ -253,11 +253,56 @@ def choose_gaussian(shape: tuple[int, ...], columns=None, workload: str = "range
         expected["privelet"] = l2 * err
     if len(shape) == 1 and ordered[0] and 2 <= shape[0] <= EXACT_L2_CELLS:
         expected["hb"] = l2_range_error(int(shape[0]), best_branching(tuple(shape), "gaussian"))
+    optimised = _hdmm_error(tuple(shape), columns, ordered)
+    if optimised is not None:
+        expected["hdmm"] = optimised
     chosen = min(expected, key=lambda k: (expected[k], k))
     figures = ", ".join(f"{k} {v:.4g}" for k, v in sorted(expected.items(), key=lambda kv: kv[1]))
     reason = (f"zCDP: the least exact average variance per query (ranges along ordered columns, single categories "
               f"along categorical ones) per unit sigma^2 among the data-independent L2 strategies: {figures}")
     return {"chosen": chosen, "reason": reason, "expected": {k: round(v, 4) for k, v in expected.items()}}
+
+
+#: Under zCDP auto weighs hdmm (a strategy optimised for the table's ranges) where every ordered column has at
+#: most this many cells or a cached strategy: optimising one of 256 cells takes a few seconds once (then it is
+#: cached), one of 1,024 about 90 s.
+HDMM_AUTO_CELLS = 256
+
+
+def _hdmm_error(shape: tuple[int, ...], columns, ordered: list[bool]) -> float | None:
+    """hdmm's exact average variance per query per unit σ² on the table's workload (all ranges along the
+    ``ordered`` axes, single categories along the others), or None where auto does not weigh it: no ordered
+    axis, more than hdmm takes, or an ordered column past HDMM_AUTO_CELLS without a cached strategy.  Public
+    facts only (the strategy depends on the shape and column kinds).
+
+    The estimate is x̂ = (AᵀA)⁻¹Aᵀy for the integer strategy A = A₁ ⊗ … with noise of variance Δ₂²σ² per answer,
+    so a box query w = ⊗w_k has variance σ²·Δ₂²·Π_k w_kᵀ(A_kᵀA_k)⁻¹w_k, and the average over the product
+    workload is the product of the per-axis averages: tr(G_k(A_kᵀA_k)⁻¹)/m_k with G_k the all-ranges Gram on an
+    ordered axis and the identity on a categorical one."""
+    from ..hdmm import HDMM, MAX_ORDERED_AXES, optimised_axes  # noqa: PLC0415  (loads scipy.linalg)
+    from ..strategies.integer_strategy import inverse_grams  # noqa: PLC0415
+    from ..strategies.range_grams import RangeGram  # noqa: PLC0415
+    from ..strategies.strategy_cache import default_cache_dir, is_cached  # noqa: PLC0415
+
+    axes = optimised_axes(shape, columns)
+    if not any(axes) or sum(axes) > MAX_ORDERED_AXES or axes != list(ordered):
+        return None  # (a categorical column with a hierarchy is ordered for hdmm, a category for the workload)
+    directory = default_cache_dir()
+    if any(o and n > HDMM_AUTO_CELLS and not is_cached("all_ranges", n, "l2", directory)
+           for n, o in zip(shape, axes)):
+        return None
+    try:
+        strategy = HDMM().plan(shape, columns, "gaussian").strategy
+    except (UsageError, ValueError):
+        return None
+    error = float(strategy.l2_squared)
+    for n, o, inverse in zip(shape, axes, inverse_grams(strategy)):
+        if o:
+            gram = RangeGram("all_ranges", int(n))
+            error *= float(np.sum(gram.dense() * inverse)) / gram.queries
+        else:
+            error *= float(np.trace(inverse)) / int(n)
+    return error
 
 
 class Auto(Algorithm):
@@ -294,6 +339,14 @@ class Auto(Algorithm):
             steps += [dataclasses.replace(s, what=f"{name}: {s.what}", share=s.share * (1 - share))
                       for s in get_algorithm(name).steps(shape, columns, noise)]
         return steps
+
+    def budget_steps(self, shape: tuple[int, ...], budget: PrivacyBudget, columns=None) -> list[Step]:
+        """Under zCDP the chosen algorithm's steps on ``budget`` (its plan may depend on the amount); otherwise
+        :meth:`steps`."""
+        if budget.noise == "gaussian":
+            chosen = choose_gaussian(tuple(shape), columns, self.workload(columns))["chosen"]
+            return get_algorithm(chosen).budget_steps(tuple(shape), budget, columns)
+        return self.steps(shape, columns, budget.noise)
 
     def workload(self, columns=None) -> str:
         """The workload the choice serves: the one it was made for, else :func:`default_workload` of ``columns``."""

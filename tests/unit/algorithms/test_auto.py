@@ -408,3 +408,31 @@ def test_a_choice_in_doubt_between_decades_is_the_rules_baseline(monkeypatch):
     assert doubtful["chosen"] == "hb" and "its baseline hb" in doubtful["reason"]
     rules["ranges"][(1, 4096)][3] = ("dawa", 1.0, 5, "hb", "identity")
     assert Auto().choose((4096,), eps, 1000.0, total_sd=2000.0)["chosen"] == "dawa"
+
+
+def test_auto_under_zcdp_weighs_hdmm_where_its_strategy_is_at_hand():
+    """hdmm's exact average range variance enters the zCDP choice on ordered columns of at most HDMM_AUTO_CELLS
+    cells (or cached): it is below Privelet's there and chosen; past the bound without a cache it is not weighed.
+    The figure is the integer strategy's own, checked against the dense covariance on 16 cells."""
+    from dphist.algorithms.auto.choice import HDMM_AUTO_CELLS, _hdmm_error
+    from dphist.algorithms.hdmm import HDMM
+    from dphist.algorithms.strategies.range_grams import RangeGram
+
+    small = choose_gaussian((64,))
+    assert small["chosen"] == "hdmm" and small["expected"]["hdmm"] < small["expected"]["privelet"]
+    assert "hdmm" not in choose_gaussian((4 * HDMM_AUTO_CELLS,))["expected"]
+    strategy = HDMM().plan((16,), None, "gaussian").strategy
+    a = strategy.factors[0].astype(float)
+    covariance = float(strategy.l2_squared) * np.linalg.inv(a.T @ a)
+    gram = RangeGram("all_ranges", 16)
+    assert _hdmm_error((16,), None, [True]) == pytest.approx(np.sum(gram.dense() * covariance) / gram.queries, rel=1e-9)
+
+
+def test_auto_under_zcdp_checks_the_budget_its_choice_will_run_on():
+    """At the smallest ρ a table may get, auto's zCDP choice (hdmm on 64 cells) is planned at the quantum that
+    budget can take, as its run will be: the budget check passes and the run spends exactly ρ."""
+    rho = Fraction(1, 2 * 10**12)
+    budget = ZCDPBudget(rho, bits=SeededBits(0))
+    Auto().check_budget((64,), budget)
+    estimate = Auto().run(np.zeros(64, dtype=np.int64), budget)
+    assert estimate.structure["algorithm"] == "hdmm" and budget.spent == rho
