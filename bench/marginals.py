@@ -243,7 +243,8 @@ def scale() -> None:
              "`plan_residuals`, `measure_residuals` (counting every basis from the records and drawing its exact "
              "discrete Gaussians) and `reconstruct`, and the process's peak resident memory (`ru_maxrss`, "
              "including Python, numpy and the records; *before* is the peak once the records were made).  "
-             "Aim: under 60 s and 2 GB.", "",
+             "Aim: under 60 s and 2 GB.  Wall times depend on the machine's load (this run: 2 cores shared with "
+             "other jobs; measure alone took 15 s for the first workload on a quieter moment).", "",
              "Regenerate: `OMP_NUM_THREADS=1 PYTHONPATH=. python bench/marginals.py --scale`.", "",
              "| workload | rows | marginals | cells | bases | plan s | measure s | reconstruct s | total s | "
              "peak MB | before MB |", "|---|---|---|---|---|---|---|---|---|---|---|"]
