@@ -1,6 +1,12 @@
-"""Marginal sets on the Adult table: the two strategies' expected errors against measured ones, and auto's choice.
+"""Marginal sets: the strategies' expected errors against measured ones on Adult, and residual bases at the optimum.
 
     .venv/bin/python bench/marginals.py [--runs 20]     # about a minute; part of `make bench`
+    OMP_NUM_THREADS=1 PYTHONPATH=. .venv/bin/python bench/marginals.py --optimum    # residual vs separate, ~5 min
+    OMP_NUM_THREADS=1 PYTHONPATH=. .venv/bin/python bench/marginals.py --scale      # time and memory, ~2 min
+    OMP_NUM_THREADS=1 PYTHONPATH=. .venv/bin/python bench/marginals.py --coverage   # 95 % intervals, ~2 min
+
+The last three write the sections `marginals-optimum`, `marginals-scale` and `marginals-coverage` (see
+:func:`optimum`, :func:`scale`, :func:`coverage`); their records go to bench/results/.
 
 For each marginal set and ε, both strategies are released RUNS times (test-mode seeds) and compared with the
 true marginals: the root-mean-square error per cell of the unbiased estimates (`noisy_count`), which the report's
@@ -11,8 +17,14 @@ bench/RESULTS.md.  Needs ../shared/data/real/adult.csv.
 from __future__ import annotations
 
 import argparse
+import itertools
+import json
+import math
+import resource
+import subprocess
 import sys
 import time
+from fractions import Fraction
 from pathlib import Path
 
 import numpy as np
@@ -20,10 +32,15 @@ import numpy as np
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
+from records import RESULTS, records_note, write_records  # noqa: E402
 from sections import replace_section  # noqa: E402
 
 import dphist  # noqa: E402
 from dphist.api import plan_release  # noqa: E402
+from dphist.algorithms.residual_planner import (exact_variances, measure_residuals, plan_residuals,  # noqa: E402
+                                                reconstruct)
+from dphist.inference.marginals import consistent_marginals, expected_errors  # noqa: E402
+from dphist.privacy import SeededBits, ZCDPBudget, discrete_gaussian_variance  # noqa: E402
 from dphist.read.counting import count_tables  # noqa: E402
 
 ADULT = HERE.parent.parent / "shared" / "data" / "real" / "adult.csv"
@@ -49,10 +66,263 @@ def rms(errors: list[float], cells: int) -> float:
     return float(np.sqrt(np.mean(errors) / cells))
 
 
+def all_k_way(attributes: int, k: int) -> list[tuple[int, ...]]:
+    """Every k-way marginal of ``attributes`` attributes, as sorted index tuples."""
+    return list(itertools.combinations(range(attributes), k))
+
+
+def random_codes(rows: int, sizes: list[int], seed: int) -> np.ndarray:
+    """``rows`` uniformly random records (int64 codes, one column per attribute)."""
+    rng = np.random.default_rng(seed)
+    return np.stack([rng.integers(0, n, rows) for n in sizes], axis=1)
+
+
+def true_marginal(codes: np.ndarray, marginal: tuple[int, ...], sizes: list[int]) -> np.ndarray:
+    """The exact counts of ``marginal`` (axes in its order) over ``codes``."""
+    dims = tuple(sizes[i] for i in marginal)
+    flat = np.ravel_multi_index([codes[:, i] for i in marginal], dims)
+    return np.bincount(flat, minlength=math.prod(dims)).reshape(dims)
+
+
+def separate_variance(marginals: int, rho) -> float:
+    """The per-cell variance of strategy "separate" without reconciliation: each of ``marginals`` marginals (one
+    record moves one cell of each by 1, Δ₂² = 1) gets ρ/k, so discrete Gaussian noise of σ² = k/(2ρ)."""
+    return discrete_gaussian_variance(Fraction(marginals) / (2 * Fraction(rho)))
+
+
+def separate_ls_rmse(marginals: list[tuple[int, ...]], sizes: list[int], rho) -> float:
+    """The RMSE per cell of strategy "separate" (each marginal at ρ/k, then exact least squares,
+    :func:`~dphist.inference.marginals.expected_errors`), over all the workload's cells."""
+    variance = separate_variance(len(marginals), rho)
+    errors = expected_errors(marginals, {i: n for i, n in enumerate(sizes)}, [variance] * len(marginals))
+    cells = sum(math.prod(sizes[i] for i in m) for m in marginals)
+    return math.sqrt(sum(errors) / cells)
+
+
+def residual_errors(plan, codes: np.ndarray, truth: dict, rho, seed: int) -> float:
+    """The mean squared error per cell, over all the plan's workload cells, of one residual release at ``rho``."""
+    budget = ZCDPBudget(Fraction(rho), bits=SeededBits(seed))
+    estimates = reconstruct(plan, measure_residuals(plan, codes, budget))
+    total = sum(float(((estimates[m] - truth[m]) ** 2).sum()) for m in plan.marginals)
+    return total / sum(t.size for t in truth.values())
+
+
+def separate_errors(marginals: list[tuple[int, ...]], truth: dict, rho, seed: int) -> tuple[float, float]:
+    """(without, with least squares): the mean squared error per cell of one release that measures each marginal
+    at ρ/k through the kernel, as measured and after :func:`~dphist.inference.marginals.consistent_marginals`
+    (the same draws)."""
+    budget = ZCDPBudget(Fraction(rho), bits=SeededBits(seed))
+    parts = budget.split([Fraction(1)] * len(marginals))
+    noisy = [part.gaussian(truth[m], 1, part.amount, f"marginal {m}")[0].astype(np.float64)
+             for m, part in zip(marginals, parts)]
+    cells = sum(truth[m].size for m in marginals)
+    raw = sum(float(((y - truth[m]) ** 2).sum()) for y, m in zip(noisy, marginals)) / cells
+    variance = float(separate_variance(len(marginals), rho))
+    fitted = consistent_marginals(noisy, marginals, [variance] * len(marginals))
+    least = sum(float(((y - truth[m]) ** 2).sum()) for y, m in zip(fitted, marginals)) / cells
+    return raw, least
+
+
+def monte_carlo(mse: list[float]) -> tuple[float, float]:
+    """(RMSE, its standard error) from per-release mean squared errors (delta method: se(MSE)/(2·RMSE))."""
+    mse = np.asarray(mse, dtype=np.float64)
+    root = math.sqrt(float(mse.mean()))
+    se = float(mse.std(ddof=1) / math.sqrt(mse.size)) / (2 * root) if mse.size > 1 else float("nan")
+    return root, se
+
+
+#: (label, attributes, values each, k, closed form at ρ = 1 from the brief, releases; 0: closed form only).
+OPTIMUM_CASES = (("all 3-way, 20 binary", 20, 2, 3, 5.8676, 40),
+                 ("all 3-way, 20 × 10 values", 20, 10, 3, 18.822, 4),
+                 ("all 3-way, 100 × 10 values", 100, 10, 3, 214.375, 0))
+
+
+def optimum(rows: int = 200_000, rho: int = 1) -> None:
+    """Section marginals-optimum: residual bases against the closed form and against separate with and without
+    least squares, Monte Carlo on the same random records at the same ρ."""
+    started = time.perf_counter()
+    path = RESULTS / "marginals_optimum.jsonl"
+    made_by = "python bench/marginals.py --optimum"
+    records, lines = [], [
+        "## Marginal sets at the optimum: residual bases against separate", "",
+        f"All k-way marginals of random records ({rows:,} rows, uniform codes), ρ = {rho}, RMSE per cell over all "
+        "the workload's cells.  *closed form*: ResidualPlanner's optimum (`plan_residuals(...).rmse(ρ)`, continuous "
+        "Gaussian).  *residual*: Monte Carlo of `measure_residuals` + `reconstruct` (exact discrete Gaussians, "
+        "`ZCDPBudget(ρ, bits=SeededBits(seed))`).  *separate*: each marginal measured at ρ/k through the kernel, no "
+        "reconciliation; *separate + LS*: the same draws after the exact least squares of strategy separate "
+        "(`consistent_marginals`); *exact* columns are their formulas (σ² = k/(2ρ), and `expected_errors`).  "
+        "± is one standard error of the Monte Carlo RMSE (across releases).", "",
+        f"Regenerate: `OMP_NUM_THREADS=1 PYTHONPATH=. python bench/marginals.py --optimum`.", "",
+        "| workload | cells | bases | plan s | closed form | residual (MC) | vs closed form | separate exact | "
+        "separate (MC) | separate + LS exact | separate + LS (MC) | releases | s per residual release |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    for label, attributes, values, k, published, releases in OPTIMUM_CASES:
+        sizes = [values] * attributes
+        marginals = all_k_way(attributes, k)
+        t0 = time.perf_counter()
+        plan = plan_residuals(marginals, sizes)
+        plan_seconds = time.perf_counter() - t0
+        closed = plan.rmse(rho)
+        cells = int(plan.marginal_cells().sum())
+        record = {"workload": label, "cells": cells, "bases": len(plan.bases), "plan_seconds": plan_seconds,
+                  "closed_form": closed, "brief_closed_form": published, "releases": releases,
+                  "separate_exact": math.sqrt(separate_variance(len(marginals), rho))}
+        if releases:
+            codes = random_codes(rows, sizes, seed=attributes * 100 + values)
+            truth = {m: true_marginal(codes, m, sizes) for m in plan.marginals}
+            res, seconds = [], []
+            for r in range(releases):
+                t0 = time.perf_counter()
+                res.append(residual_errors(plan, codes, truth, rho, seed=1000 + r))
+                seconds.append(time.perf_counter() - t0)
+            sep = [separate_errors(marginals, truth, rho, seed=2000 + r) for r in range(releases)]
+            record.update(residual_mse=res, residual_seconds=seconds, separate_mse=[a for a, _ in sep],
+                          separate_ls_mse=[b for _, b in sep], separate_ls_exact=separate_ls_rmse(marginals, sizes, rho))
+            (rr, rse), (sr, sse), (lr, lse) = monte_carlo(res), monte_carlo(record["separate_mse"]), monte_carlo(
+                record["separate_ls_mse"])
+            lines.append(f"| {label} | {cells:,} | {len(plan.bases):,} | {plan_seconds:.2f} | {closed:.4f} | "
+                         f"{rr:.4f} ± {rse:.4f} | {100 * (rr / closed - 1):+.2f} % | {record['separate_exact']:.4f} | "
+                         f"{sr:.4f} ± {sse:.4f} | {record['separate_ls_exact']:.4f} | {lr:.4f} ± {lse:.4f} | "
+                         f"{releases} | {np.median(seconds):.1f} |")
+        else:
+            lines.append(f"| {label} | {cells:,} | {len(plan.bases):,} | {plan_seconds:.2f} | {closed:.4f} | "
+                         f"closed form only | | {record['separate_exact']:.4f} | | | | 0 | |")
+        records.append(record)
+        print(lines[-1], flush=True)
+    lines += ["", "The 100 × 10 workload has 161,700 marginals and 161.7 million cells: one float64 copy of its "
+              "reconstruction is 1.3 GB and a release draws 162 million discrete Gaussians (about 13 µs each "
+              "here, so over half an hour), so it is planned but not released.",
+              "Strategy separate as a release strategy refuses all these sets (every 3-way table shares three "
+              "2-way sub-tables, so its non-negative integer step cannot keep them; `check_separable`); its "
+              "least-squares estimate is measured here at library level all the same.", "",
+              f"Run took {(time.perf_counter() - started) / 60:.1f} min.  " + records_note(path, made_by)]
+    write_records(path, records)
+    replace_section("marginals-optimum", "\n".join(lines))
+    print("wrote bench/RESULTS.md (marginals-optimum)")
+
+
+#: (label, attributes, values each, largest k: all marginals of 1..k attributes, rows).
+SCALE_CASES = {"3way-20x10": ("all 3-way of 20 × 10 values", 20, 10, (3,), 200_000),
+               "le2way-100x10": ("all ≤ 2-way of 100 × 10 values", 100, 10, (1, 2), 200_000)}
+
+
+def scale_case(name: str, rho: int = 1) -> dict:
+    """Plan, measure and reconstruct one SCALE_CASES workload in this process: the seconds of each step and this
+    process's peak resident memory (ru_maxrss, which includes the random records and their true counts)."""
+    label, attributes, values, lengths, rows = SCALE_CASES[name]
+    sizes = [values] * attributes
+    marginals = [m for k in lengths for m in all_k_way(attributes, k)]
+    codes = random_codes(rows, sizes, seed=7)
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    t0 = time.perf_counter()
+    plan = plan_residuals(marginals, sizes)
+    t1 = time.perf_counter()
+    measured = measure_residuals(plan, codes, ZCDPBudget(Fraction(rho), bits=SeededBits(1)))
+    t2 = time.perf_counter()
+    estimates = reconstruct(plan, measured)
+    t3 = time.perf_counter()
+    return {"case": name, "workload": label, "rows": rows, "marginals": len(plan.marginals),
+            "cells": int(plan.marginal_cells().sum()), "bases": len(plan.bases), "plan_s": t1 - t0,
+            "measure_s": t2 - t1, "reconstruct_s": t3 - t2, "total_s": t3 - t0,
+            "maxrss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+            "maxrss_before_mb": before / 1024, "estimated": len(estimates)}
+
+
+def scale() -> None:
+    """Section marginals-scale: each SCALE_CASES workload in a fresh subprocess (so its peak memory is its own)."""
+    path = RESULTS / "marginals_scale.jsonl"
+    made_by = "python bench/marginals.py --scale"
+    records = []
+    for name in SCALE_CASES:
+        done = subprocess.run([sys.executable, __file__, "--scale-case", name], capture_output=True, text=True,
+                              check=True)
+        records.append(json.loads(done.stdout.strip().splitlines()[-1]))
+        print(records[-1], flush=True)
+    lines = ["## Marginal sets at scale: residual plan, measure and reconstruct", "",
+             "One release at ρ = 1 of each workload on random records, each in a fresh process: wall seconds of "
+             "`plan_residuals`, `measure_residuals` (counting every basis from the records and drawing its exact "
+             "discrete Gaussians) and `reconstruct`, and the process's peak resident memory (`ru_maxrss`, "
+             "including Python, numpy and the records; *before* is the peak once the records were made).  "
+             "Aim: under 60 s and 2 GB.  Wall times depend on the machine's load (this run: 2 cores shared with "
+             "other jobs; measure alone took 15 s for the first workload on a quieter moment).", "",
+             "Regenerate: `OMP_NUM_THREADS=1 PYTHONPATH=. python bench/marginals.py --scale`.", "",
+             "| workload | rows | marginals | cells | bases | plan s | measure s | reconstruct s | total s | "
+             "peak MB | before MB |", "|---|---|---|---|---|---|---|---|---|---|---|"]
+    for r in records:
+        lines.append(f"| {r['workload']} | {r['rows']:,} | {r['marginals']:,} | {r['cells']:,} | {r['bases']:,} | "
+                     f"{r['plan_s']:.2f} | {r['measure_s']:.1f} | {r['reconstruct_s']:.2f} | {r['total_s']:.1f} | "
+                     f"{r['maxrss_mb']:.0f} | {r['maxrss_before_mb']:.0f} |")
+    lines += ["", records_note(path, made_by)]
+    write_records(path, records)
+    replace_section("marginals-scale", "\n".join(lines))
+    print("wrote bench/RESULTS.md (marginals-scale)")
+
+
+#: (label, attributes, values each, k, rows): a small and a medium workload for interval coverage.
+COVERAGE_CASES = (("all 3-way of 8 binary", 8, 2, 3, 2_000), ("all 2-way of 10 × 5 values", 10, 5, 2, 20_000))
+
+
+def coverage_runs(attributes: int, values: int, k: int, rows: int, releases: int, rho=1) -> list[float]:
+    """The fraction of cells whose 95 % normal interval (reconstructed value ± 1.96 standard deviations from
+    :func:`~dphist.algorithms.residual_planner.exact_variances`) covers the true count, one per release."""
+    sizes = [values] * attributes
+    plan = plan_residuals(all_k_way(attributes, k), sizes)
+    codes = random_codes(rows, sizes, seed=attributes * 10 + values)
+    truth = {m: true_marginal(codes, m, sizes) for m in plan.marginals}
+    out = []
+    for r in range(releases):
+        measured = measure_residuals(plan, codes, ZCDPBudget(Fraction(rho), bits=SeededBits(5000 + r)))
+        estimates, variances = reconstruct(plan, measured), exact_variances(plan, measured)
+        covered = sum(int((np.abs(estimates[m] - truth[m]) <= 1.959964 * math.sqrt(variances[m])).sum())
+                      for m in plan.marginals)
+        out.append(covered / sum(t.size for t in truth.values()))
+    return out
+
+
+def coverage(releases: int = 200) -> None:
+    """Section marginals-coverage: COVERAGE_CASES' 95 % intervals over ``releases`` releases each."""
+    path = RESULTS / "marginals_coverage.jsonl"
+    made_by = "python bench/marginals.py --coverage"
+    records = []
+    lines = ["## Residual marginals: 95 % interval coverage", "",
+             f"{releases} releases at ρ = 1 per workload (random records, `SeededBits` seeds): each cell's interval is "
+             "the reconstructed value ± 1.96 × the standard deviation `exact_variances` gives (the exact "
+             "discrete Gaussian variance of every basis); coverage is the fraction of all cells of all releases "
+             "that it covers the true count.  ± is one standard error across releases (cells of one release are "
+             "correlated through shared bases).  Band: 94–96 %.", "",
+             "Regenerate: `OMP_NUM_THREADS=1 PYTHONPATH=. python bench/marginals.py --coverage`.", "",
+             "| workload | rows | cells | releases | coverage | ± | in band |", "|---|---|---|---|---|---|---|"]
+    for label, attributes, values, k, rows in COVERAGE_CASES:
+        runs = coverage_runs(attributes, values, k, rows, releases)
+        mean, se = float(np.mean(runs)), float(np.std(runs, ddof=1) / math.sqrt(len(runs)))
+        cells = len(all_k_way(attributes, k)) * values ** k
+        records.append({"workload": label, "rows": rows, "cells": cells, "coverage": runs})
+        lines.append(f"| {label} | {rows:,} | {cells:,} | {releases} | {100 * mean:.2f} % | {100 * se:.2f} % | "
+                     f"{'yes' if 0.94 <= mean <= 0.96 else 'no'} |")
+        print(lines[-1], flush=True)
+    lines += ["", records_note(path, made_by)]
+    write_records(path, records)
+    replace_section("marginals-coverage", "\n".join(lines))
+    print("wrote bench/RESULTS.md (marginals-coverage)")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=20)
-    runs = parser.parse_args().runs
+    parser.add_argument("--optimum", action="store_true", help="write the marginals-optimum section")
+    parser.add_argument("--scale", action="store_true", help="write the marginals-scale section")
+    parser.add_argument("--scale-case", choices=sorted(SCALE_CASES), help=argparse.SUPPRESS)
+    parser.add_argument("--coverage", action="store_true", help="write the marginals-coverage section")
+    options = parser.parse_args()
+    if options.scale_case:
+        print(json.dumps(scale_case(options.scale_case)))
+        return
+    if options.optimum or options.scale or options.coverage:
+        for wanted, run in ((options.optimum, optimum), (options.scale, scale), (options.coverage, coverage)):
+            if wanted:
+                run()
+        return
+    runs = options.runs
     if not ADULT.is_file():
         raise SystemExit(f"Adult table not found at {ADULT}")
     started = time.perf_counter()
