@@ -79,16 +79,22 @@ def one_d(kind: str, n: int, noise: str, p_choices, max_iter: int) -> tuple[str,
     figures["  ... quantised (q=2^16)"] = quantised_total_error(quantise(s), [g], noise)
     if (kind, n) in HDMM_PUBLISHED and noise == "l2":
         figures["HDMM (published)"] = HDMM_PUBLISHED[kind, n] ** 2 * m
-    bound = rmse_per_sigma(figures["SVD bound"], m)
     case = f"{kind}, n = {n}, {noise.upper()}"
     print(f"\n{kind}, n = {n}, {noise.upper()} ({'per unit sigma' if noise == 'l2' else 'Laplace, eps = 1'}); "
           f"optimisation {seconds:.1f} s CPU, {s.iterations} iterations", flush=True)
+    return case, seconds, _rows(figures, m)
+
+
+def _rows(figures: dict, m: int) -> list[tuple[str, float, float]]:
+    """(strategy, RMSE per query, ratio to the SVD bound) for each total squared error of ``figures`` over ``m``
+    queries, printed as they come."""
+    bound = rmse_per_sigma(figures["SVD bound"], m)
     rows = []
     for name, total in figures.items():
         r = rmse_per_sigma(total, m)
         rows.append((name.strip(), r, r / bound))
         print(f"  {name:34s} {r:9.4f}   x{r / bound:6.3f} of the SVD bound", flush=True)
-    return case, seconds, rows
+    return rows
 
 
 def two_d(n: int, noise: str, p_choices, max_iter: int) -> tuple[str, float, list[tuple[str, float, float]]]:
@@ -113,16 +119,10 @@ def two_d(n: int, noise: str, p_choices, max_iter: int) -> tuple[str, float, lis
     from dphist.algorithms.strategies.optimized import KroneckerStrategy
     k = KroneckerStrategy((s, s))
     figures["  ... quantised (q=2^12 per axis)"] = quantised_total_error(quantise(k), [g, g], noise)
-    bound = rmse_per_sigma(figures["SVD bound"], m)
     case = f"all 2-D ranges, {n} x {n}, {noise.upper()}"
     print(f"\nall 2-D ranges, {n} x {n}, {noise.upper()}; optimisation {seconds:.1f} s CPU (one axis, "
           f"shared by both), {s.iterations} iterations", flush=True)
-    rows = []
-    for name, total in figures.items():
-        r = rmse_per_sigma(total, m)
-        rows.append((name.strip(), r, r / bound))
-        print(f"  {name:34s} {r:9.4f}   x{r / bound:6.3f} of the SVD bound", flush=True)
-    return case, seconds, rows
+    return case, seconds, _rows(figures, m)
 
 
 def section(cases: list[tuple[str, float, list[tuple[str, float, float]]]], command: str, minutes: float) -> str:
