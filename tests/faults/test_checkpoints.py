@@ -557,3 +557,39 @@ def test_a_data_error_after_reading_is_one_line_that_says_the_budget_stays_spent
 def _installed(module: str) -> bool:
     import importlib.util
     return importlib.util.find_spec(module) is not None
+
+
+# A marginal set under zCDP is measured jointly (strategy residual: every residual basis in one step over the
+# counted tables): killed or signalled anywhere it settles as any release does, charged its rho once, and what
+# is published is the whole set or nothing.
+
+def residual_args(out: Path, *extra: str) -> list[str]:
+    return ["release", str(CENSUS), "-s", str(SCHEMA), "--marginals", "age,sex;sex,income;age,income", "--rho",
+            "1/4", "--dataset-id", "census", "-o", str(out), *extra]
+
+
+@pytest.mark.parametrize("point", ["read", "computed", "staged"])
+def test_a_killed_residual_marginal_set_is_charged_once_and_publishes_the_whole_set_or_nothing(tmp_path, point):
+    ledger, out = tmp_path / "l.sqlite", tmp_path / "out"
+    Ledger(ledger).set_cap("census", "row", rho=Fraction(1, 2))
+    killed = run(residual_args(out, "--run-key", "k1"), ledger, fault=point)
+    assert killed.exit_code == -9
+    assert not out.exists() or sorted(p.name for p in out.iterdir()) == []
+    retry = run(residual_args(out, "--run-key", "k1", "--log-format", "json"), ledger)
+    assert rho_spent(ledger) == Fraction(1, 4)
+    if KILLS[point][1] == "spent":
+        assert retry.exit_code == 3 and not out.exists()
+    else:
+        assert retry.exit_code == 0, retry.stderr
+        report = json.loads((out / "report.json").read_text())
+        assert report["marginals"]["strategy"] == "residual" and report["rho_spent"] == "0.25"
+        assert {"age_sex.csv", "sex_income.csv", "age_income.csv"} <= {p.name for p in out.iterdir()}
+    assert leftovers(tmp_path) == [] and Ledger(ledger).verify() == []
+
+
+def test_a_residual_marginal_set_signalled_after_reading_exits_143_in_one_line_and_stays_charged(tmp_path):
+    ledger, out = tmp_path / "l.sqlite", tmp_path / "out"
+    stopped = run(residual_args(out, "--run-key", "k"), ledger, fault="read:SIGTERM")
+    assert stopped.exit_code == 143 and stopped.stderr.count("\n") == 1 and "stays spent" in stopped.stderr
+    assert not out.exists() and leftovers(tmp_path) == [] and kinds(ledger)[-1] == "FAIL"
+    assert rho_spent(ledger) == Fraction(1, 4)
