@@ -485,9 +485,9 @@ class ZCDPBudget(PrivacyBudget):
         of them) moves the residual by at most √p (factor·√p) in L2 norm, as for continuous Gaussian noise.
 
         Refused before paying: a table that is not integers, an axis of one value (its residual is 0), s² above
-        the sampler's 2^60, a scaled table beyond 2^62.  The record: l2_squared = factor²·p, sigma2 = s²/N² (the
-        variance parameter in the table's units), ``scaled_by`` = N, rho = ρ_A, one query per cell; its
-        ``noise_variance`` is the variance of the un-projected noise per cell in the table's units,
+        the sampler's 2^60.  Nothing about the counts refuses a paid measurement (a scaled table beyond 2^62 is
+        summed in Python integers).  The record: l2_squared = factor²·p, sigma2 = s²/N² (the variance parameter
+        in the table's units), ``scaled_by`` = N, rho = ρ_A, one query per cell; its ``noise_variance`` is the variance of the un-projected noise per cell in the table's units,
         discrete_gaussian_variance(s²)/N², and the released residual's variance per cell is p times that."""
         table = _integers(marginal, what)
         amount = _amount(amount, what)
@@ -498,10 +498,14 @@ class ZCDPBudget(PrivacyBudget):
         s2 = Fraction(self.factor) ** 2 * cells ** 2 * kept / (2 * amount)
         if s2 > MAX_SIGMA2:  # refused before paying
             raise ValueError(f"{what}: noise variance {float(s2):.3g} is above the sampler's 2^60")
-        if table.size and int(np.abs(table).max()) * cells > 2**62:
-            raise ValueError(f"{what}: the scaled table does not fit in 64-bit integers")
         self._claim(amount, Fraction(0), what)
-        noisy = cells * table + self._gaussian_noise(s2, table.shape)
+        noise = self._gaussian_noise(s2, table.shape)
+        if table.size and int(np.abs(table).max()) * cells > 2**62:
+            # Exact in Python integers rather than refused: a refusal here would depend on the counts.  The float
+            # below is still a function of the noisy scaled table alone.
+            noisy = cells * table.astype(object) + noise.astype(object)
+        else:
+            noisy = cells * table + noise
         residual = noisy.astype(np.float64)
         for axis in range(residual.ndim - table.ndim, residual.ndim):
             residual -= residual.mean(axis=axis, keepdims=True)

@@ -122,3 +122,15 @@ def test_a_pure_budget_refuses():
     with pytest.raises(BudgetExceeded, match="zCDP"):
         budget.gaussian_residual(_table((2, 2)), Fraction(1, 2), "basis")
     assert budget.spent == 0
+
+
+def test_counts_beyond_64_bit_scaling_are_measured_not_refused():
+    """Whether N·m fits in int64 depends on the counts, so it must not decide a refusal: a table whose scaled
+    counts pass 2^62 is measured (in Python integers) and released like any other."""
+    budget = ZCDPBudget(Fraction(1), bits=SeededBits(8))
+    big = np.array([[2**61, 2**61 + 4], [2**61 + 8, 2**61]], dtype=np.int64)
+    residual, record = budget.gaussian_residual(big, Fraction(1, 2), "basis (0, 1)")
+    assert budget.spent == Fraction(1, 2) and record.scaled_by == 4
+    # The residual is shift-invariant: the noiseless one is that of the offsets from 2^61.
+    projected = _projector((2, 2)) @ np.array([0, 4, 8, 0], dtype=np.float64)
+    assert np.allclose(residual.ravel(), projected, atol=10)
