@@ -26,13 +26,18 @@ def write(d: Path, name: str, content: str | bytes) -> str:
 
 @pytest.fixture(scope="session", autouse=True)
 def strategy_cache_dir(tmp_path_factory):
-    """The optimised strategies of the hdmm algorithm are cached in a temporary directory for the whole session,
+    """The optimised strategies of the hdmm algorithm are cached in a temporary directory for the whole run,
     never in the real home (``DPHIST_CACHE_DIR``, read by dphist.algorithms.strategies.strategy_cache).  Set in
     the environment, so that the CLI's subprocesses and the audit's worker processes inherit it."""
     from dphist.algorithms.strategies.strategy_cache import CACHE_ENV
 
     patch = pytest.MonkeyPatch()
-    directory = tmp_path_factory.mktemp("strategies")
+    # One directory for every xdist worker (their base temps are siblings), so that a strategy is optimised once
+    # per run rather than once per worker; the cache's writes are atomic, so workers can share it.
+    base = tmp_path_factory.getbasetemp()
+    shared = base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
+    directory = shared / "strategies"
+    directory.mkdir(exist_ok=True)
     patch.setenv(CACHE_ENV, str(directory))
     yield directory
     patch.undo()
