@@ -56,8 +56,8 @@ def release(source: Any = None, epsilon: Any = None, schema: Any = None, *, spec
     noise : ``"laplace"`` (default with ``epsilon``) or ``"gaussian"`` (implied by ``rho``).  ``epsilon`` with
         ``noise="gaussian"`` and ``delta`` D > 0 is an (ε, δ)-DP release run as ρ-zCDP with ρ the largest value
         whose (ε, δ) guarantee holds by the tight conversion of Canonne, Kamath and Steinke 2020
-        (``dphist.privacy.conversions.rho_for``): (1, 1e-6) gives ρ ≈ 0.0223 (the classic conversion
-        ε = ρ + 2√(ρ ln(1/δ)) only 0.0175); every column must then be declared.  ``rho`` with ``noise="laplace"`` is refused
+        (``dphist.privacy.conversions.rho_for``): (1, 1e-6) gives ρ ≈ 0.02436 (the classic conversion
+        ε = ρ + 2√(ρ ln(1/δ)) only 0.01747); every column must then be declared.  ``rho`` with ``noise="laplace"`` is refused
         (for Laplace noise give ``epsilon``).
     delta : with ``noise="gaussian"``, the δ of the release's (ε, δ) guarantee (0 < δ ≤ 1e-3).  Otherwise the δ
         of (ε, δ)-DP used only to discover categories (e.g. ``"1e-6"``); 0 otherwise.  Not with ``rho``.
@@ -105,6 +105,8 @@ def release(source: Any = None, epsilon: Any = None, schema: Any = None, *, spec
         hdfs://).  Counts are the same on every engine; noise and output stay in this process.
     max_cells : refuse (UsageError, before reading) any table of more cells than this (default 2**24).
 
+    Notes
+    -----
     Every keyword but ``ledger``, ``dataset_id`` and ``require_cap`` is an option of the release, checked once by
     :class:`~dphist.publishing.planning.ReleaseOptions` (an unknown one is a UsageError naming it).
 
