@@ -260,7 +260,7 @@ def undocumented(paths: set[str], listed: set[str]) -> list[str]:
         parents = [path[:i] for i in range(len(path)) if path[i] == "."]
         if path not in listed and not any(f"{parent}.*" in listed for parent in parents):
             missing.append(path)
-    return missing
+    return sorted(missing)
 
 
 def test_a_field_the_report_page_does_not_list_is_found():
