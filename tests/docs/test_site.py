@@ -30,6 +30,8 @@ def _missing_plugins() -> list[str]:
             or importlib.util.find_spec(name) is None]
 
 
+# One worker builds the site once for the tests that read it (make test runs with --dist loadgroup, and these are
+# one group); whichever runs first pays for the build, about 5-10 s, in its setup, so each has room for it.
 @pytest.fixture(scope="module")
 def site(tmp_path_factory) -> Path:
     """The site built with --strict into a temporary folder (skipped when the docs extra is not installed)."""
@@ -49,6 +51,7 @@ def _env() -> dict[str, str]:
     return {**os.environ, "PYTHONPATH": str(ROOT)}
 
 
+@pytest.mark.xdist_group("site")
 @pytest.mark.time_limit(60)
 def test_the_site_builds_strictly_and_every_nav_page_is_there(site):
     nav = re.findall(r":\s*([\w/.-]+\.md)\s*$", (ROOT / "mkdocs.yml").read_text(encoding="utf-8"), re.MULTILINE)
@@ -57,6 +60,8 @@ def test_the_site_builds_strictly_and_every_nav_page_is_there(site):
         assert (site / page).with_suffix(".html").is_file(), page
 
 
+@pytest.mark.xdist_group("site")
+@pytest.mark.time_limit(60)
 def test_the_site_loads_nothing_from_the_network(site):
     """No web fonts, scripts or style sheets from elsewhere: the site works offline, opened from disk."""
     external = re.compile(r"""<(?:script|link|img|iframe)\b[^>]*\b(?:src|href)=["'](?:https?:)?//""", re.IGNORECASE)
@@ -78,6 +83,8 @@ def _commands(group: click.Group, prefix: str) -> list[str]:
     return paths
 
 
+@pytest.mark.xdist_group("site")
+@pytest.mark.time_limit(60)
 def test_the_cli_reference_has_every_command_and_subcommand(site):
     from dphist.cli import main
 
@@ -90,6 +97,8 @@ def test_the_cli_reference_has_every_command_and_subcommand(site):
         assert option in page, option
 
 
+@pytest.mark.xdist_group("site")
+@pytest.mark.time_limit(60)
 def test_the_api_reference_renders_the_docstrings(site):
     page = (site / "reference" / "api.html").read_text(encoding="utf-8")
     for text in ("Release differentially private tables of", "marginal_strategy", "Write <code>&lt;table&gt;",
@@ -120,12 +129,13 @@ def test_every_relative_link_of_the_readme_resolves():
 
 
 def test_a_broken_readme_link_is_found(tmp_path):
-    (tmp_path / "docs").mkdir()
-    (tmp_path / "docs" / "a.md").write_text("# A\n", encoding="utf-8")
+    folder = "guide"  # not docs/: this file must cite no page of the real docs (tests/test_docs_references.py)
+    (tmp_path / folder).mkdir()
+    (tmp_path / folder / "a.md").write_text("# A\n", encoding="utf-8")
     readme = tmp_path / "README.md"
-    readme.write_text("[ok](docs/a.md#a) [web](https://example.org) [gone](docs/b.md) [self](#x)\n",
+    readme.write_text(f"[ok]({folder}/a.md#a) [web](https://example.org) [gone]({folder}/b.md) [self](#x)\n",
                       encoding="utf-8")
-    assert readme_link_problems(readme) == ["docs/b.md"]
+    assert readme_link_problems(readme) == [f"{folder}/b.md"]
 
 
 def test_the_readme_stays_short_and_its_example_paths_exist():
