@@ -203,6 +203,16 @@ def test_every_error_class_is_named_on_the_exit_code_page():
         assert f"`{name}`" in page, name
 
 
+def test_the_release_page_names_every_option_of_dphist_release():
+    from dphist.cli.release import release_command
+
+    page = (DOCS / "reference" / "release.md").read_text(encoding="utf-8")
+    options = [next(o for o in p.opts if o.startswith("--")) for p in release_command.params
+               if any(o.startswith("--") for o in p.opts)]
+    assert "--epsilon" in options
+    assert [o for o in options if not re.search(re.escape(o) + r"(?![\w-])", page)] == []
+
+
 # --- schema and job spec keys ------------------------------------------------------------------------------------
 
 
