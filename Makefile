@@ -5,7 +5,7 @@ PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 comma  := ,
 
-.PHONY: install demo test test-full test-explore bench bench-quick corpus clean
+.PHONY: install demo test test-full test-explore bench bench-quick corpus docs docs-serve dist clean
 
 install: $(STAMP)
 
@@ -76,5 +76,18 @@ bench-quick: install
 	$(PY) bench/dpbench.py --quick
 	$(PY) bench/zcdp.py --quick
 
+# The documentation site (mkdocs.yml; the docs extra, which the test extra includes), built into site/ with
+# --strict: a broken link, anchor or reference page stops the build.  Open site/index.html from disk.
+docs: install
+	NO_MKDOCS_2_WARNING=1 $(PY) -m mkdocs build --strict
+
+docs-serve: install
+	NO_MKDOCS_2_WARNING=1 $(PY) -m mkdocs serve
+
+# The source distribution and the wheel, into dist/ (python -m build: fetches the build backend it needs).
+dist: install
+	rm -rf dist
+	$(PY) -m build --outdir dist .
+
 clean:
-	rm -rf $(VENV) demo_release demo_ledger.sqlite release .pytest_cache .hypothesis build *.egg-info
+	rm -rf $(VENV) demo_release demo_ledger.sqlite release .pytest_cache .hypothesis build *.egg-info site dist

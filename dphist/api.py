@@ -30,9 +30,11 @@ def release(source: Any = None, epsilon: Any = None, schema: Any = None, *, spec
 
     Parameters
     ----------
-    source : path (CSV/Parquet file, directory or glob) or pandas DataFrame; with ``spec``, the job's ``input``
+    source
+        path (CSV/Parquet file, directory or glob) or pandas DataFrame; with ``spec``, the job's ``input``
         if not given.
-    spec : a job spec (YAML; :mod:`dphist.declare.job`), as ``dphist release --spec``: its tables (or marginals),
+    spec
+        a job spec (YAML; :mod:`dphist.declare.job`), as ``dphist release --spec``: its tables (or marginals),
         budget, schema, algorithm, workload, privacy unit, group size, ledger, data set id and require_cap, each
         replaced by the argument of the same meaning if that is given (a budget argument, ``epsilon`` or
         ``rho``, replaces the spec's epsilon, rho, delta and noise together; ``privacy_unit`` replaces its unit
@@ -40,71 +42,93 @@ def release(source: Any = None, epsilon: Any = None, schema: Any = None, *, spec
         ``marginals`` with a spec is a UsageError.  The spec is read and checked before any row is.  Its
         ``out``, ``format`` and ``run_key`` are the command line's (which writes the files): the returned
         Release is written with :meth:`Release.write`, and the run is charged without a run key.
-    epsilon : total privacy budget ε, a positive number (at most 1000); a decimal string keeps it exact
+    epsilon
+        total privacy budget ε, a positive number (at most 1000); a decimal string keeps it exact
         (``"0.5"``).  Pure ε-DP with discrete Laplace noise; with ``noise="gaussian"`` and ``delta`` > 0,
         (ε, δ)-DP (below).  Give exactly one of ``epsilon`` and ``rho``.
-    schema : path to a YAML/JSON schema, a parsed schema mapping, or a ``Schema``.  Columns it does not declare
+    schema
+        path to a YAML/JSON schema, a parsed schema mapping, or a ``Schema``.  Columns it does not declare
         (all of them without a schema) get their domain privately from the data, with ``discovery_share`` of
         epsilon (default 1/4): DP bounds and ``discovery_bins`` bins (default 16) for numbers and dates, of
         equal width or, with ``discovery_binning="quantiles"``, cut at DP quantiles (numbers); for text, the
         categories held by enough records (at most ``max_categories``, default 100), which needs ``delta`` > 0.
-    rho : total budget ρ of ρ-zCDP (Bun and Steinke 2016), a positive number up to 1000 (``"0.05"``; exact):
+    rho
+        total budget ρ of ρ-zCDP (Bun and Steinke 2016), a positive number up to 1000 (``"0.05"``; exact):
         linear queries get discrete Gaussian noise of variance Δ₂²/(2ρ) per part, data-adaptive steps keep
         their discrete Laplace / exponential-mechanism noise at ε = √(2ρ) (rounded down), and the ρ of all steps
         adds up to exactly ``rho``.  The report also states the ε it implies at δ = 1e-6 (``epsilon_implied``;
         tight CKS20 conversion).  Every column must be declared in ``schema`` (no private discovery).
-    noise : ``"laplace"`` (default with ``epsilon``) or ``"gaussian"`` (implied by ``rho``).  ``epsilon`` with
+    noise
+        ``"laplace"`` (default with ``epsilon``) or ``"gaussian"`` (implied by ``rho``).  ``epsilon`` with
         ``noise="gaussian"`` and ``delta`` D > 0 is an (ε, δ)-DP release run as ρ-zCDP with ρ the largest value
         whose (ε, δ) guarantee holds by the tight conversion of Canonne, Kamath and Steinke 2020
-        (``dphist.privacy.conversions.rho_for``): (1, 1e-6) gives ρ ≈ 0.0223 (the classic conversion
-        ε = ρ + 2√(ρ ln(1/δ)) only 0.0175); every column must then be declared.  ``rho`` with ``noise="laplace"`` is refused
+        (``dphist.privacy.conversions.rho_for``): (1, 1e-6) gives ρ ≈ 0.02436 (the classic conversion
+        ε = ρ + 2√(ρ ln(1/δ)) only 0.01747); every column must then be declared.  ``rho`` with ``noise="laplace"`` is refused
         (for Laplace noise give ``epsilon``).
-    delta : with ``noise="gaussian"``, the δ of the release's (ε, δ) guarantee (0 < δ ≤ 1e-3).  Otherwise the δ
+    delta
+        with ``noise="gaussian"``, the δ of the release's (ε, δ) guarantee (0 < δ ≤ 1e-3).  Otherwise the δ
         of (ε, δ)-DP used only to discover categories (e.g. ``"1e-6"``); 0 otherwise.  Not with ``rho``.
-    columns : one table over these columns (``["age", "sex"]`` or ``"age,sex"``).
-    tables : several tables, each ``{"name", "columns", "algorithm", "share", "options", "workload"}``; epsilon
+    columns
+        one table over these columns (``["age", "sex"]`` or ``"age,sex"``).
+    tables
+        several tables, each ``{"name", "columns", "algorithm", "share", "options", "workload"}``; epsilon
         is split by share.
         With neither ``columns`` nor ``tables``, one 1-D table per schema column, epsilon split equally.
-    algorithm : default algorithm for tables that do not name one (``auto``: chosen per table from a noisy
+    algorithm
+        default algorithm for tables that do not name one (``auto``: chosen per table from a noisy
         total; ``identity`` for marginal sets).
-    algorithm_options : options for the algorithms (e.g. ``{"branching": 16}``); a table's own ``options``
+    algorithm_options
+        options for the algorithms (e.g. ``{"branching": 16}``); a table's own ``options``
         take precedence.
-    workload : the questions the tables will answer: ``"ranges"`` (range sums along ordered columns),
+    workload
+        the questions the tables will answer: ``"ranges"`` (range sums along ordered columns),
         ``"cells"`` (single cells) or ``"marginals"`` (one-way marginals); a table's own ``workload`` takes
         precedence.  By default ranges where a column is ordered, cells where every column is a category.
         ``auto`` chooses the algorithm with the least expected error on it; every table's report states it
         with the expected error of single cells and of ranges.
-    seed : test mode.  Deterministic noise; the release is marked NOT differentially private, and the ledger is
+    seed
+        test mode.  Deterministic noise; the release is marked NOT differentially private, and the ledger is
         not touched.
-    raw : skip post-processing; ``count`` is then the unbiased noisy estimate.
-    marginals : a set of tables that agree exactly with each other (shared sub-tables and grand total),
+    raw
+        skip post-processing; ``count`` is then the unbiased noisy estimate.
+    marginals
+        a set of tables that agree exactly with each other (shared sub-tables and grand total),
         ``"age,sex;sex,income"`` or a list of column lists.
-    marginal_strategy : ``"full"``: the table over all the marginals' columns is measured once with all of
+    marginal_strategy
+        ``"full"``: the table over all the marginals' columns is measured once with all of
         epsilon and each marginal is a sum of its released counts; ``"separate"``: each marginal is measured
         with epsilon/k, then they are made consistent by least squares and rounded keeping the agreement;
         ``"residual"`` (zCDP only: ``rho``, or ``noise="gaussian"`` with a delta): their residual bases are
         measured jointly (the optimal Gaussian linear measurement) and every marginal rebuilt from them;
         ``"auto"`` (default): residual under zCDP, else the one of full and separate with the lower expected
         error (``report["marginals"]`` gives every strategy's figures).
-    privacy_unit, max_rows_per_unit : protect every value of this column (a person, a household) rather than
+    privacy_unit, max_rows_per_unit
+        protect every value of this column (a person, a household) rather than
         one row: at most ``max_rows_per_unit`` rows per unit are counted (chosen at random), and the algorithms
         run at epsilon / max_rows_per_unit, so the whole unit is protected at epsilon (group privacy).  A fiftieth
         of the budget measures how many rows the cap dropped (``report["unit_cap"]``, docs/privacy.md §6); the
         tables share the rest.  The ledger keeps this budget apart from per-row budgets.
-    group_size : protect any group of this many units (or records) together at epsilon.
-    ledger : a :class:`~dphist.publishing.ledger.Ledger` or a path to one (default: ``$DPHIST_LEDGER``, else
+    group_size
+        protect any group of this many units (or records) together at epsilon.
+    ledger
+        a :class:`~dphist.publishing.ledger.Ledger` or a path to one (default: ``$DPHIST_LEDGER``, else
         ``~/.local/share/dphist/ledger.sqlite``).  The release is recorded there against ``dataset_id`` (default:
         the real path of the input file, or of the directory holding a directory's or glob's files; every
         DataFrame shares one id), and refused (BudgetExhausted) past its cap.  An id that is empty, has whitespace
         at an end, holds an unprintable character or is longer than 200 characters is a UsageError.
-    require_cap : refuse (CapRequired, a BudgetExhausted) a data set that has no cap in the ledger, before
+    require_cap
+        refuse (CapRequired, a BudgetExhausted) a data set that has no cap in the ledger, before
         reading anything.
-    engine, master : where the counting pass runs: ``"local"`` (default; this process, all cores), ``"dask"``
+    engine, master
+        where the counting pass runs: ``"local"`` (default; this process, all cores), ``"dask"``
         (``master``: "threads", "processes", "local-cluster" or a scheduler address) or ``"spark"`` (``master``:
         any Spark master, default ``local[*]``; ``source`` may then be a URL Spark reads, such as s3a:// or
         hdfs://).  Counts are the same on every engine; noise and output stay in this process.
-    max_cells : refuse (UsageError, before reading) any table of more cells than this (default 2**24).
+    max_cells
+        refuse (UsageError, before reading) any table of more cells than this (default 2**24).
 
+    Notes
+    -----
     Every keyword but ``ledger``, ``dataset_id`` and ``require_cap`` is an option of the release, checked once by
     :class:`~dphist.publishing.planning.ReleaseOptions` (an unknown one is a UsageError naming it).
 

@@ -61,7 +61,7 @@ from .yamlfile import load_document
 from ..text import quoted
 
 __all__ = ["TableRequest", "Job", "load_job", "release_arguments", "parse_tables", "table_name_for",
-           "check_option_names"]
+           "check_option_names", "JOB_FIELDS", "TABLE_FIELDS"]
 
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$")
 
@@ -103,6 +103,14 @@ class Job:
     require_cap: bool = False
 
 
+#: The top-level fields of a job spec, and those of one of its tables (docs/reference/job-spec.md lists them; a test
+#: checks).
+JOB_FIELDS = frozenset({"input", "schema", "epsilon", "rho", "noise", "delta", "out", "format", "algorithm", "tables",
+                        "dataset_id", "run_key", "marginals", "marginal_strategy", "workload", "ledger",
+                        "privacy_unit", "max_rows_per_unit", "group_size", "require_cap"})
+TABLE_FIELDS = frozenset({"name", "columns", "algorithm", "share", "options", "workload"})
+
+
 def table_name_for(columns: list[str] | tuple[str, ...]) -> str:
     """The default table name: the column names joined by '_'."""
     return "_".join(columns)
@@ -126,7 +134,7 @@ def _parse_tables(entries: list, source: str) -> list[TableRequest]:
         where = f"{quoted(source, '')}: table {i}"
         if not isinstance(entry, dict):
             raise UsageError(f"{where}: must be a mapping with 'columns'")
-        unknown = set(entry) - {"name", "columns", "algorithm", "share", "options", "workload"}
+        unknown = set(entry) - TABLE_FIELDS
         if unknown:
             raise UsageError(f"{where}: unknown field {quoted(sorted(map(str, unknown))[0])}")
         columns = entry.get("columns")
@@ -180,10 +188,7 @@ def load_job(path: str | Path, today: _dt.date | None = None) -> Job:
     document = load_document(path, "job spec")
     if not isinstance(document, dict):
         raise UsageError(f"{quoted(path, '')}: a job spec must be a mapping with a 'tables' list")
-    known = {"input", "schema", "epsilon", "rho", "noise", "delta", "out", "format", "algorithm", "tables",
-             "dataset_id", "run_key", "marginals", "marginal_strategy", "workload", "ledger", "privacy_unit",
-             "max_rows_per_unit", "group_size", "require_cap"}
-    unknown = set(document) - known
+    unknown = set(document) - JOB_FIELDS
     if unknown:
         raise UsageError(f"{quoted(path, '')}: unknown field {quoted(sorted(map(str, unknown))[0])}")
     base = path.absolute().parent

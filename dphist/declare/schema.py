@@ -43,6 +43,7 @@ __all__ = [
     "parse_schema",
     "declaration",
     "MAX_CELLS",
+    "COLUMN_FIELDS",
     "MAX_DIMENSIONS",
 ]
 
@@ -310,7 +311,8 @@ class _Fields:
         return value
 
 
-_FIELDS = {
+#: The fields a column declaration may have, by type (docs/reference/schema.md lists them; a test checks).
+COLUMN_FIELDS = {
     "numeric": {"type", "lower", "upper", "bins", "width", "edges", "out_of_domain", "nulls"},
     "categorical": {"type", "values", "out_of_domain", "nulls", "hierarchy"},
     "date": {"type", "lower", "upper", "unit", "width", "out_of_domain", "nulls"},
@@ -324,12 +326,12 @@ def _parse_column(name: str, decl: Any, source: str) -> Column:
     kind = decl.get("type")
     kind = kind if isinstance(kind, str) else None  # (a list or mapping there is not a type, nor hashable)
     fields = _Fields(name, decl, source)
-    if kind in _FIELDS:
+    if kind in COLUMN_FIELDS:
         # Unknown fields first: a typo such as 'bin' must be named, not reported as a missing 'bins'.
         for key in decl:
-            if key not in _FIELDS[kind]:
+            if key not in COLUMN_FIELDS[kind]:
                 raise fields.error(str(key), f"is not a known field for a {kind} column "
-                                             f"(known: {', '.join(sorted(_FIELDS[kind] - {'type'}))})")
+                                             f"(known: {', '.join(sorted(COLUMN_FIELDS[kind] - {'type'}))})")
     if kind == "numeric":
         column = _parse_numeric(fields)
     elif kind == "categorical":
