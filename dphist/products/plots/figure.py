@@ -1,0 +1,327 @@
+"""The figure of one released table (post-processing: it reads the release, never the data).
+
+What a reader sees, and why:
+
+- One column: a bar per cell, and its 95 % interval where the release has one, drawn above the bar in a dark
+  colour with caps (an error bar where the interval covers the cell's count; an orange band over a bucket's cells
+  where it covers the bucket's share, ci_covers "bucket share": the bucket's true total ÷ its cells).  The legend
+  gives the intervals' half-widths, and says so when they are too narrow to see at the scale of the counts.
+- Two columns: a heat map; three: small multiples, one heat map per value of the first column (at most
+  ``MAX_PANELS``), on one colour scale.  Colours are viridis (perceptually uniform), linear or, with
+  ``log_scale``, symmetric-log (linear between −1 and 1, so that released zeros have a colour).  Cells whose 95 %
+  interval includes 0 but whose count is not 0 are hatched (they may be noise alone).  Cells are square when both columns are numeric bins (a map-like grid such as
+  latitude × longitude) and neither side has more than ``SQUARE_RATIO`` times the cells of the other; otherwise
+  the map fills the panel, since square cells of categories carry no meaning.
+- A note under the figure says where the table has no intervals (and the report's reason), where they cover
+  bucket shares, or what the hatching means.
+- The title names the columns, the release's total ε (or ρ) and this table's share of it, and the algorithm; a
+  red banner marks a test-mode release as not private.
+
+:func:`auto_log_scale` is the choice ``dphist plot`` makes when neither ``--log`` nor ``--linear`` is given: log
+when the non-zero counts span more than two decades, for on a linear scale most cells would then share the
+colour of the smallest counts.
+"""
+
+from __future__ import annotations
+
+import textwrap
+
+import numpy as np
+
+from ...errors import UsageError
+from ...text import quoted
+from .labels import axis_labels, count_text
+
+__all__ = ["MAX_PANELS", "SQUARE_RATIO", "table_figure", "auto_log_scale", "interval_notes"]
+
+MAX_PANELS = 16
+SQUARE_RATIO = 4  # square cells only while the grid is at most this much longer than wide
+_MAX_INCHES = 30.0  # a bar chart's width: beyond ~100 bars the labels thin out anyway (at most ~25 are shown)
+_MAX_TICKS = 25
+_BAR = "#8fb4d8"
+_INTERVAL = "#1b1b1b"
+_SHARE = "#e07b20"
+_NOTE = "#7a2a00"
+_NARROW = 0.01  # intervals narrower than this share of the count axis cannot be seen as bars
+_TITLE_IN, _BANNER_IN, _NOTE_LINE_IN = 0.45, 0.3, 0.16  # inches above and below the plots
+
+
+def _matplotlib():
+    """The matplotlib pieces drawing needs, without pyplot (no global figure state, no backend switch):
+    UsageError if matplotlib is not installed."""
+    try:
+        from matplotlib import colors, ticker
+        from matplotlib.figure import Figure
+        from matplotlib.patches import PathPatch
+        from matplotlib.path import Path
+    except ImportError:
+        raise UsageError("dphist plot needs matplotlib, which is not installed: pip install 'dphist[plot]'") from None
+    return Figure, colors, ticker, PathPatch, Path
+
+
+def auto_log_scale(counts) -> bool:
+    """True when the counts of at least 1 (in absolute value) span more than two decades: the largest is over
+    100 times their lower quartile.  A linear colour scale would then give most cells the colour of 0."""
+    values = np.abs(np.asarray(counts, dtype=float))
+    values = values[np.isfinite(values) & (values >= 1)]
+    return values.size >= 2 and float(values.max()) > 100 * float(np.percentile(values, 25))
+
+
+def table_figure(report: dict, meta: dict, released, *, log_scale: bool = False):
+    """The figure (a ``matplotlib.figure.Figure``, not registered with pyplot: nothing to close) of one released
+    table: ``report`` as ``synth.load_report`` returns it, ``meta`` its entry for the table
+    (``synth.choose_table``), ``released`` the table (``synth.read_table``).  ``log_scale``: counts on a
+    symmetric-log scale (the bars' axis, the heat maps' colours).  UsageError for a table of more than 3 columns
+    or without matplotlib."""
+    Figure, colors, ticker, PathPatch, Path = _matplotlib()
+    counts = np.asarray(released.counts, dtype=float)
+    columns = list(released.columns)
+    if counts.ndim > 3:
+        raise UsageError(f"table {quoted(meta['name'])} has {counts.ndim} columns; plots show at most 3")
+    domain = meta.get("domain") or {}
+    labels = [axis_labels(axis, domain.get(axis.column)) for axis in released.axes]
+    notes = interval_notes(meta, released)
+    title = _title(report, meta, columns)
+    formatter = ticker.FuncFormatter(lambda v, _: count_text(v))
+    with np.errstate(over="ignore", invalid="ignore"):  # huge released counts are drawn, not warned about
+        if counts.ndim == 1:
+            fig = Figure(figsize=(min(_MAX_INCHES, max(6.5, 0.32 * counts.size)), 4.2))
+            ax = fig.subplots()
+            _bars(ax, counts, labels[0], columns[0], released, log_scale, formatter)
+        else:
+            panels = 1 if counts.ndim == 2 else min(counts.shape[0], MAX_PANELS)
+            grid = counts if counts.ndim == 2 else counts[:panels]
+            square = _square(released.axes[-2:], counts.shape[-2:])
+            norm = _norm(colors, grid, log_scale)
+            low = _interval_low(released, counts.shape)
+            if low is not None and counts.ndim == 3:
+                low = low[:panels]
+            if counts.ndim == 2:
+                # square cells: the panel as tall as the grid needs at ~4.6 inches wide, plus its labels
+                fig = Figure(figsize=(7.5, min(9.0, max(3.6, 4.6 * counts.shape[0] / counts.shape[1] + 2.2))
+                                      if square else 6.4))
+                axes = [fig.subplots()]
+            else:
+                cols = int(np.ceil(np.sqrt(panels)))
+                rows = int(np.ceil(panels / cols))
+                fig = Figure(figsize=(4.2 * cols, 3.8 * rows))
+                axes = list(fig.subplots(rows, cols, squeeze=False).ravel())
+                if counts.shape[0] > MAX_PANELS:
+                    title += f" (first {MAX_PANELS} of {counts.shape[0]} {columns[0]} values)"
+            image = None
+            for i, ax in enumerate(axes):
+                if i >= panels:
+                    ax.axis("off")
+                    continue
+                cells = grid if counts.ndim == 2 else grid[i]
+                # hatched: a non-zero count that may be noise (a released 0 already has the colour of 0)
+                zero = None if low is None else ((low if counts.ndim == 2 else low[i]) <= 0) & (cells != 0)
+                image = _heat(ax, cells, labels[-2:], columns[-2:], norm, square, zero, PathPatch, Path)
+                if counts.ndim == 3:
+                    ax.set_title(f"{columns[0]} = {labels[0][i]}", fontsize=9)
+            label = "count" + (" (symmetric log scale)" if log_scale else "")
+            bar = fig.colorbar(image, ax=[a for a in axes if a.axison], label=label, shrink=0.9)
+            if log_scale:
+                bar.set_ticks(_decades(norm.vmin, norm.vmax))
+            bar.ax.yaxis.set_major_formatter(formatter)
+            bar.ax.minorticks_off()
+            if low is not None and ((low <= 0) & (grid != 0)).any():
+                notes.append("Hatched cells: a count whose 95 % interval includes 0, so it may be noise alone.")
+        _frame(fig, title, bool(report.get("test_mode")), notes)
+    return fig
+
+
+def interval_notes(meta: dict, released) -> list[str]:
+    """The figure's notes on the table's intervals: none where every cell has one covering its count; else where
+    the table has none (and the report's reason), where they cover bucket shares, and cells left without one."""
+    interval = meta.get("interval") or {}
+    covers = interval.get("covers")
+    has = np.zeros(released.counts.size, dtype=bool) if released.ci is None else np.isfinite(released.ci[0])
+    if covers is None:  # a release from before the report said it: read the columns
+        if not has.any():
+            covers = "none"
+        elif released.covers is not None and (released.covers == "bucket share").any():
+            covers = "bucket share"
+    if covers == "none" or not has.any():
+        reason = interval.get("reason") or "the release gives none for this table"
+        return [f"No 95 % intervals: {reason}"]
+    notes = []
+    if covers == "bucket share":
+        notes.append("Intervals cover bucket shares: where the algorithm spread one estimated total evenly over a "
+                     "bucket of cells, the interval holds the bucket's true total ÷ its cells, not each cell's count.")
+    if not has.all():
+        notes.append(f"{int((~has).sum())} of {has.size} cells have no interval.")
+    return notes
+
+
+def _title(report: dict, meta: dict, columns: list[str]) -> str:
+    """"age × sex — release ε = 1 (this table 0.5), identity": the release's total budget, as spent, and the
+    table's share, in the release's own definition (ε, ρ, or ε, δ run as ρ)."""
+    what = " × ".join(columns)
+    if meta.get("name") not in (None, "_".join(columns)):
+        what = f"{meta['name']}: {what}"
+    definition = report.get("definition")
+    if definition == "zcdp" or (definition is None and "rho" in meta and "epsilon" not in meta):
+        budget = f"release ρ = {report.get('rho_spent', '?')} (this table {meta.get('rho', '?')})"
+    elif definition == "approximate":
+        budget = (f"release ε = {report.get('epsilon_spent', '?')}, δ = {report.get('delta_spent', '?')} "
+                  f"(this table ρ = {meta.get('rho', '?')})")
+    else:
+        delta = report.get("delta_spent")
+        total = f"ε = {report.get('epsilon_spent', '?')}" + (f", δ = {delta}" if delta not in (None, "0") else "")
+        budget = f"release {total} (this table {meta.get('epsilon', '?')})"
+    return f"{what} — {budget}, {meta.get('algorithm', '?')}"
+
+
+def _frame(fig, title: str, test_mode: bool, notes: list[str]) -> None:
+    """Title, test-mode banner and notes around the plots, with room kept for each."""
+    width, height = fig.get_size_inches()
+    chars = max(40, int(width * 17))  # characters of 8-point text per line
+    note = "\n".join(textwrap.fill(n, chars) for n in notes)
+    lines = note.count("\n") + 1 if notes else 0
+    top = _TITLE_IN + (_BANNER_IN if test_mode else 0.0)
+    bottom = lines * _NOTE_LINE_IN + (0.12 if notes else 0.0)
+    fig.set_size_inches(width, height + top + bottom)
+    total = height + top + bottom
+    fig.text(0.5, 1 - 0.12 / total, textwrap.fill(title, max(40, int(width * 11))), ha="center", va="top",
+             fontsize=11)
+    if test_mode:
+        fig.text(0.5, 1 - (_TITLE_IN + 0.04) / total, "TEST MODE — seeded noise, NOT differentially private",
+                 ha="center", va="top", fontsize=9, fontweight="bold", color="#c00000")
+    if notes:
+        fig.text(0.01, 0.06 / total, note, ha="left", va="bottom", fontsize=8, color=_NOTE,
+                 bbox={"boxstyle": "round,pad=0.3", "facecolor": "#fff4e6", "edgecolor": "#e0a060"})
+    # constrained layout places the colour bar beside square-celled maps and closes the gaps they leave
+    fig.set_layout_engine("constrained", rect=(0, bottom / total, 1, 1 - (top + bottom) / total), compress=True)
+
+
+def _bars(ax, counts, labels, column, released, log_scale, formatter) -> None:
+    x = np.arange(counts.size)
+    ax.bar(x, counts, color=_BAR, zorder=2)
+    if log_scale:
+        ax.set_yscale("symlog", linthresh=1)
+    ax.yaxis.set_major_formatter(formatter)
+    ax.grid(axis="y", color="#e4e4e4", zorder=0)
+    if released.ci is not None and np.isfinite(released.ci[0]).any():
+        _intervals(ax, x, counts, released, log_scale)
+    _ticks(ax, "x", labels)
+    ax.set_xlim(-0.6, counts.size - 0.4)
+    ax.set_xlabel(column)
+    ax.set_ylabel("count" + (" (symmetric log scale)" if log_scale else ""))
+
+
+def _intervals(ax, x, counts, released, log_scale) -> None:
+    """A one-column table's intervals, above the bars: error bars with caps where they cover the cell's count,
+    one band per run of neighbouring cells of one bucket where they cover the bucket's share."""
+    low, high = released.ci
+    share = (released.covers == "bucket share") if released.covers is not None else np.zeros(x.size, dtype=bool)
+    share = share & np.isfinite(low)
+    single = np.isfinite(low) & ~share
+    inches = ax.figure.get_size_inches()[0] * 0.8 / max(1, x.size)  # a bar's width, roughly
+    if single.any():
+        half = (high[single] - low[single]) / 2
+        ax.errorbar(x[single], counts[single], yerr=[np.maximum(counts[single] - low[single], 0),
+                                                     np.maximum(high[single] - counts[single], 0)],
+                    fmt="none", ecolor=_INTERVAL, elinewidth=1.4, capthick=1.4,
+                    capsize=max(1.5, min(5.0, 0.3 * inches * 72)), zorder=4,
+                    label=f"95 % interval of each count ({_spread(half)})" + _narrow(ax, half, log_scale))
+    if share.any():
+        bucket = released.bucket if released.bucket is not None else np.zeros(x.size)
+        # runs of neighbouring cells in the same bucket (a bucket may be spread over the table)
+        key = np.where(share, np.nan_to_num(bucket, nan=-1.0), -2.0)
+        starts = np.flatnonzero(share & np.concatenate(([True], key[1:] != key[:-1])))
+        ends = np.array([start + int(np.argmax(np.concatenate((key[start:] != key[start], [True]))))
+                         for start in starts])
+        ax.bar((starts + ends - 1) / 2, high[starts] - low[starts], bottom=low[starts], width=ends - starts - 0.1,
+               color=_SHARE, alpha=0.5, edgecolor="#8a3a00", linewidth=0.8, zorder=3,
+               label=f"95 % interval of the bucket's share, its true total ÷ its cells "
+                     f"({_spread((high[starts] - low[starts]) / 2)})")
+    ax.legend(fontsize=8, loc="best", framealpha=0.9)
+
+
+def _spread(half: np.ndarray) -> str:
+    low, high = float(np.min(half)), float(np.max(half))
+    return f"± {count_text(low)}" if low == high else f"± {count_text(low)} to {count_text(high)}"
+
+
+def _narrow(ax, half: np.ndarray, log_scale: bool) -> str:
+    """A warning for the legend when the intervals are too short to see against the count axis."""
+    bottom, top = ax.get_ylim()
+    if log_scale or top <= bottom or float(np.median(half)) * 2 >= _NARROW * (top - bottom):
+        return ""
+    return ":\ntoo narrow to see at this scale"
+
+
+def _ticks(ax, which: str, labels: list[str]) -> None:
+    """At most about 25 labelled ticks, evenly spaced; long x labels slanted."""
+    step = max(1, int(np.ceil(len(labels) / _MAX_TICKS)))
+    positions = np.arange(0, len(labels), step)
+    shown = [labels[i] for i in positions]
+    if which == "x":
+        ax.set_xticks(positions)
+        slant = max((len(s) for s in shown), default=0) > 3
+        ax.set_xticklabels(shown, rotation=45 if slant else 0, ha="right" if slant else "center",
+                           rotation_mode="anchor", fontsize=8)
+    else:
+        ax.set_yticks(positions)
+        ax.set_yticklabels(shown, fontsize=8)
+
+
+def _square(axes, shape) -> bool:
+    """Square cells for a grid of two numeric columns that is not much longer than wide."""
+    return (all(a.kind == "numeric" for a in axes)
+            and max(shape) <= SQUARE_RATIO * min(shape))
+
+
+def _norm(colors, counts: np.ndarray, log_scale: bool):
+    finite = counts[np.isfinite(counts)]
+    low = min(0.0, float(finite.min())) if finite.size else 0.0
+    high = max(float(finite.max()) if finite.size else 1.0, low + 1.0)
+    if log_scale:
+        return colors.SymLogNorm(linthresh=1.0, linscale=1.0, vmin=low, vmax=high, base=10)
+    return colors.Normalize(vmin=low, vmax=high)
+
+
+def _decades(low: float, high: float) -> list[float]:
+    """Colour-bar ticks of a symmetric-log scale: 0 and the powers of ten (negated below 0) within [low, high]."""
+    ticks = [0.0]
+    power = 1.0
+    while power <= high:
+        ticks.append(power)
+        power *= 10
+    power = 1.0
+    while -power >= low:
+        ticks.insert(0, -power)
+        power *= 10
+    return ticks
+
+
+def _interval_low(released, shape) -> np.ndarray | None:
+    """The intervals' lower ends as a grid (NaN where a cell has none), or None when the table has no interval."""
+    if released.ci is None or not np.isfinite(released.ci[0]).any():
+        return None
+    return np.asarray(released.ci[0], dtype=float).reshape(shape)
+
+
+def _heat(ax, counts, labels, columns, norm, square, zero, PathPatch, Path):
+    image = ax.imshow(counts, origin="lower", aspect="equal" if square else "auto", cmap="viridis", norm=norm,
+                      interpolation="nearest")
+    if zero is not None and zero.any():
+        ax.add_patch(PathPatch(_cells_path(Path, zero), facecolor="none", edgecolor="#d8d8d8", hatch="////",
+                               linewidth=0, zorder=3))
+    _ticks(ax, "y", labels[0])
+    _ticks(ax, "x", labels[1])
+    ax.set_ylabel(columns[0])
+    ax.set_xlabel(columns[1])
+    return image
+
+
+def _cells_path(Path, mask: np.ndarray):
+    """One path of the unit squares around the cells of ``mask`` (image coordinates: cell (i, j) is centred at
+    x = j, y = i), so that thousands of cells are one patch."""
+    rows, cols = np.nonzero(mask)
+    x0, y0 = cols - 0.5, rows - 0.5
+    corners = [(x0, y0), (x0 + 1, y0), (x0 + 1, y0 + 1), (x0, y0 + 1), (x0, y0)]
+    vertices = np.stack([np.stack(c, axis=1) for c in corners], axis=1).reshape(-1, 2)
+    codes = np.tile([Path.MOVETO, Path.LINETO, Path.LINETO, Path.LINETO, Path.CLOSEPOLY], rows.size)
+    return Path(vertices, codes)
