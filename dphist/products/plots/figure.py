@@ -174,7 +174,8 @@ def _title(report: dict, meta: dict, columns: list[str]) -> str:
 
 
 def _frame(fig, title: str, test_mode: bool, notes: list[str]) -> None:
-    """Title, test-mode banner and notes around the plots, with room kept for each."""
+    """Title, test-mode banner and notes around the plots, with room kept for each: figure texts of gid "title",
+    "banner" and "note" (the notes, one paragraph each, wrapped to the figure's width)."""
     width, height = fig.get_size_inches()
     chars = max(40, int(width * 17))  # characters of 8-point text per line
     note = "\n".join(textwrap.fill(n, chars) for n in notes)
@@ -184,12 +185,12 @@ def _frame(fig, title: str, test_mode: bool, notes: list[str]) -> None:
     fig.set_size_inches(width, height + top + bottom)
     total = height + top + bottom
     fig.text(0.5, 1 - 0.12 / total, textwrap.fill(title, max(40, int(width * 11))), ha="center", va="top",
-             fontsize=11)
+             fontsize=11, gid="title")
     if test_mode:
         fig.text(0.5, 1 - (_TITLE_IN + 0.04) / total, "TEST MODE — seeded noise, NOT differentially private",
-                 ha="center", va="top", fontsize=9, fontweight="bold", color="#c00000")
+                 ha="center", va="top", fontsize=9, fontweight="bold", color="#c00000", gid="banner")
     if notes:
-        fig.text(0.01, 0.06 / total, note, ha="left", va="bottom", fontsize=8, color=_NOTE,
+        fig.text(0.01, 0.06 / total, note, ha="left", va="bottom", fontsize=8, color=_NOTE, gid="note",
                  bbox={"boxstyle": "round,pad=0.3", "facecolor": "#fff4e6", "edgecolor": "#e0a060"})
     # constrained layout places the colour bar beside square-celled maps and closes the gaps they leave
     fig.set_layout_engine("constrained", rect=(0, bottom / total, 1, 1 - (top + bottom) / total), compress=True)
