@@ -31,18 +31,13 @@ import numpy as np
 from ...errors import UsageError
 from ...text import quoted
 from .labels import axis_labels, count_text
+from .panels import SQUARE_RATIO, colour_norm, decade_ticks, draw_bars, draw_heat, square_cells
 
 __all__ = ["MAX_PANELS", "SQUARE_RATIO", "table_figure", "auto_log_scale", "interval_notes"]
 
 MAX_PANELS = 16
-SQUARE_RATIO = 4  # square cells only while the grid is at most this much longer than wide
 _MAX_INCHES = 30.0  # a bar chart's width: beyond ~100 bars the labels thin out anyway (at most ~25 are shown)
-_MAX_TICKS = 25
-_BAR = "#8fb4d8"
-_INTERVAL = "#1b1b1b"
-_SHARE = "#e07b20"
 _NOTE = "#7a2a00"
-_NARROW = 0.01  # intervals narrower than this share of the count axis cannot be seen as bars
 _TITLE_IN, _BANNER_IN, _NOTE_LINE_IN = 0.45, 0.3, 0.16  # inches above and below the plots
 
 
@@ -50,13 +45,11 @@ def _matplotlib():
     """The matplotlib pieces drawing needs, without pyplot (no global figure state, no backend switch):
     UsageError if matplotlib is not installed."""
     try:
-        from matplotlib import colors, ticker
+        from matplotlib import ticker
         from matplotlib.figure import Figure
-        from matplotlib.patches import PathPatch
-        from matplotlib.path import Path
     except ImportError:
         raise UsageError("dphist plot needs matplotlib, which is not installed: pip install 'dphist[plot]'") from None
-    return Figure, colors, ticker, PathPatch, Path
+    return Figure, ticker
 
 
 def auto_log_scale(counts) -> bool:
@@ -73,7 +66,7 @@ def table_figure(report: dict, meta: dict, released, *, log_scale: bool = False)
     (``synth.choose_table``), ``released`` the table (``synth.read_table``).  ``log_scale``: counts on a
     symmetric-log scale (the bars' axis, the heat maps' colours).  UsageError for a table of more than 3 columns
     or without matplotlib."""
-    Figure, colors, ticker, PathPatch, Path = _matplotlib()
+    Figure, ticker = _matplotlib()
     counts = np.asarray(released.counts, dtype=float)
     columns = list(released.columns)
     if counts.ndim > 3:
@@ -87,12 +80,12 @@ def table_figure(report: dict, meta: dict, released, *, log_scale: bool = False)
         if counts.ndim == 1:
             fig = Figure(figsize=(min(_MAX_INCHES, max(6.5, 0.32 * counts.size)), 4.2))
             ax = fig.subplots()
-            _bars(ax, counts, labels[0], columns[0], released, log_scale, formatter)
+            draw_bars(ax, counts, labels[0], columns[0], released, log_scale, formatter)
         else:
             panels = 1 if counts.ndim == 2 else min(counts.shape[0], MAX_PANELS)
             grid = counts if counts.ndim == 2 else counts[:panels]
-            square = _square(released.axes[-2:], counts.shape[-2:])
-            norm = _norm(colors, grid, log_scale)
+            square = square_cells(released.axes[-2:], counts.shape[-2:])
+            norm = colour_norm(grid, log_scale)
             low = _interval_low(released, counts.shape)
             if low is not None and counts.ndim == 3:
                 low = low[:panels]
@@ -116,13 +109,13 @@ def table_figure(report: dict, meta: dict, released, *, log_scale: bool = False)
                 cells = grid if counts.ndim == 2 else grid[i]
                 # hatched: a non-zero count that may be noise (a released 0 already has the colour of 0)
                 zero = None if low is None else ((low if counts.ndim == 2 else low[i]) <= 0) & (cells != 0)
-                image = _heat(ax, cells, labels[-2:], columns[-2:], norm, square, zero, PathPatch, Path)
+                image = draw_heat(ax, cells, labels[-2:], columns[-2:], norm, square, zero)
                 if counts.ndim == 3:
                     ax.set_title(f"{columns[0]} = {labels[0][i]}", fontsize=9)
             label = "count" + (" (symmetric log scale)" if log_scale else "")
             bar = fig.colorbar(image, ax=[a for a in axes if a.axison], label=label, shrink=0.9)
             if log_scale:
-                bar.set_ticks(_decades(norm.vmin, norm.vmax))
+                bar.set_ticks(decade_ticks(norm.vmin, norm.vmax))
             bar.ax.yaxis.set_major_formatter(formatter)
             bar.ax.minorticks_off()
             if low is not None and ((low <= 0) & (grid != 0)).any():
@@ -196,105 +189,12 @@ def _frame(fig, title: str, test_mode: bool, notes: list[str]) -> None:
     fig.set_layout_engine("constrained", rect=(0, bottom / total, 1, 1 - (top + bottom) / total), compress=True)
 
 
-def _bars(ax, counts, labels, column, released, log_scale, formatter) -> None:
-    x = np.arange(counts.size)
-    ax.bar(x, counts, color=_BAR, zorder=2)
-    if log_scale:
-        ax.set_yscale("symlog", linthresh=1)
-    ax.yaxis.set_major_formatter(formatter)
-    ax.grid(axis="y", color="#e4e4e4", zorder=0)
-    if released.ci is not None and np.isfinite(released.ci[0]).any():
-        _intervals(ax, x, counts, released, log_scale)
-    _ticks(ax, "x", labels)
-    ax.set_xlim(-0.6, counts.size - 0.4)
-    ax.set_xlabel(column)
-    ax.set_ylabel("count" + (" (symmetric log scale)" if log_scale else ""))
 
 
-def _intervals(ax, x, counts, released, log_scale) -> None:
-    """A one-column table's intervals, above the bars: error bars with caps where they cover the cell's count,
-    one band per run of neighbouring cells of one bucket where they cover the bucket's share."""
-    low, high = released.ci
-    share = (released.covers == "bucket share") if released.covers is not None else np.zeros(x.size, dtype=bool)
-    share = share & np.isfinite(low)
-    single = np.isfinite(low) & ~share
-    inches = ax.figure.get_size_inches()[0] * 0.8 / max(1, x.size)  # a bar's width, roughly
-    if single.any():
-        half = (high[single] - low[single]) / 2
-        ax.errorbar(x[single], counts[single], yerr=[np.maximum(counts[single] - low[single], 0),
-                                                     np.maximum(high[single] - counts[single], 0)],
-                    fmt="none", ecolor=_INTERVAL, elinewidth=1.4, capthick=1.4,
-                    capsize=max(1.5, min(5.0, 0.3 * inches * 72)), zorder=4,
-                    label=f"95 % interval of each count ({_spread(half)})" + _narrow(ax, half, log_scale))
-    if share.any():
-        bucket = released.bucket if released.bucket is not None else np.zeros(x.size)
-        # runs of neighbouring cells in the same bucket (a bucket may be spread over the table)
-        key = np.where(share, np.nan_to_num(bucket, nan=-1.0), -2.0)
-        starts = np.flatnonzero(share & np.concatenate(([True], key[1:] != key[:-1])))
-        ends = np.array([start + int(np.argmax(np.concatenate((key[start:] != key[start], [True]))))
-                         for start in starts])
-        ax.bar((starts + ends - 1) / 2, high[starts] - low[starts], bottom=low[starts], width=ends - starts - 0.1,
-               color=_SHARE, alpha=0.5, edgecolor="#8a3a00", linewidth=0.8, zorder=3,
-               label=f"95 % interval of the bucket's share, its true total ÷ its cells "
-                     f"({_spread((high[starts] - low[starts]) / 2)})")
-    ax.legend(fontsize=8, loc="best", framealpha=0.9)
 
 
-def _spread(half: np.ndarray) -> str:
-    low, high = float(np.min(half)), float(np.max(half))
-    return f"± {count_text(low)}" if low == high else f"± {count_text(low)} to {count_text(high)}"
 
 
-def _narrow(ax, half: np.ndarray, log_scale: bool) -> str:
-    """A warning for the legend when the intervals are too short to see against the count axis."""
-    bottom, top = ax.get_ylim()
-    if log_scale or top <= bottom or float(np.median(half)) * 2 >= _NARROW * (top - bottom):
-        return ""
-    return ":\ntoo narrow to see at this scale"
-
-
-def _ticks(ax, which: str, labels: list[str]) -> None:
-    """At most about 25 labelled ticks, evenly spaced; long x labels slanted."""
-    step = max(1, int(np.ceil(len(labels) / _MAX_TICKS)))
-    positions = np.arange(0, len(labels), step)
-    shown = [labels[i] for i in positions]
-    if which == "x":
-        ax.set_xticks(positions)
-        slant = max((len(s) for s in shown), default=0) > 3
-        ax.set_xticklabels(shown, rotation=45 if slant else 0, ha="right" if slant else "center",
-                           rotation_mode="anchor", fontsize=8)
-    else:
-        ax.set_yticks(positions)
-        ax.set_yticklabels(shown, fontsize=8)
-
-
-def _square(axes, shape) -> bool:
-    """Square cells for a grid of two numeric columns that is not much longer than wide."""
-    return (all(a.kind == "numeric" for a in axes)
-            and max(shape) <= SQUARE_RATIO * min(shape))
-
-
-def _norm(colors, counts: np.ndarray, log_scale: bool):
-    finite = counts[np.isfinite(counts)]
-    low = min(0.0, float(finite.min())) if finite.size else 0.0
-    high = max(float(finite.max()) if finite.size else 1.0, low + 1.0)
-    if log_scale:
-        return colors.SymLogNorm(linthresh=1.0, linscale=1.0, vmin=low, vmax=high, base=10)
-    return colors.Normalize(vmin=low, vmax=high)
-
-
-def _decades(low: float, high: float) -> list[float]:
-    """Colour-bar ticks of a symmetric-log scale: 0 and the powers of ten (negated below 0) within [low, high]."""
-    ticks = [0.0]
-    power = 1.0
-    while power <= high:
-        ticks.append(power)
-        power *= 10
-    power = 1.0
-    while -power >= low:
-        ticks.insert(0, -power)
-        power *= 10
-    return ticks
 
 
 def _interval_low(released, shape) -> np.ndarray | None:
@@ -303,26 +203,3 @@ def _interval_low(released, shape) -> np.ndarray | None:
         return None
     return np.asarray(released.ci[0], dtype=float).reshape(shape)
 
-
-def _heat(ax, counts, labels, columns, norm, square, zero, PathPatch, Path):
-    image = ax.imshow(counts, origin="lower", aspect="equal" if square else "auto", cmap="viridis", norm=norm,
-                      interpolation="nearest")
-    if zero is not None and zero.any():
-        ax.add_patch(PathPatch(_cells_path(Path, zero), facecolor="none", edgecolor="#d8d8d8", hatch="////",
-                               linewidth=0, zorder=3))
-    _ticks(ax, "y", labels[0])
-    _ticks(ax, "x", labels[1])
-    ax.set_ylabel(columns[0])
-    ax.set_xlabel(columns[1])
-    return image
-
-
-def _cells_path(Path, mask: np.ndarray):
-    """One path of the unit squares around the cells of ``mask`` (image coordinates: cell (i, j) is centred at
-    x = j, y = i), so that thousands of cells are one patch."""
-    rows, cols = np.nonzero(mask)
-    x0, y0 = cols - 0.5, rows - 0.5
-    corners = [(x0, y0), (x0 + 1, y0), (x0 + 1, y0 + 1), (x0, y0 + 1), (x0, y0)]
-    vertices = np.stack([np.stack(c, axis=1) for c in corners], axis=1).reshape(-1, 2)
-    codes = np.tile([Path.MOVETO, Path.LINETO, Path.LINETO, Path.LINETO, Path.CLOSEPOLY], rows.size)
-    return Path(vertices, codes)
