@@ -65,8 +65,8 @@ def _intervals(ax, x, counts, released, log_scale) -> None:
 
 
 def _spread(half: np.ndarray) -> str:
-    low, high = float(np.min(half)), float(np.max(half))
-    return f"± {count_text(low)}" if low == high else f"± {count_text(low)} to {count_text(high)}"
+    low, high = count_text(float(np.min(half))), count_text(float(np.max(half)))
+    return f"± {low}" if low == high else f"± {low} to {high}"  # (one text where they differ by float noise)
 
 
 def _narrow(ax, half: np.ndarray, log_scale: bool) -> str:
