@@ -54,13 +54,17 @@ def synth_command(release_dir, rows, table, joint, out, seed, overwrite):
 @click.argument("release_dir", metavar="RELEASE_DIR")
 @click.option("--table", "-t", metavar="NAME", help="The released table to draw (needed if there are several).")
 @click.option("--out", "-o", required=True, metavar="FILE", help="The picture, e.g. chart.png.")
+@click.option("--log/--linear", "log_scale", default=None, help="Counts on a symmetric-log scale (linear "
+              "between -1 and 1, so zeros show) or a linear one [heat maps: log when their non-zero counts span "
+              "more than two decades; bars: linear].")
 @click.option("--overwrite", is_flag=True, help="Replace FILE if it exists.")
-def plot_command(release_dir, table, out, overwrite):
-    """Draw a released table: bars with 95 % intervals (one column), a heat map (two), or small multiples of
-    heat maps (three). Reads the release only. Needs matplotlib: pip install 'dphist[plot]'."""
+def plot_command(release_dir, table, out, log_scale, overwrite):
+    """Draw a released table: bars with their 95 % intervals (one column), a heat map (two), or small multiples
+    of heat maps (three), hatching cells whose interval includes 0. A note says where a table has no intervals
+    and why. Reads the release only. Needs matplotlib: pip install 'dphist[plot]'."""
     from ..products.output_file import check_output_file
     from ..products.plot import picture_suffixes, plot_release
 
     check_output_file(out, overwrite, picture_suffixes())  # before the release is read
-    plot_release(release_dir, out, table)
+    plot_release(release_dir, out, table, log_scale)
     click.echo(f"wrote {out}", err=True)
