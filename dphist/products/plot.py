@@ -19,7 +19,7 @@ from .output_file import atomic_output
 from .synth import choose_table, load_report, read_table
 from ..text import quoted
 
-__all__ = ["plot_release", "picture_suffixes", "MAX_PANELS"]
+__all__ = ["plot_release", "picture_suffixes", "table_figure", "MAX_PANELS"]
 
 MAX_PANELS = 16
 _MAX_INCHES = 30.0  # a bar chart's width: beyond ~100 bars the labels thin out anyway (at most ~25 are shown)
@@ -173,3 +173,13 @@ def _heat(fig, ax, counts: np.ndarray, labels: list[list[str]], columns: list[st
     _ticks(ax.set_xticks, ax.set_xticklabels, labels[1], rotate=True)
     ax.set_ylabel(columns[0])
     ax.set_xlabel(columns[1])
+
+
+def table_figure(report: dict, meta: dict, released, *, log_scale: bool = False):
+    """The figure of one released table (``report`` from ``load_report``, ``meta`` from ``choose_table``,
+    ``released`` from ``read_table``): what ``dphist plot`` draws, as a matplotlib Figure the caller closes.
+    ``log_scale`` is accepted for the richer pictures to come and not used yet.  UsageError if matplotlib is not
+    installed."""
+    plt = _pyplot()
+    with np.errstate(over="ignore", invalid="ignore"):
+        return _figure(plt, report, meta, released)
