@@ -517,7 +517,7 @@ def _recorded(book: Ledger, block: dict, directory: Path, being_published: bool)
     else:
         return LedgerFacts(str(book.path), "not found", f"the ledger {book.path} holds no entry {entry[:12]}… (this "
                            "release was recorded in another ledger: give it with --ledger)")
-    runs, caps, this_run = _runs(history, entry)
+    runs, caps, this_run = _runs(history, entry, being_published)
     facts = LedgerFacts(str(book.path), "recorded", f"recorded in the ledger {book.path}", dataset, unit, runs, caps)
     status = budget_status(book, dataset, unit)
     if status:
@@ -529,8 +529,9 @@ def _recorded(book: Ledger, block: dict, directory: Path, being_published: bool)
     return facts
 
 
-def _runs(history: list[dict], entry: str) -> tuple[list[LedgerRun], list[str], str | None]:
-    """One row per reserved run (oldest first), the caps set, and the run id of the release under review."""
+def _runs(history: list[dict], entry: str, being_published: bool) -> tuple[list[LedgerRun], list[str], str | None]:
+    """One row per reserved run (oldest first), the caps set, and the run id of the release under review
+    (``being_published``: its COMMIT comes after this page is written)."""
     ends = {}
     for e in history:
         if e["kind"] in ("READ", "COMMIT", "PUBLISH", "FAIL", "ABORT"):
@@ -549,7 +550,10 @@ def _runs(history: list[dict], entry: str) -> tuple[list[LedgerRun], list[str], 
         if e["hash"] == entry:
             this_run = e["run_id"]
         tables = detail.get("tables")
-        runs.append(LedgerRun(e["ts"], e["run_id"][:8], words.get(ends.get(e["run_id"], "RESERVE"), "?"),
+        state = words.get(ends.get(e["run_id"], "RESERVE"), "?")
+        if e["hash"] == entry and being_published:
+            state = "read; committed and published with this page"
+        runs.append(LedgerRun(e["ts"], e["run_id"][:8], state,
                               _charge_text(e, detail), ", ".join(map(str, tables)) if isinstance(tables, list) else "",
                               str(detail.get("out", detail.get("command", ""))), e["run_key"], e["hash"] == entry))
     return runs, caps, this_run

@@ -55,7 +55,9 @@ nav a { margin-right: 14px; color: var(--info); text-decoration: none; }
 .card.good { border-color: var(--ok); background: #e8f5ec; }
 table { border-collapse: collapse; width: 100%; margin: 8px 0 12px; font-size: 14px; }
 th, td { border: 1px solid var(--line); padding: 4px 8px; text-align: left; vertical-align: top;
-         overflow-wrap: anywhere; }
+         overflow-wrap: break-word; }
+.exact { display: block; font-size: 11px; color: var(--muted); word-break: break-all; white-space: normal;
+         text-align: right; }
 th { background: var(--soft); font-weight: 600; }
 td.num, th.num { text-align: right; font-variant-numeric: tabular-nums; white-space: nowrap; }
 tr.flag td { background: #fff4e5; }
@@ -291,18 +293,18 @@ def _privacy(review: Review) -> list[str]:
         elif part.steps_add_up is False:
             check = ' <span class="tag bad">steps do not add up</span>'
         out.append(f"<tr><td>{e(part.label)}{check}</td><td>{e(part.detail)}</td><td class=\"num mono\">"
-                   f"{e(part.amount)}</td></tr>")
+                   f"{_amount(part.amount)}</td></tr>")
         if part.steps:
             rows = "".join(f"<tr><td>{e(s.what)}</td><td>{e(s.mechanism)}</td><td class=\"num\">"
                            f"{e(_number(s.noise_sd) if s.noise_sd is not None else '—')}</td>"
-                           f"<td class=\"num mono\">{e(s.amount if s.amount is not None else '—')}</td></tr>"
+                           f"<td class=\"num mono\">{_amount(s.amount)}</td></tr>"
                            for s in part.steps)
             out.append(f'<tr class="steps"><td></td><td colspan="2"><table><thead><tr><th>step</th>'
                        f'<th>mechanism</th><th class="num">noise sd</th><th class="num">{e(symbol)}</th></tr>'
                        f"</thead><tbody>{rows}</tbody></table></td></tr>")
     mark = ('<span class="tag ok">adds up</span>' if review.spend_adds_up else
             f'<span class="tag bad">the report states {e(review.spend_stated)}</span>')
-    out.append(f'<tr class="total"><td>total</td><td>{mark}</td><td class="num mono">{e(review.spend_total)}</td>'
+    out.append(f'<tr class="total"><td>total</td><td>{mark}</td><td class="num mono">{_amount(review.spend_total)}</td>'
                "</tr></tbody></table>")
     out.append("</section>")
     return out
@@ -443,6 +445,19 @@ def _cells_table(i: int, t: TableFacts) -> list[str]:
         out.append(f"<p class=\"muted\">The first {MAX_CELLS_LISTED:,} of {t.cells:,} cells; the file "
                    f"<code>{e(t.file)}</code> holds them all.</p>")
     return out
+
+
+def _amount(text) -> str:
+    """An exact amount as HTML: as it is when it is a decimal; a p/q with its decimal approximation above it."""
+    text = "—" if text is None else str(text)
+    if "/" not in text:
+        return e(text)
+    try:
+        numerator, denominator = (int(x) for x in text.split("/"))
+        approx = f"≈ {numerator / denominator:.6g}"
+    except (ValueError, ZeroDivisionError, OverflowError):
+        return e(text)
+    return f'{e(approx)}<span class="exact">{e(text)}</span>'
 
 
 def _number(value) -> str:
