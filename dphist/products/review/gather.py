@@ -565,13 +565,18 @@ def _charge_text(e: dict, detail: dict) -> str:
     eps, delta, rho = e["epsilon"], e["delta"], detail.get("rho")
     parts = []
     if eps not in (None, ""):
-        parts.append(f"ε {eps}")
+        parts.append(f"ε {_decimal(eps)}")
         if delta not in (None, "", "0"):
-            parts.append(f"δ {delta}")
+            parts.append(f"δ {_decimal(delta)}")
     if rho is not None:
-        shown = _exact(rho)
-        parts.append(f"ρ {format_fraction(shown) if shown is not None else rho}")
+        parts.append(f"ρ {_decimal(rho)}")
     return ", ".join(parts) + ("" if definition == "pure" else f" ({definition})")
+
+
+def _decimal(text) -> str:
+    """A ledger amount (exact, stored as p/q) as the report writes it: a decimal where one is exact."""
+    value = _exact(text)
+    return str(text) if value is None else format_fraction(value)
 
 
 def _check_files(history: list[dict], run_id: str | None, directory: Path) -> str | None:
