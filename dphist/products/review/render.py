@@ -64,6 +64,9 @@ tr.flag td { background: #fff4e5; }
 tr.this td { background: #eef6ff; font-weight: 600; }
 tr.total td { font-weight: 700; border-top: 2px solid var(--ink); }
 .steps td { font-size: 13px; }
+td.stepcell { padding: 2px 8px 6px 32px; border-top: none; }
+td.stepcell table { margin: 0; }
+td.when { white-space: nowrap; }
 .watch li { margin: 6px 0; padding: 6px 10px; border-left: 4px solid var(--info); background: var(--soft);
             list-style: none; }
 .watch { padding: 0; }
@@ -159,7 +162,7 @@ def _glance(review: Review) -> list[str]:
     cards = [
         ("bad" if review.test_mode else "good", "privacy", "NOT PRIVATE (test mode)" if review.test_mode else
          _guarantee_short(review)),
-        ("good" if review.spend_adds_up else "bad", f"{symbol} spent",
+        ("bad" if not review.spend_adds_up else "" if review.test_mode else "good", f"{symbol} spent",
          f"{review.spend_stated}" + ("" if review.spend_adds_up else " (parts do not add up)")),
         ("", "tables", f"{len(review.tables)} ({sum(t.cells for t in review.tables):,} cells)"),
         ledger_card,
@@ -299,7 +302,7 @@ def _privacy(review: Review) -> list[str]:
                            f"{e(_number(s.noise_sd) if s.noise_sd is not None else '—')}</td>"
                            f"<td class=\"num mono\">{_amount(s.amount)}</td></tr>"
                            for s in part.steps)
-            out.append(f'<tr class="steps"><td></td><td colspan="2"><table><thead><tr><th>step</th>'
+            out.append(f'<tr class="steps"><td colspan="3" class="stepcell"><table><thead><tr><th>step</th>'
                        f'<th>mechanism</th><th class="num">noise sd</th><th class="num">{e(symbol)}</th></tr>'
                        f"</thead><tbody>{rows}</tbody></table></td></tr>")
     mark = ('<span class="tag ok">adds up</span>' if review.spend_adds_up else
@@ -357,7 +360,7 @@ def _ledger(review: Review) -> list[str]:
         this = " (this release)" if run.this else ""
         key = f" key {run.run_key}" if run.run_key else ""
         row_class = ' class="this"' if run.this else ""
-        out.append(f"<tr{row_class}><td>{e(run.when)}</td><td><code>{e(run.run_id)}"
+        out.append(f"<tr{row_class}><td class=\"when\">{e(run.when)}</td><td><code>{e(run.run_id)}"
                    f"</code>{e(key)}{e(this)}</td><td>{e(run.state)}</td><td class=\"mono\">{e(run.amount)}</td>"
                    f"<td>{e(run.tables)}</td><td><code>{e(run.out)}</code></td></tr>")
     out.append("</tbody></table>")
