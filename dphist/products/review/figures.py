@@ -2,22 +2,27 @@
 inside a ``data:`` URI, so the page needs no file beside it and no request.
 
 An SVG shown through ``<img>`` runs no script and loads nothing, so labels drawn from the schema (data-derived
-category names) cannot act on the page whatever they hold.  A table with more than three columns has no figure; so
-has every table when matplotlib is missing (an optional extra), or where drawing fails: the page then says why
-instead of failing, since the figure only repeats the table the page lists.
+category names) cannot act on the page whatever they hold.  A table with more than three columns, or too many
+cells, has no figure; so has every table when matplotlib is missing (an optional extra), or where drawing fails:
+the page then says why instead of failing, since the figure only repeats the table the page lists.
 """
 
 from __future__ import annotations
 
 import base64
 import io
+import math
 from dataclasses import dataclass
 
 from ...errors import UsageError
 
-__all__ = ["Figure", "table_figure_uri", "MAX_FIGURE_COLUMNS"]
+__all__ = ["Figure", "table_figure_uri", "MAX_FIGURE_COLUMNS", "MAX_BARS", "MAX_FIGURE_CELLS"]
 
 MAX_FIGURE_COLUMNS = 3
+#: The most bars of a one-column figure, and the most cells of any: beyond them drawing takes longer than the page
+#: is worth, and the picture could not show each cell anyway.
+MAX_BARS = 2_000
+MAX_FIGURE_CELLS = 250_000
 
 
 @dataclass(frozen=True)
@@ -33,6 +38,9 @@ def table_figure_uri(report: dict, meta: dict, released) -> Figure:
     if len(meta["shape"]) > MAX_FIGURE_COLUMNS:
         return Figure(None, f"no figure: the table has {len(meta['shape'])} columns (figures show at most "
                             f"{MAX_FIGURE_COLUMNS})")
+    cells = math.prod(meta["shape"])
+    if cells > (MAX_BARS if len(meta["shape"]) == 1 else MAX_FIGURE_CELLS):
+        return Figure(None, f"no figure: the table has {cells:,} cells, too many to draw one by one")
     try:
         from ..plot import table_figure
         import matplotlib.pyplot as plt

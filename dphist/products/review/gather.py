@@ -302,7 +302,8 @@ def _table(directory: Path, meta: dict, report: dict) -> TableFacts:
     raw = str(meta.get("post_processing", "")).startswith("none")
     cells, flagged, rule = _cells(released, errors, meta.get("expected_cell_sd"))
     return TableFacts(
-        name=str(meta["name"]), file=released.path.name, columns=[_column(c, meta["domain"][c]) for c in meta["columns"]],
+        name=str(meta["name"]), file=released.path.name,
+        columns=[_column(c, meta["domain"][c]) for c in meta["columns"]],
         algorithm=str(meta.get("algorithm", "?")), chosen_by=None if choice is None else str(choice.get("by", "auto")),
         reason=None if choice is None else str(choice.get("reason", "")), amount=amount, shared_amount=shared,
         cells=int(np.prod(meta["shape"])), shape=list(meta["shape"]), workload=meta.get("workload"),

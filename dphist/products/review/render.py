@@ -250,7 +250,8 @@ def _released(review: Review) -> list[str]:
             values = ('<div class="values">' + ", ".join(f"<code>{e(v)}</code>" for v in c.values)
                       + (f" … and {c.values_left_out:,} more" if c.values_left_out else "") + "</div>")
         out.append(f"<tr><td>{e(c.name)}</td><td>{e(c.kind)}</td><td>{e(c.bins)}{values}</td>"
-                   f"<td>{e(c.out_of_domain or '—')}</td><td>{e(c.nulls or '—')}</td><td>{e(', '.join(tables))}</td>"
+                   f"<td>{e(c.out_of_domain or '—')}</td><td>{e(c.nulls or '—')}</td>"
+                   f"<td>{e(', '.join(tables))}</td>"
                    "</tr>")
     out.append("</tbody></table>")
     out.append("<h3>Files</h3><table><thead><tr><th>file</th><th class=\"num\">bytes</th></tr></thead><tbody>")

@@ -201,3 +201,16 @@ def test_review_true_in_a_job_spec(files):
     write(files, "bad.yaml", "input: data.csv\nepsilon: 1\nreview: yes please\ntables:\n  - columns: [sex]\n")
     bad = invoke(["release", "--spec", str(files / "bad.yaml"), "--seed", "1", "-q"])
     assert bad.exit_code == 2 and "'review' must be true or false" in bad.stderr
+
+
+def test_a_table_too_big_to_draw_gets_a_note_not_a_figure(tmp_path, monkeypatch):
+    import dphist.products.review.figures as figures
+
+    write(tmp_path, "schema.yaml", SCHEMA)
+    write(tmp_path, "data.csv", _data(50))
+    result = invoke(["release", str(tmp_path / "data.csv"), "-s", str(tmp_path / "schema.yaml"), "-e", "1",
+                     "--seed", "1", "-q", "-o", str(tmp_path / "rel"), "-c", "age"])
+    assert result.exit_code == 0, result.output
+    monkeypatch.setattr(figures, "MAX_BARS", 4)  # the age table has 5 cells
+    html = review_page(tmp_path / "rel")
+    assert "data:image/svg+xml" not in html and "no figure: the table has 5 cells" in html
