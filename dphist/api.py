@@ -144,7 +144,7 @@ def release(source: Any = None, epsilon: Any = None, schema: Any = None, *, spec
         given = {"source": source, "epsilon": epsilon, "schema": schema, "rho": rho, "noise": noise,
                  "ledger": ledger, "dataset_id": dataset_id, "require_cap": require_cap, **options}
         arguments = release_arguments(load_job(spec), given)
-        for key in ("out", "format", "run_key"):  # the command line's: see above
+        for key in ("out", "format", "run_key", "review"):  # the command line's: see above
             del arguments[key]
         return release(**arguments)
     plan = plan_release(source, epsilon, schema, rho=rho, noise=noise, **options)

@@ -6,7 +6,7 @@ the library; what every command shares lives apart:
     streams.py    stdout and stderr guarded against closed descriptors and vanished readers
     options.py    the options several commands share, declared once
     release.py, schema.py, check.py, budget.py, tools.py (evaluate, bench, audit, algorithms), products.py (synth,
-    plot)
+    plot, review)
 
 Only light modules are imported here: ``dphist --version`` and ``--help`` must not load pandas, scipy or the
 algorithms (tests/cli/test_startup.py, bench/startup.py).  Each command imports the machinery it runs.
@@ -20,7 +20,7 @@ from ..version import __version__
 from .budget import budget_group
 from .check import check_command
 from .contract import Group
-from .products import plot_command, synth_command
+from .products import plot_command, review_command, synth_command
 from .release import release_command
 from .schema import schema_command
 from .tools import algorithms_command, audit_command, bench_command, evaluate_command
@@ -42,7 +42,7 @@ def main():
 
 
 for _command in (release_command, schema_command, check_command, evaluate_command, audit_command, bench_command,
-                 synth_command, plot_command, budget_group, algorithms_command):
+                 synth_command, plot_command, review_command, budget_group, algorithms_command):
     main.add_command(_command)
 
 

@@ -1,5 +1,5 @@
 """The products drawn from a release, reading the release only and spending no budget: ``synth`` (synthetic
-records) and ``plot`` (a picture)."""
+records), ``plot`` (a picture) and ``review`` (a page for a disclosure review)."""
 
 from __future__ import annotations
 
@@ -67,4 +67,26 @@ def plot_command(release_dir, table, out, log_scale, overwrite):
 
     check_output_file(out, overwrite, picture_suffixes())  # before the release is read
     plot_release(release_dir, out, table, log_scale)
+    click.echo(f"wrote {out}", err=True)
+
+
+@click.command("review")
+@click.argument("release_dir", metavar="RELEASE_DIR")
+@click.option("--out", "-o", default="review.html", show_default=True, metavar="FILE.html",
+              help="The page to write: outside any release folder (a release's files are hashed in the ledger).")
+@click.option("--overwrite", is_flag=True, help="Replace FILE if it exists.")
+@click.option("--ledger", "ledger_path", metavar="PATH", help="The ledger the release was charged to, for its "
+              "history and what is left under the cap [$DPHIST_LEDGER, else ~/.local/share/dphist/ledger.sqlite].")
+def review_command(release_dir, out, overwrite, ledger_path):
+    """One self-contained HTML page for a disclosure review of a release: what was released, how private (every
+    step's spend, the ledger's history and what is left under the cap), how accurate (expected errors, 95 %
+    intervals, unreliable cells, pictures) and what to watch (test mode, no cap, clamped or dropped values).
+
+    Post-processing only: it reads the release and the ledger, never the data, and spends nothing. The page needs
+    nothing beside it (no script, no request) and prints to A4 or Letter. To ship the page inside a release, make
+    it with the release: 'dphist release ... --review'. Figures need matplotlib: pip install 'dphist[plot]'.
+    """
+    from ..products.review import write_review
+
+    write_review(release_dir, out, ledger_path, overwrite)
     click.echo(f"wrote {out}", err=True)

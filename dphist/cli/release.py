@@ -60,6 +60,8 @@ from .options import (algorithm_option_flags, algorithm_options, budget_options,
 @click.option("--format", "-f", "fmt", type=click.Choice(FORMATS), help="Release file format [csv].")
 @click.option("--raw", is_flag=True, help="Skip post-processing: publish the unbiased noisy counts (may be negative).")
 @click.option("--overwrite", is_flag=True, help="Replace a non-empty output directory.")
+@click.option("--review", is_flag=True, help="Also write review.html into the release: the page of 'dphist review' "
+              "(for a disclosure review), made and published with the release's files.")
 @seed_option()
 @click.option("--quiet", "-q", is_flag=True, help="Do not print the summary on stderr.")
 @ledger_options()
@@ -78,8 +80,8 @@ from .options import (algorithm_option_flags, algorithm_options, budget_options,
 @click.option("--max-cells", type=click.IntRange(min=1), default=DEFAULT_MAX_CELLS, show_default=True, metavar="N",
               help="Refuse, before reading any row, a table of more cells than N.")
 def release_command(input, epsilon, rho, noise, schema_path, columns, spec, marginals, marginal_strategy, branching,
-                    budget_split, options, out, fmt, overwrite, quiet, ledger_path, dataset_id, lock_timeout,
-                    run_key, require_cap, log_format, **settings):
+                    budget_split, options, out, fmt, overwrite, review, quiet, ledger_path, dataset_id,
+                    lock_timeout, run_key, require_cap, log_format, **settings):
     """Release differentially private tables of INPUT (a CSV or Parquet file, a directory, or a glob).
 
     \b
@@ -116,10 +118,10 @@ def release_command(input, epsilon, rho, noise, schema_path, columns, spec, marg
     given = {"source": input, "epsilon": epsilon, "rho": rho, "noise": noise, "schema": schema_path,
              "columns": columns, "marginals": marginals, "marginal_strategy": marginal_strategy,
              "ledger": ledger_path, "dataset_id": dataset_id, "run_key": run_key, "require_cap": require_cap,
-             "out": out, "format": fmt, **settings}
+             "out": out, "format": fmt, "review": review, **settings}
     arguments = release_arguments(load_job(spec), given) if spec else given
-    input, out, fmt, ledger_path, dataset_id, run_key, require_cap = (arguments.pop(key) for key in (
-        "source", "out", "format", "ledger", "dataset_id", "run_key", "require_cap"))
+    input, out, fmt, ledger_path, dataset_id, run_key, require_cap, review = (arguments.pop(key) for key in (
+        "source", "out", "format", "ledger", "dataset_id", "run_key", "require_cap", "review"))
     if input is None:
         raise click.UsageError("missing INPUT (a CSV or Parquet file)")
     if arguments["epsilon"] is None and arguments["rho"] is None:
@@ -137,8 +139,15 @@ def release_command(input, epsilon, rho, noise, schema_path, columns, spec, marg
         algorithm_options=algorithm_options(branching, budget_split, options), **arguments))
     # What --overwrite must never replace, whatever the folder holds.
     protect = (*plan.source.files, *[Path(p) for p in (arguments["schema"], spec) if p])
+    extra = None
+    if review:
+        from ..products.review import review_into
+
+        def extra(staging, ledger):  # the page, made from the staged release inside its transaction
+            return review_into(staging, ledger, str(out))
     done = execute(plan, ledger=ledger_path, dataset_id=dataset_id, run_key=run_key, lock_timeout=lock_timeout,
-                   detail={"tables": [r.name for r in plan.requests]}, files=ReleaseFiles(out, fmt, overwrite, protect),
+                   detail={"tables": [r.name for r in plan.requests]},
+                   files=ReleaseFiles(out, fmt, overwrite, protect, extra),
                    # A progress bar only for a person at a terminal: never in logs, cron mail or JSON logs.
                    progress=not quiet and log_format == "text" and sys.stderr.isatty(),
                    on_test_mode=lambda: notice(NOT_PRIVATE, "test_mode"),

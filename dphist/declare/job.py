@@ -101,13 +101,14 @@ class Job:
     max_rows_per_unit: int | None = None
     group_size: int | None = None
     require_cap: bool = False
+    review: bool = False
 
 
 #: The top-level fields of a job spec, and those of one of its tables (docs/reference/job-spec.md lists them; a test
 #: checks).
 JOB_FIELDS = frozenset({"input", "schema", "epsilon", "rho", "noise", "delta", "out", "format", "algorithm", "tables",
                         "dataset_id", "run_key", "marginals", "marginal_strategy", "workload", "ledger",
-                        "privacy_unit", "max_rows_per_unit", "group_size", "require_cap"})
+                        "privacy_unit", "max_rows_per_unit", "group_size", "require_cap", "review"})
 TABLE_FIELDS = frozenset({"name", "columns", "algorithm", "share", "options", "workload"})
 
 
@@ -226,6 +227,9 @@ def load_job(path: str | Path, today: _dt.date | None = None) -> Job:
     require_cap = document.get("require_cap", False)
     if not isinstance(require_cap, bool):
         raise UsageError(f"{path}: 'require_cap' must be true or false")
+    review = document.get("review", False)
+    if not isinstance(review, bool):
+        raise UsageError(f"{path}: 'review' must be true or false")
     if document.get("epsilon") is not None and document.get("rho") is not None:
         raise UsageError(f"{quoted(path, '')}: give 'epsilon' or 'rho', not both")
     noise = document.get("noise")
@@ -263,6 +267,7 @@ def load_job(path: str | Path, today: _dt.date | None = None) -> Job:
         max_rows_per_unit=whole("max_rows_per_unit"),
         group_size=whole("group_size"),
         require_cap=require_cap,
+        review=review,
     )
 
 
@@ -282,7 +287,8 @@ def release_arguments(job: Job, given: dict[str, Any]) -> dict[str, Any]:
       job's delta.  Without one, the job's budget is used, with ``noise`` and ``delta`` in place of its own.
     * ``privacy_unit`` replaces the job's unit and its bound together (a bound is chosen for one unit);
       ``max_rows_per_unit`` alone replaces the bound of the job's unit.
-    * ``ledger`` given replaces the job's (an empty one included); ``require_cap`` is true if either is.
+    * ``ledger`` given replaces the job's (an empty one included); ``require_cap`` and ``review`` are true if
+      either is.
     * The tables are the job's (``tables``, or ``marginals``): ``columns``, ``tables`` or ``marginals`` given
       too is a UsageError.
 
@@ -303,6 +309,7 @@ def release_arguments(job: Job, given: dict[str, Any]) -> dict[str, Any]:
             merged["max_rows_per_unit"] = job.max_rows_per_unit
     merged["ledger"] = job.ledger if given.get("ledger") is None else given["ledger"]
     merged["require_cap"] = bool(given.get("require_cap")) or job.require_cap
+    merged["review"] = bool(given.get("review")) or job.review
     merged.update(tables=job.tables or None, marginals=job.marginals, columns=None)
     return merged
 

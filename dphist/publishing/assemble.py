@@ -110,19 +110,20 @@ class Release:
         return bool(self.report.get("test_mode"))
 
     def write(self, out: str | os.PathLike = "release", format: str = "csv", overwrite: bool = False,
-              protect=()) -> list[Path]:
+              protect=(), extra=None) -> list[Path]:
         """Write ``<table>.<format>`` files and ``report.json`` into ``out`` atomically; returns the paths.
         ``overwrite`` replaces only an earlier dphist release, never a folder holding any of ``protect``.
+        ``extra(staging)``: files made from the staged release, written with it (:func:`stage_release`).
         UsageError for an ``out`` that is not a path or an ``overwrite`` that is not True or False."""
         if not is_path(out):
             raise UsageError(f"out must be a path (str or os.PathLike), not {quoted(type(out).__name__, '')}")
         if not isinstance(overwrite, (bool, np.bool_)):
             raise UsageError(f"overwrite must be True or False, not {quoted(type(overwrite).__name__, '')}")
-        return write_release(out, self.tables, self.report, format, overwrite, self._notices(), protect)
+        return write_release(out, self.tables, self.report, format, overwrite, self._notices(), protect, extra)
 
-    def stage(self, staging: Path, format: str = "csv") -> list[str]:
+    def stage(self, staging: Path, format: str = "csv", extra=None) -> list[str]:
         """Write the release's files into the folder ``staging`` (see :mod:`dphist.publishing.transaction`); returns their names."""
-        return stage_release(staging, self.tables, self.report, format, self._notices())
+        return stage_release(staging, self.tables, self.report, format, self._notices(), extra)
 
     def _notices(self) -> dict[str, str] | None:
         return {"NOT_PRIVATE.txt": NOT_PRIVATE + "\n"} if self.test_mode else None

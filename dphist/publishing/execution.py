@@ -52,12 +52,16 @@ __all__ = ["execute", "charged", "run_plan", "release_budget", "ReleaseFiles"]
 @dataclass(frozen=True)
 class ReleaseFiles:
     """Where a release's files go: the folder ``out``, the file format, whether an earlier dphist release there
-    may be replaced, and files it must never replace (the input, the schema, the ledger)."""
+    may be replaced, and files it must never replace (the input, the schema, the ledger).  ``extra(staging,
+    ledger)``: writes files made from the staged release into its staging folder and returns their names (the
+    review page of ``release --review``), given the ledger's path (None in test mode); they are hashed, committed
+    and published with the release."""
 
     out: str | os.PathLike
     format: str = "csv"
     overwrite: bool = False
     protect: tuple = ()
+    extra: Callable[[Path, Path | None], list[str]] | None = None
 
 
 def execute(plan: ReleasePlan, *, ledger: Ledger | str | os.PathLike | None = None, dataset_id: str | None = None,
@@ -106,7 +110,8 @@ def charged(plan, work: Callable[[dict | None], Any], *, ledger: Ledger | str | 
         if on_test_mode is not None:
             on_test_mode()
         value = work(None)
-        paths = [] if files is None else value.write(destination.out, files.format, files.overwrite, files.protect)
+        paths = [] if files is None else value.write(destination.out, files.format, files.overwrite, files.protect,
+                                                     _extra(files, None))
         return Charged(None, value=value, paths=paths)
     if isinstance(ledger, Ledger):
         book = ledger
@@ -115,8 +120,16 @@ def charged(plan, work: Callable[[dict | None], Any], *, ledger: Ledger | str | 
     file_release = None
     if files is not None:
         destination = Destination(Path(files.out), files.overwrite, [*map(Path, files.protect), book.path])
-        file_release = FileRelease(destination, lambda release, staging: release.stage(staging, files.format))
+        file_release = FileRelease(destination, lambda release, staging: release.stage(staging, files.format,
+                                                                                       _extra(files, book.path)))
     return charged_run(plan, work, book, dataset_id, run_key, detail, files=file_release, require_cap=require_cap)
+
+
+def _extra(files: ReleaseFiles, ledger: Path | None) -> Callable[[Path], list[str]] | None:
+    """The files' ``extra`` writer bound to the run's ledger, or None."""
+    if files.extra is None:
+        return None
+    return lambda staging: files.extra(staging, ledger)
 
 
 def run_plan(plan: ReleasePlan, progress: bool = False) -> Release:

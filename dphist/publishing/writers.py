@@ -10,6 +10,7 @@ import json
 import os
 import tempfile
 import uuid
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -34,9 +35,11 @@ def check_destination(out: str | os.PathLike, overwrite: bool, protect=()) -> De
 
 
 def stage_release(staging: Path, tables: dict[str, pd.DataFrame], report: dict, fmt: str,
-                  notices: dict[str, str] | None = None) -> list[str]:
+                  notices: dict[str, str] | None = None, extra: Callable[[Path], list[str]] | None = None) -> list[str]:
     """Write one ``<table>.<fmt>`` per table, ``report.json`` and any ``notices`` (file name -> text) into the
-    existing folder ``staging``, each fsynced; returns the file names in order."""
+    existing folder ``staging``, each fsynced; returns the file names in order.  ``extra(staging)``, if given, then
+    writes files made from the staged release (``--review``'s page) and returns their names: they are part of the
+    release, hashed and published with it."""
     if fmt not in FORMATS:
         raise UsageError(f"unknown format {quoted(fmt)} (choose one of {', '.join(FORMATS)})")
     names = []
@@ -51,13 +54,16 @@ def stage_release(staging: Path, tables: dict[str, pd.DataFrame], report: dict, 
         for name, text in (notices or {}).items():
             names.append(name)
             _write_bytes(staging / name, text.encode("utf-8"))
+        if extra is not None:
+            names.extend(extra(staging))
     except OSError as exc:
         raise DataError(f"cannot write the release: {exc.strerror or exc}") from None
     return names
 
 
 def write_release(out: str | os.PathLike, tables: dict[str, pd.DataFrame], report: dict, fmt: str,
-                  overwrite: bool, notices: dict[str, str] | None = None, protect=()) -> list[Path]:
+                  overwrite: bool, notices: dict[str, str] | None = None, protect=(),
+                  extra: Callable[[Path], list[str]] | None = None) -> list[Path]:
     """Write a release directory without a ledger (test mode, the Python API's ``Release.write``): staged,
     marked and moved into place at once.  Returns the final paths of the files.  Raises UsageError if ``out``
     is occupied (``overwrite`` replaces only an earlier dphist release)."""
@@ -66,7 +72,7 @@ def write_release(out: str | os.PathLike, tables: dict[str, pd.DataFrame], repor
     staging = destination.make_staging(run_id)
     try:
         checkpoint("staging")
-        names = stage_release(staging, tables, report, fmt, notices)
+        names = stage_release(staging, tables, report, fmt, notices, extra)
         write_marker(staging, run_id, None, bool(report.get("test_mode")))
         checkpoint("staged")
         destination.publish(staging, run_id)

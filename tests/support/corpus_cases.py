@@ -1775,6 +1775,31 @@ for _prefix, _args in [("synth", _SYNTH), ("plot", _PLOT)]:
     add(f"{_prefix}_table_unknown", _damaged(lambda rel: None, [("nosuch" if a == "age" else a) for a in _args],
                                              ANY_FAILURE, "nosuch"))
 
+# dphist review: the same damaged releases, and its own page's refusals (one line, no page left).
+_REVIEW = ["review", "rel", "-o", "page.html"]
+for _name, _damage, _code in [
+    ("report_not_json", lambda rel: (rel / "report.json").write_text("{" + SECRET), 1),
+    ("report_missing", lambda rel: (rel / "report.json").unlink(), ANY_FAILURE),
+    ("report_is_list", lambda rel: (rel / "report.json").write_text("[1, 2]"), 1),
+    ("report_tables_wrong_type", _report_edit(lambda r: {**r, "tables": "age"}), 1),
+    ("report_shape_wrong", _report_edit(lambda r: {**r, "tables": [{**t, "shape": [999]} for t in r["tables"]]}), 1),
+    ("table_file_missing", lambda rel: (rel / "age.csv").unlink(), 1),
+    ("count_is_text", _count_text, 1),
+    ("table_file_binary", lambda rel: (rel / "age.csv").write_bytes(bytes(range(256)) * 8), 1),
+    ("ci_covers_unknown", _column_text("ci_covers", "everything"), 1),
+]:
+    add(f"review_{_name}", _damaged(_damage, _REVIEW, _code))
+add("review_release_dir_missing", lambda d: Case(list(_REVIEW), ANY_FAILURE, ("rel",)))
+add("review_release_dir_is_file", _damaged(lambda rel: (shutil.rmtree(rel), rel.write_text("x\n")), _REVIEW,
+                                           ANY_FAILURE, "rel"))
+add("review_not_a_release", lambda d: (d.joinpath("rel").mkdir(), Case(list(_REVIEW), 2, ("not a dphist release",)))[1])
+add("review_out_exists", _damaged(lambda rel: write(rel.parent, "page.html", "old\n"), _REVIEW, 2, "page.html"))
+add("review_out_inside_release", _damaged(lambda rel: None, ["review", "rel", "-o", "rel/page.html"], 2,
+                                          "inside a release folder"))
+add("review_out_unwritable", _damaged(lambda rel: write(rel.parent, "afile", "x\n"),
+                                      ["review", "rel", "-o", "afile/page.html"], 2, "afile"))
+add("review_out_unknown_extension", _damaged(lambda rel: None, _REVIEW[:-1] + ["page.txt"], 2, "page.txt"))
+
 add("synth_negative_counts", _damaged(_count_negative, _SYNTH, (0, 1)))
 add("synth_out_unknown_extension", _damaged(lambda rel: None, _SYNTH[:-1] + ["s.xlsx"], 2, "s.xlsx"))
 add("synth_out_missing_folder", _damaged(lambda rel: None, _SYNTH[:-1] + ["nodir/s.csv"], (0, 2), "nodir"))
