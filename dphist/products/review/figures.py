@@ -42,10 +42,11 @@ def table_figure_uri(report: dict, meta: dict, released) -> Figure:
     if cells > (MAX_BARS if len(meta["shape"]) == 1 else MAX_FIGURE_CELLS):
         return Figure(None, f"no figure: the table has {cells:,} cells, too many to draw one by one")
     try:
-        from ..plot import table_figure
+        from ..plot import auto_log_scale, table_figure
         import matplotlib.pyplot as plt
 
-        fig = table_figure(report, meta, released)
+        # the scale `dphist plot` would choose: log where the counts span decades, so most cells are not one colour
+        fig = table_figure(report, meta, released, log_scale=auto_log_scale(released.counts))
     except UsageError as exc:  # matplotlib is not installed
         return Figure(None, f"no figure: {exc}")
     except (ValueError, RuntimeError, OverflowError) as exc:
