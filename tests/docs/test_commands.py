@@ -25,12 +25,14 @@ from __future__ import annotations
 
 import importlib.util
 import os
+import re
 import shutil
 import sys
 from pathlib import Path
 
 import pytest
 from console_blocks import PageError, parse_blocks, output_matches, run_page
+from test_docs_references import anchors
 
 ROOT = Path(__file__).resolve().parents[2]
 DOCS = ROOT / "docs"
@@ -121,6 +123,25 @@ def test_the_page_shows_commands_only_in_blocks_the_runner_reads(page):
     for block in blocks:
         if block.is_console and block.norun is None:
             block.commands()  # raises PageError on a malformed block
+
+
+#: A Markdown link to a page of the site, with or without a heading: ``[text](../privacy.md#4-the-budget-ledger)``.
+LINK = re.compile(r"\]\((?P<target>[^)\s:#]+\.md)?(?:#(?P<anchor>[\w-]+))?\)")
+
+
+@pytest.mark.parametrize("page", PAGE_NAMES)
+def test_the_page_links_land_on_pages_and_headings(page):
+    """The guides live in docs/ and docs/how-to/, so their links are relative; each must reach a page that exists
+    and, where it names one, a heading of it (as MkDocs makes anchors)."""
+    source = DOCS / page
+    broken = []
+    for match in LINK.finditer(source.read_text(encoding="utf-8")):
+        target = (source.parent / match.group("target")).resolve() if match.group("target") else source
+        if not target.is_file():
+            broken.append(f"{match.group(0)}: no page {target.relative_to(ROOT) if ROOT in target.parents else target}")
+        elif match.group("anchor") and match.group("anchor") not in anchors(target):
+            broken.append(f"{match.group(0)}: no such heading in {target.relative_to(ROOT)}")
+    assert broken == [], f"docs/{page}: " + "; ".join(broken)
 
 
 # ---- the runner itself --------------------------------------------------------------------------------------------
