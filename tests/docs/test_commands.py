@@ -206,6 +206,12 @@ def test_a_page_that_lies_fails(tmp_path, old, new, complaint):
     assert len(failures) == 1 and complaint in failures[0] and failures[0].startswith("planted.md:"), failures
 
 
+def test_the_failure_points_at_the_first_line_that_differs(tmp_path):
+    page = "```console\n$ printf 'a\\nb\\nc\\n'\na\nB\nc\n```\n"
+    ran, failures = run_page(page, tmp_path, page_environment(tmp_path))
+    assert len(failures) == 1 and failures[0].endswith("first difference, output line 2:\n    - B\n    + b"), failures
+
+
 def test_the_runner_stops_at_the_first_failure(tmp_path):
     page = "```console\n$ echo a\nb\n$ touch ran-on\n```\n"
     ran, failures = run_page(page, tmp_path, page_environment(tmp_path))

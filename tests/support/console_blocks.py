@@ -170,11 +170,24 @@ class Outcome:
         return self.exit_code == self.command.exit_code and output_matches(self.command.expected, self.output)
 
     def describe(self, page: str) -> str:
+        """The command, what the page expects, what it printed, and the first line where the two part (the
+        first expected line that neither matches the output line beside it nor is a ``...`` line)."""
         expected = "\n".join(["    " + line for line in self.command.expected]) or "    (nothing)"
-        actual = "\n".join(["    " + line.rstrip() for line in _trimmed(self.output)]) or "    (nothing)"
-        return (f"{page}:{self.command.line}: $ {self.command.text}\n"
+        got = _trimmed(self.output)
+        actual = "\n".join(["    " + line for line in got]) or "    (nothing)"
+        text = (f"{page}:{self.command.line}: $ {self.command.text}\n"
                 f"  expected (exit {self.command.exit_code}):\n{expected}\n"
                 f"  actual (exit {self.exit_code}):\n{actual}")
+        want = _trimmed(self.command.expected)
+        for index in range(max(len(want), len(got))):
+            if index < len(want) and want[index].strip() == ELLIPSIS:
+                break  # past a line wildcard the lines no longer pair up by position
+            if index >= len(want) or index >= len(got) or not _line_pattern(want[index]).fullmatch(got[index]):
+                shown_want = want[index] if index < len(want) else "(no more lines)"
+                shown_got = got[index] if index < len(got) else "(no more lines)"
+                text += f"\n  first difference, output line {index + 1}:\n    - {shown_want}\n    + {shown_got}"
+                break
+        return text
 
 
 def run_command(command: Command, cwd: Path, env: dict[str, str], timeout: float = 300) -> Outcome:
