@@ -7,7 +7,6 @@ from __future__ import annotations
 from fractions import Fraction
 import itertools
 import math
-import time
 
 import numpy as np
 import pytest
@@ -90,14 +89,12 @@ def test_closed_form_rmse_figures(attributes, values, k, expected):
     assert math.isclose(plan.shares.sum(), 1.0) and np.all(plan.shares > 0)
 
 
-def test_plans_all_three_way_marginals_of_100_attributes_quickly():
-    start = time.perf_counter()
+def test_plans_all_three_way_marginals_of_100_attributes():
+    """(Its time is measured in bench/marginals.py --scale, not here.)"""
     plan = plan_residuals(all_way(100, 3), [10] * 100)
-    elapsed = time.perf_counter() - start
     assert len(plan.marginals) == 161_700
     assert len(plan.bases) == 1 + 100 + 4_950 + 161_700  # ∅, singles, pairs, triples
     assert plan.rmse(1) == pytest.approx(214.375, abs=1e-3)
-    assert elapsed < 5
 
 
 def test_bases_are_sorted_subsets_and_skip_one_valued_attributes():
