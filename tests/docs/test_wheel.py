@@ -115,13 +115,14 @@ def test_a_fresh_virtual_environment_installs_the_wheel_and_runs_dphist(dist, tm
     """pip install dist/dphist-*.whl into a new venv (its dependencies from the package index: about a minute),
     then the installed ``dphist`` command, outside the checkout."""
     venv = tmp_path / "venv"
-    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
+    # Nothing of this checkout on the path: pip would take a dphist it finds there for the installed one.
+    env = {key: value for key, value in os.environ.items() if key != "PYTHONPATH"}
+    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, env=env)
     pip = subprocess.run([str(venv / "bin" / "python"), "-m", "pip", "install", "--quiet", str(_wheel(dist))],
-                         capture_output=True, text=True)
+                         capture_output=True, text=True, env=env, cwd=tmp_path)
     if pip.returncode != 0 and "No matching distribution" in pip.stderr + pip.stdout:
         pytest.skip("the package index is not reachable: " + pip.stderr.strip().splitlines()[-1])
     assert pip.returncode == 0, pip.stderr
-    env = {key: value for key, value in os.environ.items() if key != "PYTHONPATH"}
     done = subprocess.run([str(venv / "bin" / "dphist"), "--version"], capture_output=True, text=True, cwd=tmp_path,
                           env=env)
     assert done.returncode == 0, done.stderr
