@@ -1,0 +1,374 @@
+"""Marginal sets at the optimum under pure ε: residual bases estimated from Laplace measurements
+(docs/algorithms.md §11.1).
+
+Under pure ε the Gaussian residual plan (:mod:`.residual_planner`) does not apply: a residual's L1 sensitivity
+∏ 2(n_i − 1)/n_i is above a marginal's.  Here every measurement is an integer table of L1 sensitivity 1, measured
+by the kernel's discrete Laplace at its share ε_T of the set's ε (Σ ε_T = ε, sequential composition), and every
+marginal is rebuilt from the same residual bases as under zCDP (``ResidualPlan.bases``), so the reconstruction,
+the per-cell variances and the rounding are the zCDP plan's.
+
+A measured table T is the marginal over a set of attributes A_T with the axes D_T ⊆ A_T (binary attributes only)
+replaced by the difference of their two values.  One record is in one cell of m_{A_T}, and differencing maps a
+cell to one entry with a sign, so Δ₁ = 1.  Measured with iid noise of variance V_T, it gives an unbiased estimate of
+every residual B with D_T ⊆ B ⊆ A_T: sum over A_T∖B, expand each differenced axis d → (d/2, −d/2), subtract the
+mean along the others.  That estimate's noise has covariance (V_T·N_{A_T∖B}/2^{|D_T|})·P_B, and the estimates of
+different residuals from one table are uncorrelated (orthogonal projections of iid noise).  So the generalised
+least-squares estimate of residual B is the inverse-variance weighted mean over the tables that give one, with
+per-coordinate variance v_B = 1/Σ_T g_{T,B}/V_T, g_{T,B} = 2^{|D_T|}/N_{A_T∖B}, and marginal S's cells each have
+variance Σ_{B⊆S} v_B·p_B/∏_{S∖B} n_i².  Two plans, both data-independent:
+
+* **marginals** (plan A): T = each workload marginal, D_T = ∅; the shares minimise the sum of all cells'
+  variances numerically (the problem is not convex in general: several starts, equal shares among them).  At equal
+  shares this is strategy "separate" followed by its least squares, so the plan is never worse than separate.
+* **bases** (plan B, the Fourier approach of Barak et al. 2007 with optimal weights): T = each basis A, D_T = its
+  binary attributes (the ±1 row), the other attributes kept whole (for n ≥ 3 the whole axis, projected, has a
+  lower variance per unit of L1 norm than any integer basis of 1⊥: differences, Helmert or Hadamard rows; §11.1).
+  Each basis has one source, so the optimum is in closed form: ε_A ∝ (c_A/2^{|D_A|})^{1/3}.
+
+:func:`plan_laplace` builds either; :func:`best_plan` builds both and keeps the one of lower exact expected error
+at the given ε (discrete Laplace variances of the exact shares).  :func:`measure_laplace` measures a plan through
+the kernel from the counted workload marginals, and returns one :class:`~.residual_planner.ResidualMeasurement` per
+basis (its GLS estimate and v_B), which :func:`~.residual_planner.reconstruct` and
+:func:`~.residual_planner.exact_variances` take as they take the Gaussian plan's.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from fractions import Fraction
+import math
+
+import numpy as np
+
+from ..privacy import PrivacyBudget, discrete_laplace_variance, split_shares
+from ..privacy.samplers import checked_scale
+from .residual_planner import (ResidualMeasurement, ResidualPlan, counted_tables, plan_residuals, source_marginals,
+                               variances_from)
+
+__all__ = ["METHODS", "LaplacePlan", "plan_laplace", "best_plan", "measure_laplace", "check_scales",
+           "attribute_factor"]
+
+METHODS = ("marginals", "bases")
+#: The largest discrete Laplace scale the kernel's sampler takes (samplers.checked_scale).
+MAX_SCALE = Fraction(2**40)
+#: Random starts of the share optimiser of plan "marginals", besides equal shares (seeded: plans are deterministic).
+STARTS = 4
+#: A table whose optimised share is below this fraction of the largest is dropped when every residual it gives is
+#: given by another table: its measurement would carry next to no weight.
+NEGLIGIBLE = 1e-6
+
+
+@dataclass(frozen=True, eq=False)
+class LaplacePlan:
+    """What a pure-ε marginal set measures and with what share of ε.
+
+    ``structure``: the residual plan whose bases and reconstruction are used (its own shares are not);
+    ``method``: "marginals" or "bases"; ``tables``: the attribute sets measured (sorted tuples); ``differenced``:
+    for each, its attributes taken as the difference of their two values; ``shares``: exact positive fractions
+    summing to 1.  Figures are for one record as the protected unit at ``epsilon`` (ε/K for a unit of K rows)."""
+
+    structure: ResidualPlan
+    method: str
+    tables: tuple[tuple[int, ...], ...]
+    differenced: tuple[tuple[int, ...], ...]
+    shares: tuple[Fraction, ...]
+    pair_table: np.ndarray = field(repr=False)   # (P,) position in tables
+    pair_basis: np.ndarray = field(repr=False)   # (P,) position in structure.bases
+    pair_gain: np.ndarray = field(repr=False)    # (P,) g_{T,B} = 2^{|D_T|}/N_{A_T∖B}
+    coefficient: np.ndarray = field(repr=False)  # c_B = Σ_{S⊇B} N_S·p_B/∏_{S∖B} n_i², per basis
+
+    def scales(self, epsilon) -> list[Fraction]:
+        """The exact discrete Laplace scale of each measured table at ``epsilon``: 1/ε_T, ε_T its part of ε as
+        the kernel splits it (Δ₁ = 1)."""
+        return [1 / part for part in split_shares(Fraction(epsilon), self.shares)]
+
+    def table_variances(self, epsilon) -> np.ndarray:
+        """V_T, the exact discrete Laplace variance per cell of each measured table at ``epsilon``."""
+        return np.array([discrete_laplace_variance(s) for s in self.scales(epsilon)])
+
+    def basis_variances(self, epsilon=None, table_variances=None) -> np.ndarray:
+        """v_B = 1/Σ_T g_{T,B}/V_T per basis: the per-coordinate variance of the GLS estimate of residual B (its
+        noise has covariance v_B·P_B), from the exact ``table_variances`` or those at ``epsilon``."""
+        if table_variances is None:
+            table_variances = self.table_variances(epsilon)
+        precision = np.bincount(self.pair_basis, weights=self.pair_gain / np.asarray(table_variances)[self.pair_table],
+                                minlength=len(self.structure.bases))
+        return 1 / precision
+
+    def variance_per_cell(self, epsilon) -> dict[tuple[int, ...], float]:
+        """{marginal S (sorted attribute indices): the exact variance of each of its cells} at ``epsilon``, with the
+        discrete Laplace variances of the exact shares: what the release's measurements will state."""
+        return variances_from(self.structure, self.basis_variances(epsilon))
+
+    def total(self, epsilon) -> float:
+        """The exact expected squared error summed over all the workload's cells at ``epsilon``: Σ_B c_B·v_B."""
+        return float(self.coefficient @ self.basis_variances(epsilon))
+
+    def continuous_total(self, epsilon) -> float:
+        """:meth:`total` with the continuous Laplace variance 2/ε_T² in place of the discrete one (slightly
+        larger; the figure the shares were optimised for)."""
+        return float(self.coefficient @ self.basis_variances(table_variances=np.array(
+            [2 * float(s) ** 2 for s in self.scales(epsilon)])))
+
+    def rmse(self, epsilon) -> float:
+        """√(total / all the workload's cells): the root mean squared error per cell, exact."""
+        return math.sqrt(self.total(epsilon) / float(self.structure.marginal_cells().sum()))
+
+    def describe(self) -> str:
+        if self.method == "marginals":
+            return (f"{len(self.tables)} workload marginals measured with discrete Laplace at optimised shares of "
+                    "epsilon, residual bases by generalised least squares")
+        return (f"{len(self.tables)} residual bases measured with discrete Laplace (binary attributes as the "
+                "difference of their two values), shares in closed form")
+
+
+def attribute_factor(n: int, kind: str) -> tuple[int, float]:
+    """(s, g) of one attribute of n values measured by the integer matrix ``kind`` before projecting onto its
+    residual: s its largest column L1 norm, g·P the noise covariance of the residual estimate it gives from iid
+    unit noise (for kinds whose covariance is a multiple of P; otherwise g is the average over the residual's
+    n − 1 dimensions, tr/(n − 1)).  The variance per coordinate per unit of ε² is then s²·g: "identity" (the whole
+    axis, 1·1), "difference" of the two values (n = 2: 1·½), "helmert" (row k: 1 on the first k values, −k on the
+    next: (n−1)²·1/n), "hadamard" (n a power of two: a Hadamard matrix without its row of ones, (n−1)²·1/n),
+    "steps" (e_j − e_{j+1}: 2²·(n + 1)/6).  docs/algorithms.md §11.1 tabulates them."""
+    if kind == "identity":
+        return 1, 1.0
+    if kind == "difference":
+        if n != 2:
+            raise ValueError("the difference of two values needs n = 2")
+        return 1, 0.5
+    if kind == "helmert":
+        matrix = np.zeros((n - 1, n))
+        for k in range(1, n):
+            matrix[k - 1, :k], matrix[k - 1, k] = 1, -k
+    elif kind == "hadamard":
+        if n < 2 or n & (n - 1):
+            raise ValueError("a Hadamard basis needs n a power of two")
+        h = np.ones((1, 1))
+        while h.shape[0] < n:
+            h = np.block([[h, h], [h, -h]])
+        matrix = h[1:]
+    elif kind == "steps":
+        matrix = np.eye(n - 1, n) - np.eye(n - 1, n, 1)
+    else:
+        raise ValueError(f"unknown attribute matrix {kind!r}")
+    s = int(np.abs(matrix).sum(axis=0).max())
+    g = float(np.trace(np.linalg.inv(matrix @ matrix.T))) / (n - 1)
+    return s, g
+
+
+def plan_laplace(marginals: Sequence[Sequence[int]], sizes: Sequence[int], method: str = "marginals",
+                 structure: ResidualPlan | None = None, equal_shares: bool = False) -> LaplacePlan:
+    """The pure-ε plan ``method`` ("marginals" or "bases", module docstring) for the workload ``marginals``
+    (attribute-index tuples, unit weights: the sum of all cells' variances is minimised) over attributes of
+    ``sizes``.  ``structure``: the workload's residual plan, if already built.  ``equal_shares`` (plan
+    "marginals" only): every marginal at ε/k, which is strategy "separate" with its least squares.  Deterministic;
+    reads no data.  Raises ValueError on a bad workload."""
+    if method not in METHODS:
+        raise ValueError(f"method must be one of {METHODS}, got {method!r}")
+    if structure is None:
+        structure = plan_residuals(marginals, sizes)
+    plan = structure
+    cells_s = plan.marginal_cells()
+    # c_B over the (marginal S, subset B) pairs: N_S·p_B/∏_{S∖B} n_i²
+    coefficient = np.zeros(len(plan.bases))
+    for group in plan.groups:
+        valid = group.basis >= 0
+        values = cells_s[group.rows][:, None] / group.rest ** 2
+        coefficient += np.bincount(group.basis[valid], weights=values[valid], minlength=len(plan.bases))
+    coefficient *= plan.kept
+    if method == "marginals":
+        tables = plan.marginals
+        differenced = tuple(() for _ in tables)
+        table_parts, basis_parts, gain_parts = [], [], []
+        for group in plan.groups:
+            valid = group.basis >= 0
+            table_parts.append(np.broadcast_to(group.rows[:, None], group.basis.shape)[valid])
+            basis_parts.append(group.basis[valid])
+            gain_parts.append(1 / group.rest[valid])
+        pair_table, pair_basis, pair_gain = (np.concatenate(p) for p in (table_parts, basis_parts, gain_parts))
+        if equal_shares:
+            shares = np.ones(len(tables))
+        else:
+            shares = _optimised_shares(pair_table, pair_basis, pair_gain, coefficient, len(tables))
+        keep = _negligible_dropped(shares, pair_table, pair_basis, len(plan.bases))
+        if not keep.all():
+            where = np.flatnonzero(keep)
+            renumber = np.full(len(tables), -1)
+            renumber[where] = np.arange(where.size)
+            inside = keep[pair_table]
+            tables = tuple(tables[i] for i in where)
+            differenced = tuple(differenced[i] for i in where)
+            pair_table, pair_basis, pair_gain = renumber[pair_table[inside]], pair_basis[inside], pair_gain[inside]
+            shares = shares[where]
+    elif equal_shares:
+        raise ValueError("equal shares are a plan of the measured marginals")
+    else:
+        tables = plan.bases
+        differenced = tuple(tuple(i for i in a if plan.sizes[i] == 2) for a in tables)
+        pair_table = pair_basis = np.arange(len(tables))
+        pair_gain = np.array([2.0 ** len(d) for d in differenced])
+        # min Σ_A c_A·2/(2^{b_A} ε_A²) at Σ ε_A = ε: ε_A ∝ (c_A/2^{b_A})^{1/3} (Lagrange)
+        shares = np.cbrt(coefficient / pair_gain)
+    fractions = [Fraction(float(s)) for s in shares / shares.sum()]
+    whole = sum(fractions, Fraction(0))
+    return LaplacePlan(plan, method, tuple(tables), differenced, tuple(f / whole for f in fractions),
+                       pair_table, pair_basis, pair_gain, coefficient)
+
+
+def _objective(pair_table, pair_basis, pair_gain, coefficient, count):
+    """f(x) and its gradient for shares e = exp(x) (scale-free): (Σe)²·Σ_B c_B/Λ_B, Λ_B = Σ_T g_{T,B}·e_T²/2 (the
+    continuous Laplace variance of scale 1/e_T is 2/e_T²), the total variance at ε = 1 of the normalised shares."""
+    bases = len(coefficient)
+
+    def f(x):
+        e = np.exp(x - x.max())
+        lam = np.bincount(pair_basis, weights=pair_gain * e[pair_table] ** 2 / 2, minlength=bases)
+        if np.any(lam <= 0):
+            return np.inf, np.zeros_like(x)
+        total = e.sum()
+        value = float(coefficient @ (1 / lam))
+        # ∂/∂e_T of Σ_B c_B/Λ_B is −Σ_B c_B/Λ_B²·g_{T,B}·e_T
+        d_lam = np.bincount(pair_table, weights=(coefficient / lam ** 2)[pair_basis] * pair_gain, minlength=count)
+        grad_e = 2 * total * value - total ** 2 * d_lam * e
+        return total ** 2 * value, grad_e * e
+    return f
+
+
+def _optimised_shares(pair_table, pair_basis, pair_gain, coefficient, count) -> np.ndarray:
+    """The shares of the measured tables minimising the total variance: L-BFGS on log-shares from equal shares and
+    ``STARTS`` seeded random starts; the best (equal shares included) wins."""
+    from scipy import optimize  # noqa: PLC0415  (loaded only when planning a pure-ε marginal set)
+
+    f = _objective(pair_table, pair_basis, pair_gain, coefficient, count)
+    best_x = np.zeros(count)
+    best = f(best_x)[0]
+    if count == 1:
+        return np.ones(1)
+    rng = np.random.default_rng(count)
+    starts = [np.zeros(count)] + [rng.normal(0, 1, count) for _ in range(STARTS)]
+    for x0 in starts:
+        found = optimize.minimize(f, x0, jac=True, method="L-BFGS-B", options={"maxiter": 500, "gtol": 1e-10})
+        value = f(found.x)[0]
+        if value < best:
+            best, best_x = value, found.x
+    shares = np.exp(best_x - best_x.max())
+    return shares / shares.sum()
+
+
+def _negligible_dropped(shares, pair_table, pair_basis, bases: int) -> np.ndarray:
+    """Which tables to keep: all but those of share below NEGLIGIBLE × the largest whose every residual another
+    kept table gives."""
+    keep = np.ones(shares.size, dtype=bool)
+    for t in np.flatnonzero(shares < NEGLIGIBLE * shares.max()).tolist():
+        trial = keep.copy()
+        trial[t] = False
+        if np.all(np.bincount(pair_basis[trial[pair_table]], minlength=bases) > 0):
+            keep = trial
+    return keep
+
+
+def best_plan(marginals: Sequence[Sequence[int]], sizes: Sequence[int], epsilon) -> tuple[LaplacePlan, dict]:
+    """Both plans of the workload, and the one of lower exact expected error (:meth:`LaplacePlan.total`) at
+    ``epsilon`` (ε per record); ties go to "marginals".  Plan "marginals" is the optimised shares or equal shares,
+    whichever is lower there, so it is never above strategy "separate" with its least squares.  Returns (plan,
+    {method: total})."""
+    structure = plan_residuals(marginals, sizes)
+    plans = {m: plan_laplace(marginals, sizes, m, structure) for m in METHODS}
+    equal = plan_laplace(marginals, sizes, "marginals", structure, equal_shares=True)
+    if equal.total(epsilon) <= plans["marginals"].total(epsilon):  # the optimiser works on continuous variances
+        plans["marginals"] = equal
+    totals = {m: p.total(epsilon) for m, p in plans.items()}
+    chosen = min(METHODS, key=lambda m: (totals[m], METHODS.index(m)))
+    return plans[chosen], totals
+
+
+def check_scales(plan: LaplacePlan, epsilon) -> None:
+    """ValueError (one line) if some table's discrete Laplace scale at ``epsilon`` per record is above the
+    sampler's 2^40: the kernel would refuse it, so a release checks this before anything is charged."""
+    scales = plan.scales(epsilon)
+    worst = max(range(len(scales)), key=scales.__getitem__)
+    if scales[worst] > MAX_SCALE:
+        raise ValueError(f"table {plan.tables[worst]} would need a Laplace scale of {float(scales[worst]):.3g}, "
+                         "above the sampler's 2^40")
+
+
+def _table_counts(plan: LaplacePlan, checked: list[np.ndarray]) -> list[np.ndarray]:
+    """Each measured table's integer counts: the smallest workload marginal containing its attributes summed
+    down to them, then the difference of the two values along each differenced axis."""
+    structure = plan.structure
+    if plan.method == "marginals":
+        position = {s: i for i, s in enumerate(structure.marginals)}
+        sources = [position[t] for t in plan.tables]
+    else:
+        smallest = source_marginals(structure)
+        sources = [smallest[t] for t in plan.tables]
+    out = []
+    for attrs, differenced, source in zip(plan.tables, plan.differenced, sources):
+        s = structure.marginals[source]
+        summed = tuple(k for k, i in enumerate(s) if i not in attrs)
+        table = checked[source].sum(axis=summed) if summed else checked[source]
+        for k, i in enumerate(attrs):
+            if i in differenced:
+                table = np.take(table, [0], axis=k) - np.take(table, [1], axis=k)
+        out.append(np.asarray(table, dtype=np.int64))
+    return out
+
+
+def _residual_estimate(noisy: np.ndarray, attrs: tuple[int, ...], differenced: tuple[int, ...],
+                       basis: tuple[int, ...]) -> np.ndarray:
+    """The unbiased estimate of P_B m_B from one noisy measured table over ``attrs`` (differenced axes of length
+    1): summed over attrs∖B, each differenced axis expanded d → (d/2, −d/2), the mean taken out along the others."""
+    summed = tuple(k for k, i in enumerate(attrs) if i not in basis)
+    table = noisy.sum(axis=summed) if summed else noisy
+    table = np.asarray(table, dtype=np.float64)
+    for k, i in enumerate(basis):
+        if i in differenced:
+            half = table / 2
+            table = np.concatenate([half, -half], axis=k)
+        else:
+            table = table - table.mean(axis=k, keepdims=True)
+    return table
+
+
+def measure_laplace(plan: LaplacePlan, tables, budget: PrivacyBudget) -> list[ResidualMeasurement]:
+    """Every table of ``plan`` measured through the kernel from the counted workload marginals, and every basis
+    estimated from them (module docstring).
+
+    ``tables``: one integer array per marginal of ``plan.structure.marginals`` (in that order, or a mapping from
+    those tuples), axes in the marginal's sorted attribute order.  ``budget`` (pure ε) is split by the plan's
+    shares; table T goes to :meth:`~dphist.privacy.PrivacyBudget.laplace` with L1 sensitivity 1 on its part
+    (docs/algorithms.md §11.1: one record is in one cell of a marginal; a differenced axis maps a cell to one
+    entry with a sign), so the parts compose sequentially to the budget.  Returns one ResidualMeasurement per
+    basis of ``plan.structure``: its GLS estimate, ``noise_variance`` = v_B from the records' exact discrete
+    Laplace scales, and ``record`` the tuple of the records it was estimated from.  Post-processing after the
+    draws.  Raises DataError for tables that do not fit, ValueError for a zCDP budget or a scale beyond the
+    sampler, before any draw."""
+    checked = counted_tables(plan.structure, tables)
+    if budget.definition != "pure":
+        raise ValueError("the Laplace residual plan needs a pure-epsilon budget")
+    counts = _table_counts(plan, checked)
+    parts = budget.split(list(plan.shares))
+    for part in parts:  # every scale checked before the first draw
+        checked_scale(part.scale(1, part.amount))
+    noisy, records = [], []
+    for attrs, part, table in zip(plan.tables, parts, counts):
+        values, record = part.laplace(table, 1, part.amount, f"marginal table {attrs}",
+                                      composition="one table of the marginal set (sequential over its tables)")
+        noisy.append(values)
+        records.append(record)
+    variances = np.array([discrete_laplace_variance(r.scale) for r in records])
+    basis_variance = plan.basis_variances(table_variances=variances)
+    sources: dict[int, list[int]] = {}
+    for t, b in zip(plan.pair_table.tolist(), plan.pair_basis.tolist()):
+        sources.setdefault(b, []).append(t)
+    gain = {(t, b): g for t, b, g in zip(plan.pair_table.tolist(), plan.pair_basis.tolist(), plan.pair_gain.tolist())}
+    out = []
+    for b, basis in enumerate(plan.structure.bases):
+        estimate = 0.0
+        for t in sources[b]:
+            weight = gain[t, b] / variances[t] * basis_variance[b]
+            estimate = estimate + weight * _residual_estimate(noisy[t], plan.tables[t], plan.differenced[t], basis)
+        out.append(ResidualMeasurement(basis, np.asarray(estimate, dtype=np.float64), float(basis_variance[b]),
+                                       tuple(records[t] for t in sources[b])))
+    return out
