@@ -15,18 +15,22 @@ mean along the others.  That estimate's noise has covariance (V_T·N_{A_T∖B}/2
 different residuals from one table are uncorrelated (orthogonal projections of iid noise).  So the generalised
 least-squares estimate of residual B is the inverse-variance weighted mean over the tables that give one, with
 per-coordinate variance v_B = 1/Σ_T g_{T,B}/V_T, g_{T,B} = 2^{|D_T|}/N_{A_T∖B}, and marginal S's cells each have
-variance Σ_{B⊆S} v_B·p_B/∏_{S∖B} n_i².  Two plans, both data-independent:
+variance Σ_{B⊆S} v_B·p_B/∏_{S∖B} n_i².  Three plans, all data-independent:
 
-* **marginals** (plan A): T = each workload marginal, D_T = ∅; the shares minimise the sum of all cells'
-  variances numerically (the problem is not convex in general: several starts, equal shares among them).  At equal
-  shares this is strategy "separate" followed by its least squares, so the plan is never worse than separate.
+* **marginals** (plan A): T = each workload marginal, D_T = ∅.  At equal shares this is strategy "separate"
+  followed by its least squares; the shares are optimised for the sum of all cells' variances.
 * **bases** (plan B, the Fourier approach of Barak et al. 2007 with optimal weights): T = each basis A, D_T = its
   binary attributes (the ±1 row), the other attributes kept whole (for n ≥ 3 the whole axis, projected, has a
-  lower variance per unit of L1 norm than any integer basis of 1⊥: differences, Helmert or Hadamard rows; §11.1).
-  Each basis has one source, so the optimum is in closed form: ε_A ∝ (c_A/2^{|D_A|})^{1/3}.
+  lower variance per unit of L1 norm than any of the integer bases of 1⊥ tried: differences, Helmert or Hadamard
+  rows; :func:`attribute_factor`).  Each basis has one source, so the optimum is in closed form:
+  ε_A ∝ (c_A/2^{|D_A|})^{1/3}.
+* **combined**: the tables of A and B together, shares optimised jointly (tables whose share goes to 0 dropped).
 
-:func:`plan_laplace` builds either; :func:`best_plan` builds both and keeps the one of lower exact expected error
-at the given ε (discrete Laplace variances of the exact shares).  :func:`measure_laplace` measures a plan through
+The sum of variances is not convex in the shares once a residual has two sources (plans A and combined), so their
+shares come from a seeded local search (:func:`_optimised_shares`); the figures of whatever it finds are exact.
+:func:`best_plan` builds them all and keeps the one of lower exact expected error at the given ε (discrete Laplace
+variances of the exact shares), with equal shares of plan A among the candidates, so it is never above strategy
+"separate" with its least squares.  :func:`measure_laplace` measures a plan through
 the kernel from the counted workload marginals, and returns one :class:`~.residual_planner.ResidualMeasurement` per
 basis (its GLS estimate and v_B), which :func:`~.residual_planner.reconstruct` and
 :func:`~.residual_planner.exact_variances` take as they take the Gaussian plan's.
@@ -37,6 +41,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from fractions import Fraction
+import itertools
 import math
 
 import numpy as np
@@ -47,13 +52,22 @@ from .residual_planner import (ResidualMeasurement, ResidualPlan, counted_tables
                                variances_from)
 
 __all__ = ["METHODS", "LaplacePlan", "plan_laplace", "best_plan", "measure_laplace", "check_scales",
-           "attribute_factor"]
+           "attribute_factor", "describe_table"]
 
-METHODS = ("marginals", "bases")
+METHODS = ("marginals", "bases", "combined")
 #: The largest discrete Laplace scale the kernel's sampler takes (samplers.checked_scale).
 MAX_SCALE = Fraction(2**40)
-#: Random starts of the share optimiser of plan "marginals", besides equal shares (seeded: plans are deterministic).
+#: The largest share is SHARE_UNITS units, every other a whole number of them (at least 1).
+SHARE_UNITS = 10**6
+#: The most L-BFGS steps of the share optimiser from one start.
+ITERATIONS = 500
+#: Seeded random starts of the share optimiser (log-normal shares), besides the given ones: the objective has many
+#: local minima, and the best ones found break the workload's symmetry.
 STARTS = 4
+#: Above this many tables in plan "combined" (workload marginals and bases together) the local search is not run
+#: (its pairs are listed in Python and each start is an L-BFGS run over every table): plans "marginals" (from
+#: equal shares only) and "bases" are the candidates.
+LOCAL_SEARCH_TABLES = 20_000
 #: A table whose optimised share is below this fraction of the largest is dropped when every residual it gives is
 #: given by another table: its measurement would carry next to no weight.
 NEGLIGIBLE = 1e-6
@@ -116,11 +130,16 @@ class LaplacePlan:
         return math.sqrt(self.total(epsilon) / float(self.structure.marginal_cells().sum()))
 
     def describe(self) -> str:
+        """One line: what is measured."""
         if self.method == "marginals":
             return (f"{len(self.tables)} workload marginals measured with discrete Laplace at optimised shares of "
-                    "epsilon, residual bases by generalised least squares")
-        return (f"{len(self.tables)} residual bases measured with discrete Laplace (binary attributes as the "
-                "difference of their two values), shares in closed form")
+                    "epsilon, every residual basis estimated from them by generalised least squares")
+        if self.method == "bases":
+            return (f"{len(self.tables)} residual bases each measured with discrete Laplace (binary attributes as "
+                    "the difference of their two values), shares in closed form")
+        return (f"{len(self.tables)} tables, workload marginals and residual bases (binary attributes as the "
+                "difference of their two values), measured with discrete Laplace at optimised shares of epsilon, "
+                "every residual basis estimated from them by generalised least squares")
 
 
 def attribute_factor(n: int, kind: str) -> tuple[int, float]:
@@ -158,100 +177,161 @@ def attribute_factor(n: int, kind: str) -> tuple[int, float]:
 
 
 def plan_laplace(marginals: Sequence[Sequence[int]], sizes: Sequence[int], method: str = "marginals",
-                 structure: ResidualPlan | None = None, equal_shares: bool = False) -> LaplacePlan:
-    """The pure-ε plan ``method`` ("marginals" or "bases", module docstring) for the workload ``marginals``
-    (attribute-index tuples, unit weights: the sum of all cells' variances is minimised) over attributes of
-    ``sizes``.  ``structure``: the workload's residual plan, if already built.  ``equal_shares`` (plan
-    "marginals" only): every marginal at ε/k, which is strategy "separate" with its least squares.  Deterministic;
-    reads no data.  Raises ValueError on a bad workload."""
+                 structure: ResidualPlan | None = None, equal_shares: bool = False,
+                 starting: tuple[LaplacePlan, LaplacePlan] | None = None) -> LaplacePlan:
+    """The pure-ε plan ``method`` (module docstring) for the workload ``marginals`` (attribute-index tuples, unit
+    weights: the sum of all cells' variances is minimised) over attributes of ``sizes``: "marginals" (plan A),
+    "bases" (plan B) or "combined" (the tables of both, shares optimised together from A's and B's optima).
+    ``structure``: the workload's residual plan, if already built; ``starting``: plans "marginals" and "bases" of
+    it, if already built (plan "combined" starts from them).  ``equal_shares`` (plan "marginals" only):
+    every marginal at ε/k, which is strategy "separate" with its least squares.  Deterministic; reads no data.
+    Raises ValueError on a bad workload."""
     if method not in METHODS:
         raise ValueError(f"method must be one of {METHODS}, got {method!r}")
+    if equal_shares and method != "marginals":
+        raise ValueError("equal shares are a plan of the measured marginals")
     if structure is None:
         structure = plan_residuals(marginals, sizes)
-    plan = structure
-    cells_s = plan.marginal_cells()
-    # c_B over the (marginal S, subset B) pairs: N_S·p_B/∏_{S∖B} n_i²
+    coefficient = _coefficients(structure)
+    if method == "marginals":
+        tables = structure.marginals
+        differenced = tuple(() for _ in tables)
+        pairs = _marginal_pairs(structure)
+        small = len(tables) + len(structure.bases) <= LOCAL_SEARCH_TABLES
+        shares = (np.ones(len(tables)) if equal_shares else
+                  _optimised_shares(*pairs, coefficient, len(tables), [np.ones(len(tables))],
+                                    random_starts=STARTS if small else 0))
+    elif method == "bases":
+        tables = structure.bases
+        differenced = tuple(tuple(i for i in a if structure.sizes[i] == 2) for a in tables)
+        count = len(tables)
+        pairs = (np.arange(count), np.arange(count), np.array([2.0 ** len(d) for d in differenced]))
+        # min Σ_A c_A·2/(2^{b_A} ε_A²) at Σ ε_A = ε: ε_A ∝ (c_A/2^{b_A})^{1/3} (Lagrange)
+        shares = np.cbrt(coefficient / pairs[2])
+    else:
+        first, second = starting or (plan_laplace(marginals, sizes, "marginals", structure),
+                                     plan_laplace(marginals, sizes, "bases", structure))
+        found = {(t, ()): float(s) for t, s in zip(first.tables, first.shares)}
+        b_shares = {}
+        for t, d, s in zip(second.tables, second.differenced, second.shares):
+            found.setdefault((t, d), 0.0)
+            b_shares[t, d] = float(s)
+        keys = sorted(found, key=lambda key: (len(key[0]), key[0], len(key[1]), key[1]))
+        tables, differenced = tuple(k[0] for k in keys), tuple(k[1] for k in keys)
+        pairs = _general_pairs(structure, tables, differenced)
+        # starts: A's optimum and B's (every other table at a small share), and the two mixed half and half
+        a = np.array([found[k] if k[1] == () and k[0] in structure.marginals else 0.0 for k in keys])
+        b = np.array([b_shares.get(k, 0.0) for k in keys])
+        starts = [np.maximum(x / x.sum(), 1e-3 / len(keys)) for x in (a, b, a / a.sum() + b / b.sum())]
+        starts.append(np.ones(len(keys)))
+        shares = _optimised_shares(*pairs, coefficient, len(tables), starts)
+    pair_table, pair_basis, pair_gain = pairs
+    keep = _negligible_dropped(shares, pair_table, pair_basis, len(structure.bases))
+    if not keep.all():
+        where = np.flatnonzero(keep)
+        renumber = np.full(len(tables), -1)
+        renumber[where] = np.arange(where.size)
+        inside = keep[pair_table]
+        tables = tuple(tables[i] for i in where)
+        differenced = tuple(differenced[i] for i in where)
+        pair_table, pair_basis, pair_gain = renumber[pair_table[inside]], pair_basis[inside], pair_gain[inside]
+        shares = shares[where]
+    return LaplacePlan(structure, method, tuple(tables), differenced, _exact_shares(shares), pair_table, pair_basis,
+                       pair_gain, coefficient)
+
+
+def _exact_shares(shares: np.ndarray) -> tuple[Fraction, ...]:
+    """Float shares as exact fractions of small integers: w_T = max(1, round(SHARE_UNITS·s_T/max s)), share_T =
+    w_T/Σ w (positive, summing to 1 exactly), so the parts and scales the kernel records stay readable.  The
+    plan's figures are computed from these fractions, so the rounding changes accuracy only, by a relative
+    1/(2·SHARE_UNITS) on the largest share."""
+    units = np.maximum(1, np.rint(SHARE_UNITS * shares / shares.max())).astype(np.int64).tolist()
+    whole = sum(units)
+    return tuple(Fraction(u, whole) for u in units)
+
+
+def _coefficients(plan: ResidualPlan) -> np.ndarray:
+    """c_B = Σ_{S⊇B} N_S·p_B/∏_{S∖B} n_i² per basis (unit weights): the total variance is Σ_B c_B·v_B."""
+    cells = plan.marginal_cells()
     coefficient = np.zeros(len(plan.bases))
     for group in plan.groups:
         valid = group.basis >= 0
-        values = cells_s[group.rows][:, None] / group.rest ** 2
+        values = cells[group.rows][:, None] / group.rest ** 2
         coefficient += np.bincount(group.basis[valid], weights=values[valid], minlength=len(plan.bases))
-    coefficient *= plan.kept
-    if method == "marginals":
-        tables = plan.marginals
-        differenced = tuple(() for _ in tables)
-        table_parts, basis_parts, gain_parts = [], [], []
-        for group in plan.groups:
-            valid = group.basis >= 0
-            table_parts.append(np.broadcast_to(group.rows[:, None], group.basis.shape)[valid])
-            basis_parts.append(group.basis[valid])
-            gain_parts.append(1 / group.rest[valid])
-        pair_table, pair_basis, pair_gain = (np.concatenate(p) for p in (table_parts, basis_parts, gain_parts))
-        if equal_shares:
-            shares = np.ones(len(tables))
-        else:
-            shares = _optimised_shares(pair_table, pair_basis, pair_gain, coefficient, len(tables))
-        keep = _negligible_dropped(shares, pair_table, pair_basis, len(plan.bases))
-        if not keep.all():
-            where = np.flatnonzero(keep)
-            renumber = np.full(len(tables), -1)
-            renumber[where] = np.arange(where.size)
-            inside = keep[pair_table]
-            tables = tuple(tables[i] for i in where)
-            differenced = tuple(differenced[i] for i in where)
-            pair_table, pair_basis, pair_gain = renumber[pair_table[inside]], pair_basis[inside], pair_gain[inside]
-            shares = shares[where]
-    elif equal_shares:
-        raise ValueError("equal shares are a plan of the measured marginals")
-    else:
-        tables = plan.bases
-        differenced = tuple(tuple(i for i in a if plan.sizes[i] == 2) for a in tables)
-        pair_table = pair_basis = np.arange(len(tables))
-        pair_gain = np.array([2.0 ** len(d) for d in differenced])
-        # min Σ_A c_A·2/(2^{b_A} ε_A²) at Σ ε_A = ε: ε_A ∝ (c_A/2^{b_A})^{1/3} (Lagrange)
-        shares = np.cbrt(coefficient / pair_gain)
-    fractions = [Fraction(float(s)) for s in shares / shares.sum()]
-    whole = sum(fractions, Fraction(0))
-    return LaplacePlan(plan, method, tuple(tables), differenced, tuple(f / whole for f in fractions),
-                       pair_table, pair_basis, pair_gain, coefficient)
+    return coefficient * plan.kept
 
 
-def _objective(pair_table, pair_basis, pair_gain, coefficient, count):
-    """f(x) and its gradient for shares e = exp(x) (scale-free): (Σe)²·Σ_B c_B/Λ_B, Λ_B = Σ_T g_{T,B}·e_T²/2 (the
-    continuous Laplace variance of scale 1/e_T is 2/e_T²), the total variance at ε = 1 of the normalised shares."""
-    bases = len(coefficient)
+def _marginal_pairs(plan: ResidualPlan):
+    """(table, basis, gain) arrays of plan "marginals": every (workload marginal S, basis B ⊆ S), g = 1/N_{S∖B}."""
+    table_parts, basis_parts, gain_parts = [], [], []
+    for group in plan.groups:
+        valid = group.basis >= 0
+        table_parts.append(np.broadcast_to(group.rows[:, None], group.basis.shape)[valid])
+        basis_parts.append(group.basis[valid])
+        gain_parts.append(1 / group.rest[valid])
+    return tuple(np.concatenate(p) for p in (table_parts, basis_parts, gain_parts))
+
+
+def _general_pairs(plan: ResidualPlan, tables, differenced):
+    """(table, basis, gain) arrays for any measured tables: every basis B with D_T ⊆ B ⊆ A_T,
+    g = 2^{|D_T|}/N_{A_T∖B}."""
+    index = {b: i for i, b in enumerate(plan.bases)}
+    out_t, out_b, out_g = [], [], []
+    for t, (attrs, d) in enumerate(zip(tables, differenced)):
+        free = [i for i in attrs if i not in d]
+        for r in range(len(free) + 1):
+            for sub in itertools.combinations(free, r):
+                b = tuple(sorted(d + sub))
+                if b in index:
+                    out_t.append(t)
+                    out_b.append(index[b])
+                    out_g.append(2.0 ** len(d) / math.prod(plan.sizes[i] for i in attrs if i not in b))
+    return np.array(out_t, dtype=np.int64), np.array(out_b, dtype=np.int64), np.array(out_g)
+
+
+def _total(pair_table, pair_basis, pair_gain, coefficient, shares) -> float:
+    """Σ_B c_B/Λ_B at ε = 1 for ``shares`` (summing to 1), Λ_B = Σ_T g_{T,B}·e_T²/2: the continuous Laplace
+    variance of scale 1/e_T is 2/e_T² (inf when some basis has no measured source)."""
+    lam = np.bincount(pair_basis, weights=pair_gain * shares[pair_table] ** 2 / 2, minlength=len(coefficient))
+    with np.errstate(divide="ignore"):
+        return float(coefficient @ (1 / lam)) if np.all(lam > 0) else math.inf
+
+
+def _optimised_shares(pair_table, pair_basis, pair_gain, coefficient, count, starts,
+                      iterations: int = ITERATIONS, random_starts: int = STARTS) -> np.ndarray:
+    """Shares of the measured tables that minimise F(e) = Σ_B c_B/Λ_B(e) on the simplex (Λ_B = Σ_T g_{T,B}e_T²/2),
+    from each of ``starts`` (positive share vectors) and ``random_starts`` seeded random ones; the best point
+    found, the starts included, wins.
+
+    F is not convex on the simplex (along e_1 + e_2 = 1, 1/(e_1² + e_2²) is largest in the middle), so this is a
+    local search: L-BFGS on log-shares x (e = exp(x)/Σ exp(x)) of the scale-free (Σe)²·F(e), whose gradient is
+    closed form: ∂F/∂e_T = −e_T·Σ_B c_B g_{T,B}/Λ_B²."""
+    from scipy import optimize  # noqa: PLC0415  (loaded only when planning a pure-ε marginal set)
+    from threadpoolctl import threadpool_limits  # noqa: PLC0415
+
+    if count == 1:
+        return np.ones(1)
 
     def f(x):
         e = np.exp(x - x.max())
-        lam = np.bincount(pair_basis, weights=pair_gain * e[pair_table] ** 2 / 2, minlength=bases)
-        if np.any(lam <= 0):
-            return np.inf, np.zeros_like(x)
-        total = e.sum()
-        value = float(coefficient @ (1 / lam))
-        # ∂/∂e_T of Σ_B c_B/Λ_B is −Σ_B c_B/Λ_B²·g_{T,B}·e_T
-        d_lam = np.bincount(pair_table, weights=(coefficient / lam ** 2)[pair_basis] * pair_gain, minlength=count)
-        grad_e = 2 * total * value - total ** 2 * d_lam * e
-        return total ** 2 * value, grad_e * e
-    return f
+        lam = np.bincount(pair_basis, weights=pair_gain * e[pair_table] ** 2 / 2, minlength=len(coefficient))
+        if not np.all(lam > 0):
+            return math.inf, np.zeros_like(x)
+        total, value = e.sum(), float(coefficient @ (1 / lam))
+        pulled = np.bincount(pair_table, weights=(coefficient / lam ** 2)[pair_basis] * pair_gain, minlength=count)
+        return total ** 2 * value, (2 * total * value - total ** 2 * pulled * e) * e
 
-
-def _optimised_shares(pair_table, pair_basis, pair_gain, coefficient, count) -> np.ndarray:
-    """The shares of the measured tables minimising the total variance: L-BFGS on log-shares from equal shares and
-    ``STARTS`` seeded random starts; the best (equal shares included) wins."""
-    from scipy import optimize  # noqa: PLC0415  (loaded only when planning a pure-ε marginal set)
-
-    f = _objective(pair_table, pair_basis, pair_gain, coefficient, count)
-    best_x = np.zeros(count)
-    best = f(best_x)[0]
-    if count == 1:
-        return np.ones(1)
-    rng = np.random.default_rng(count)
-    starts = [np.zeros(count)] + [rng.normal(0, 1, count) for _ in range(STARTS)]
-    for x0 in starts:
-        found = optimize.minimize(f, x0, jac=True, method="L-BFGS-B", options={"maxiter": 500, "gtol": 1e-10})
-        value = f(found.x)[0]
-        if value < best:
-            best, best_x = value, found.x
+    best_x, best = None, math.inf
+    rng = np.random.default_rng(count)  # deterministic: a plan depends on the workload alone
+    starts = list(starts) + [np.exp(rng.normal(0, 1, count)) for _ in range(random_starts)]
+    with threadpool_limits(limits=1, user_api="blas"):  # small vectors: threads only add overhead
+        for start in starts:
+            x0 = np.log(np.asarray(start, dtype=np.float64))
+            for x in (x0, optimize.minimize(f, x0, jac=True, method="L-BFGS-B",
+                                            options={"maxiter": iterations, "gtol": 1e-12}).x):
+                value = f(x)[0]
+                if value < best:
+                    best, best_x = value, x
     shares = np.exp(best_x - best_x.max())
     return shares / shares.sum()
 
@@ -270,16 +350,20 @@ def _negligible_dropped(shares, pair_table, pair_basis, bases: int) -> np.ndarra
 
 def best_plan(marginals: Sequence[Sequence[int]], sizes: Sequence[int], epsilon) -> tuple[LaplacePlan, dict]:
     """Both plans of the workload, and the one of lower exact expected error (:meth:`LaplacePlan.total`) at
-    ``epsilon`` (ε per record); ties go to "marginals".  Plan "marginals" is the optimised shares or equal shares,
+    ``epsilon`` (ε per record); ties go to "marginals" (then "bases").  Plan "combined" is only built up to
+    ``LOCAL_SEARCH_TABLES`` tables.  Plan "marginals" is the optimised shares or equal shares,
     whichever is lower there, so it is never above strategy "separate" with its least squares.  Returns (plan,
     {method: total})."""
     structure = plan_residuals(marginals, sizes)
-    plans = {m: plan_laplace(marginals, sizes, m, structure) for m in METHODS}
+    plans = {m: plan_laplace(marginals, sizes, m, structure) for m in METHODS[:2]}
+    if len(structure.marginals) + len(structure.bases) <= LOCAL_SEARCH_TABLES:
+        plans["combined"] = plan_laplace(marginals, sizes, "combined", structure,
+                                         starting=(plans["marginals"], plans["bases"]))
     equal = plan_laplace(marginals, sizes, "marginals", structure, equal_shares=True)
     if equal.total(epsilon) <= plans["marginals"].total(epsilon):  # the optimiser works on continuous variances
         plans["marginals"] = equal
     totals = {m: p.total(epsilon) for m, p in plans.items()}
-    chosen = min(METHODS, key=lambda m: (totals[m], METHODS.index(m)))
+    chosen = min(plans, key=lambda m: (totals[m], METHODS.index(m)))
     return plans[chosen], totals
 
 
@@ -291,6 +375,15 @@ def check_scales(plan: LaplacePlan, epsilon) -> None:
     if scales[worst] > MAX_SCALE:
         raise ValueError(f"table {plan.tables[worst]} would need a Laplace scale of {float(scales[worst]):.3g}, "
                          "above the sampler's 2^40")
+
+
+def describe_table(attrs: tuple[int, ...], differenced: tuple[int, ...], names: Sequence[str] | None = None) -> str:
+    """What a measured table is, in words: "table age × income (income as the difference of its two values)"."""
+    label = (lambda i: str(names[i])) if names is not None else (lambda i: f"attribute {i}")
+    what = "table " + (" × ".join(label(i) for i in attrs) if attrs else "grand total")
+    if differenced:
+        what += f" ({', '.join(label(i) for i in differenced)} as the difference of the two values)"
+    return what
 
 
 def _table_counts(plan: LaplacePlan, checked: list[np.ndarray]) -> list[np.ndarray]:
@@ -331,7 +424,8 @@ def _residual_estimate(noisy: np.ndarray, attrs: tuple[int, ...], differenced: t
     return table
 
 
-def measure_laplace(plan: LaplacePlan, tables, budget: PrivacyBudget) -> list[ResidualMeasurement]:
+def measure_laplace(plan: LaplacePlan, tables, budget: PrivacyBudget,
+                    names: Sequence[str] | None = None) -> list[ResidualMeasurement]:
     """Every table of ``plan`` measured through the kernel from the counted workload marginals, and every basis
     estimated from them (module docstring).
 
@@ -342,7 +436,7 @@ def measure_laplace(plan: LaplacePlan, tables, budget: PrivacyBudget) -> list[Re
     entry with a sign), so the parts compose sequentially to the budget.  Returns one ResidualMeasurement per
     basis of ``plan.structure``: its GLS estimate, ``noise_variance`` = v_B from the records' exact discrete
     Laplace scales, and ``record`` the tuple of the records it was estimated from.  Post-processing after the
-    draws.  Raises DataError for tables that do not fit, ValueError for a zCDP budget or a scale beyond the
+    draws.  ``names``: the attributes' names, for the records' descriptions.  Raises DataError for tables that do not fit, ValueError for a zCDP budget or a scale beyond the
     sampler, before any draw."""
     checked = counted_tables(plan.structure, tables)
     if budget.definition != "pure":
@@ -352,8 +446,8 @@ def measure_laplace(plan: LaplacePlan, tables, budget: PrivacyBudget) -> list[Re
     for part in parts:  # every scale checked before the first draw
         checked_scale(part.scale(1, part.amount))
     noisy, records = [], []
-    for attrs, part, table in zip(plan.tables, parts, counts):
-        values, record = part.laplace(table, 1, part.amount, f"marginal table {attrs}",
+    for attrs, differenced, part, table in zip(plan.tables, plan.differenced, parts, counts):
+        values, record = part.laplace(table, 1, part.amount, describe_table(attrs, differenced, names),
                                       composition="one table of the marginal set (sequential over its tables)")
         noisy.append(values)
         records.append(record)
