@@ -45,7 +45,7 @@ import numpy as np
 import pandas as pd
 
 from ..inference.marginals import check_separable, expected_errors, full_table_errors, shared_subsets
-from .residual_laplace import LaplacePlan, best_plan, check_scales
+from .residual_laplace import LaplacePlan, best_plan
 from .residual_planner import ResidualPlan, check_sampler, discrete_variance_per_cell, plan_residuals
 from ..errors import UsageError
 from ..privacy import discrete_laplace_variance
@@ -201,17 +201,17 @@ def plan_marginals(marginals: list[tuple[str, ...]], sizes: dict[str, int], epsi
     elif noise != "gaussian":
         attributes = union_of(marginals)
         indices = [[attributes.index(c) for c in m] for m in marginals]
-        laplace, totals = best_plan(indices, [sizes[c] for c in attributes], epsilon)
-        residual = laplace.structure
         try:
-            check_scales(laplace, epsilon)
+            laplace, totals = best_plan(indices, [sizes[c] for c in attributes], epsilon)
         except ValueError as exc:
+            residual = plan_residuals(indices, [sizes[c] for c in attributes])
             residual_limit = str(exc)
             expected["residual"] = {"bases": len(residual.bases), "not_available": residual_limit}
             if strategy == "residual":
                 raise UsageError(f"marginal strategy residual does not apply at this budget: {residual_limit}; "
                                  "raise epsilon") from None
         else:
+            residual = laplace.structure
             variances = laplace.variance_per_cell(epsilon)
             cells = [math.prod(sizes[c] for c in m) for m in marginals]
             residual_errors = [variances[tuple(sorted(attributes.index(c) for c in m))] * n

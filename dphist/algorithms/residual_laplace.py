@@ -132,14 +132,18 @@ class LaplacePlan:
     def describe(self) -> str:
         """One line: what is measured."""
         if self.method == "marginals":
-            return (f"{len(self.tables)} workload marginals measured with discrete Laplace at optimised shares of "
-                    "epsilon, every residual basis estimated from them by generalised least squares")
+            return (f"{_count(len(self.tables), 'workload marginal')} measured with discrete Laplace at optimised "
+                    "shares of epsilon, every residual basis estimated from them by generalised least squares")
         if self.method == "bases":
-            return (f"{len(self.tables)} residual bases each measured with discrete Laplace (binary attributes as "
-                    "the difference of their two values), shares in closed form")
-        return (f"{len(self.tables)} tables, workload marginals and residual bases (binary attributes as the "
+            return (f"{_count(len(self.tables), 'residual basis', 'residual bases')} each measured with discrete "
+                    "Laplace (binary attributes as the difference of their two values), shares in closed form")
+        return (f"{_count(len(self.tables), 'table')}, workload marginals and residual bases (binary attributes as the "
                 "difference of their two values), measured with discrete Laplace at optimised shares of epsilon, "
                 "every residual basis estimated from them by generalised least squares")
+
+
+def _count(n: int, one: str, many: str | None = None) -> str:
+    return f"{n} {one if n == 1 else many or one + 's'}"
 
 
 def attribute_factor(n: int, kind: str) -> tuple[int, float]:
@@ -349,22 +353,34 @@ def _negligible_dropped(shares, pair_table, pair_basis, bases: int) -> np.ndarra
 
 
 def best_plan(marginals: Sequence[Sequence[int]], sizes: Sequence[int], epsilon) -> tuple[LaplacePlan, dict]:
-    """Both plans of the workload, and the one of lower exact expected error (:meth:`LaplacePlan.total`) at
+    """Every plan of the workload, and the one of lowest exact expected error (:meth:`LaplacePlan.total`) at
     ``epsilon`` (ε per record); ties go to "marginals" (then "bases").  Plan "combined" is only built up to
-    ``LOCAL_SEARCH_TABLES`` tables.  Plan "marginals" is the optimised shares or equal shares,
-    whichever is lower there, so it is never above strategy "separate" with its least squares.  Returns (plan,
-    {method: total})."""
+    ``LOCAL_SEARCH_TABLES`` tables; a plan whose scales the sampler cannot take at ``epsilon`` is left out (ValueError,
+    one line, when none fits).  Plan "marginals" is the optimised shares or equal shares, whichever is lower there,
+    so it is never above strategy "separate" with its least squares.  Returns (plan, {method: total})."""
     structure = plan_residuals(marginals, sizes)
     plans = {m: plan_laplace(marginals, sizes, m, structure) for m in METHODS[:2]}
     if len(structure.marginals) + len(structure.bases) <= LOCAL_SEARCH_TABLES:
         plans["combined"] = plan_laplace(marginals, sizes, "combined", structure,
                                          starting=(plans["marginals"], plans["bases"]))
     equal = plan_laplace(marginals, sizes, "marginals", structure, equal_shares=True)
-    if equal.total(epsilon) <= plans["marginals"].total(epsilon):  # the optimiser works on continuous variances
-        plans["marginals"] = equal
+    plans = {m: p for m, p in plans.items() if _fits(p, epsilon)}
+    if _fits(equal, epsilon) and ("marginals" not in plans
+                                  or equal.total(epsilon) <= plans["marginals"].total(epsilon)):
+        plans["marginals"] = equal  # (the optimiser works on continuous variances)
+    if not plans:
+        check_scales(equal, epsilon)  # raises: the reason, on the plan of strategy separate
     totals = {m: p.total(epsilon) for m, p in plans.items()}
     chosen = min(plans, key=lambda m: (totals[m], METHODS.index(m)))
     return plans[chosen], totals
+
+
+def _fits(plan: LaplacePlan, epsilon) -> bool:
+    try:
+        check_scales(plan, epsilon)
+    except ValueError:
+        return False
+    return True
 
 
 def check_scales(plan: LaplacePlan, epsilon) -> None:
