@@ -22,8 +22,9 @@ variance Σ_{B⊆S} v_B·p_B/∏_{S∖B} n_i².  Three plans, all data-independe
 * **bases** (plan B, the Fourier approach of Barak et al. 2007 with optimal weights): T = each basis A, D_T = its
   binary attributes (the ±1 row), the other attributes kept whole (for n ≥ 3 the whole axis, projected, has a
   lower variance per unit of L1 norm than any of the integer bases of 1⊥ tried: differences, Helmert or Hadamard
-  rows; :func:`attribute_factor`).  Each basis has one source, so the optimum is in closed form:
-  ε_A ∝ (c_A/2^{|D_A|})^{1/3}.
+  rows; :func:`attribute_factor`).  Estimated from its own table alone, each basis's optimum share is in closed
+  form, ε_A ∝ (c_A/2^{|D_A|})^{1/3}; the tables with an attribute kept whole give the residuals without it too, and
+  the least squares uses them, which only lowers the variances.
 * **combined**: the tables of A and B together, shares optimised jointly (tables whose share goes to 0 dropped).
 
 The sum of variances is not convex in the shares once a residual has two sources (plans A and combined), so their
@@ -106,7 +107,7 @@ class LaplacePlan:
         noise has covariance v_B·P_B), from the exact ``table_variances`` or those at ``epsilon``."""
         if table_variances is None:
             table_variances = self.table_variances(epsilon)
-        precision = np.bincount(self.pair_basis, weights=self.pair_gain / np.asarray(table_variances)[self.pair_table],
+        precision = np.bincount(self.pair_basis, weights=self.pair_gain / _floored(table_variances)[self.pair_table],
                                 minlength=len(self.structure.bases))
         return 1 / precision
 
@@ -140,6 +141,16 @@ class LaplacePlan:
         return (f"{_count(len(self.tables), 'table')}, workload marginals and residual bases (binary attributes as the "
                 "difference of their two values), measured with discrete Laplace at optimised shares of epsilon, "
                 "every residual basis estimated from them by generalised least squares")
+
+
+#: The smallest variance the least squares weighs by: a discrete Laplace of scale below 1/708 (ε_T above 708) has a
+#: variance 2e^{-1/b}/(1 − e^{-1/b})² that underflows to 0 in floats; it is then noise-free to any precision a
+#: float holds, and this floor keeps its weight finite.
+VARIANCE_FLOOR = 1e-300
+
+
+def _floored(variances) -> np.ndarray:
+    return np.maximum(np.asarray(variances, dtype=np.float64), VARIANCE_FLOOR)
 
 
 def _count(n: int, one: str, many: str | None = None) -> str:
@@ -208,10 +219,11 @@ def plan_laplace(marginals: Sequence[Sequence[int]], sizes: Sequence[int], metho
     elif method == "bases":
         tables = structure.bases
         differenced = tuple(tuple(i for i in a if structure.sizes[i] == 2) for a in tables)
-        count = len(tables)
-        pairs = (np.arange(count), np.arange(count), np.array([2.0 ** len(d) for d in differenced]))
-        # min Σ_A c_A·2/(2^{b_A} ε_A²) at Σ ε_A = ε: ε_A ∝ (c_A/2^{b_A})^{1/3} (Lagrange)
-        shares = np.cbrt(coefficient / pairs[2])
+        # min Σ_A c_A·2/(2^{b_A} ε_A²) at Σ ε_A = ε: ε_A ∝ (c_A/2^{b_A})^{1/3} (Lagrange), the optimum when each
+        # basis is estimated from its own table alone.  A table with an attribute kept whole also gives the
+        # residuals without it (summed out), so the least squares below uses every pair and can only do better.
+        shares = np.cbrt(coefficient / np.array([2.0 ** len(d) for d in differenced]))
+        pairs = _general_pairs(structure, tables, differenced)
     else:
         first, second = starting or (plan_laplace(marginals, sizes, "marginals", structure),
                                      plan_laplace(marginals, sizes, "bases", structure))
@@ -427,16 +439,17 @@ def _table_counts(plan: LaplacePlan, checked: list[np.ndarray]) -> list[np.ndarr
 def _residual_estimate(noisy: np.ndarray, attrs: tuple[int, ...], differenced: tuple[int, ...],
                        basis: tuple[int, ...]) -> np.ndarray:
     """The unbiased estimate of P_B m_B from one noisy measured table over ``attrs`` (differenced axes of length
-    1): summed over attrs∖B, each differenced axis expanded d → (d/2, −d/2), the mean taken out along the others."""
-    summed = tuple(k for k, i in enumerate(attrs) if i not in basis)
-    table = noisy.sum(axis=summed) if summed else noisy
-    table = np.asarray(table, dtype=np.float64)
+    1; any leading axes are carried through): summed over attrs∖B, each differenced axis expanded
+    d → (d/2, −d/2), the mean taken out along the others."""
+    lead = noisy.ndim - len(attrs)
+    summed = tuple(lead + k for k, i in enumerate(attrs) if i not in basis)
+    table = np.asarray(noisy.sum(axis=summed) if summed else noisy, dtype=np.float64)
     for k, i in enumerate(basis):
         if i in differenced:
             half = table / 2
-            table = np.concatenate([half, -half], axis=k)
+            table = np.concatenate([half, -half], axis=lead + k)
         else:
-            table = table - table.mean(axis=k, keepdims=True)
+            table = table - table.mean(axis=lead + k, keepdims=True)
     return table
 
 
@@ -452,7 +465,8 @@ def measure_laplace(plan: LaplacePlan, tables, budget: PrivacyBudget,
     entry with a sign), so the parts compose sequentially to the budget.  Returns one ResidualMeasurement per
     basis of ``plan.structure``: its GLS estimate, ``noise_variance`` = v_B from the records' exact discrete
     Laplace scales, and ``record`` the tuple of the records it was estimated from.  Post-processing after the
-    draws.  ``names``: the attributes' names, for the records' descriptions.  Raises DataError for tables that do not fit, ValueError for a zCDP budget or a scale beyond the
+    draws.  ``names``: the attributes' names, for the records' descriptions.  A budget that draws every
+    measurement many times at once (a leading axis of repetitions) gives estimates with that leading axis.  Raises DataError for tables that do not fit, ValueError for a zCDP budget or a scale beyond the
     sampler, before any draw."""
     checked = counted_tables(plan.structure, tables)
     if budget.definition != "pure":
@@ -467,7 +481,7 @@ def measure_laplace(plan: LaplacePlan, tables, budget: PrivacyBudget,
                                       composition="one table of the marginal set (sequential over its tables)")
         noisy.append(values)
         records.append(record)
-    variances = np.array([discrete_laplace_variance(r.scale) for r in records])
+    variances = _floored([discrete_laplace_variance(r.scale) for r in records])
     basis_variance = plan.basis_variances(table_variances=variances)
     sources: dict[int, list[int]] = {}
     for t, b in zip(plan.pair_table.tolist(), plan.pair_basis.tolist()):
