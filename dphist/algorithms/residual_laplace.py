@@ -331,11 +331,14 @@ def _optimised_shares(pair_table, pair_basis, pair_gain, coefficient, count, sta
     def f(x):
         e = np.exp(x - x.max())
         lam = np.bincount(pair_basis, weights=pair_gain * e[pair_table] ** 2 / 2, minlength=len(coefficient))
-        if not np.all(lam > 0):
+        with np.errstate(divide="ignore", over="ignore", invalid="ignore"):
+            total, value = e.sum(), float(coefficient @ (1 / lam))
+            pulled = np.bincount(pair_table, weights=(coefficient / lam ** 2)[pair_basis] * pair_gain,
+                                 minlength=count)
+            gradient = (2 * total * value - total ** 2 * pulled * e) * e
+        if not (math.isfinite(value) and np.all(np.isfinite(gradient))):  # a basis left (nearly) unmeasured
             return math.inf, np.zeros_like(x)
-        total, value = e.sum(), float(coefficient @ (1 / lam))
-        pulled = np.bincount(pair_table, weights=(coefficient / lam ** 2)[pair_basis] * pair_gain, minlength=count)
-        return total ** 2 * value, (2 * total * value - total ** 2 * pulled * e) * e
+        return total ** 2 * value, gradient
 
     best_x, best = None, math.inf
     rng = np.random.default_rng(count)  # deterministic: a plan depends on the workload alone
