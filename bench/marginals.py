@@ -486,7 +486,7 @@ def pure(seeds: int = 10, reps: int = 20_000, api_seeds: int = 60) -> None:
               "integers (`count`), and the wall seconds of each `dphist release` process (Python start-up "
               "included).  *expected*: the report's expected RMSE (a few seeds of 72 correlated cells: the "
               "in-process run below has the statistics).", "",
-              "| strategy | plan | expected | noisy_count (mean over seeds) | count (mean over seeds) | "
+              "| strategy | plan | expected | noisy_count (√ mean over seeds) | count (√ mean over seeds) | "
               "s per release (median) |", "|---|---|---|---|---|---|"]
     cells = sum(t.size for t in truth.values())
     scratch = RESULTS / "pure_cli"
@@ -504,12 +504,12 @@ def pure(seeds: int = 10, reps: int = 20_000, api_seeds: int = 60) -> None:
                 frame = pd.read_csv(scratch / f"{name}.csv")
                 noisy += float(((frame["noisy_count"].to_numpy(float) - t.ravel()) ** 2).sum())
                 count += float(((frame["count"].to_numpy(float) - t.ravel()) ** 2).sum())
-            unbiased.append(math.sqrt(noisy / cells))
-            released.append(math.sqrt(count / cells))
-        records.append({"cli": strategy, "chosen": chosen, "expected": expected, "noisy_rmse": unbiased,
-                        "count_rmse": released, "seconds": seconds})
-        lines.append(f"| {strategy} | {chosen} | {expected:.3f} | {np.mean(unbiased):.3f} | {np.mean(released):.3f} | "
-                     f"{np.median(seconds):.2f} |")
+            unbiased.append(noisy / cells)
+            released.append(count / cells)
+        records.append({"cli": strategy, "chosen": chosen, "expected": expected, "noisy_mse": unbiased,
+                        "count_mse": released, "seconds": seconds})
+        lines.append(f"| {strategy} | {chosen} | {expected:.3f} | {math.sqrt(np.mean(unbiased)):.3f} | "
+                     f"{math.sqrt(np.mean(released)):.3f} | {np.median(seconds):.2f} |")
         print(lines[-1], flush=True)
     lines += ["", f"The same in-process (`dphist.release`, seeds 1–{api_seeds}): the mean squared error per cell of "
               "`noisy_count` over the seeds, as an RMSE ± one standard error, against the report's expected RMSE.", "",
