@@ -79,9 +79,9 @@ class LaplacePlan:
     """What a pure-ε marginal set measures and with what share of ε.
 
     ``structure``: the residual plan whose bases and reconstruction are used (its own shares are not);
-    ``method``: "marginals" or "bases"; ``tables``: the attribute sets measured (sorted tuples); ``differenced``:
-    for each, its attributes taken as the difference of their two values; ``shares``: exact positive fractions
-    summing to 1.  Figures are for one record as the protected unit at ``epsilon`` (ε/K for a unit of K rows)."""
+    ``method``: "marginals", "bases" or "combined"; ``tables``: the attribute sets measured (sorted tuples);
+    ``differenced``: for each, its attributes taken as the difference of their two values; ``shares``: exact
+    positive fractions summing to 1.  Figures are for one record as the protected unit at ``epsilon`` (ε/K for a unit of K rows)."""
 
     structure: ResidualPlan
     method: str
@@ -143,9 +143,9 @@ class LaplacePlan:
                 "every residual basis estimated from them by generalised least squares")
 
 
-#: The smallest variance the least squares weighs by: a discrete Laplace of scale below 1/708 (ε_T above 708) has a
-#: variance 2e^{-1/b}/(1 − e^{-1/b})² that underflows to 0 in floats; it is then noise-free to any precision a
-#: float holds, and this floor keeps its weight finite.
+#: The smallest variance the least squares weighs by: a discrete Laplace of scale below about 1/745 (ε_T above
+#: 745) has a variance 2e^{-1/b}/(1 − e^{-1/b})² that underflows to 0 in floats; it is then noise-free to any
+#: precision a float holds, and this floor keeps its weight finite.
 VARIANCE_FLOOR = 1e-300
 
 
@@ -469,8 +469,9 @@ def measure_laplace(plan: LaplacePlan, tables, budget: PrivacyBudget,
     basis of ``plan.structure``: its GLS estimate, ``noise_variance`` = v_B from the records' exact discrete
     Laplace scales, and ``record`` the tuple of the records it was estimated from.  Post-processing after the
     draws.  ``names``: the attributes' names, for the records' descriptions.  A budget that draws every
-    measurement many times at once (a leading axis of repetitions) gives estimates with that leading axis.  Raises DataError for tables that do not fit, ValueError for a zCDP budget or a scale beyond the
-    sampler, before any draw."""
+    measurement many times at once (a leading axis of repetitions) gives estimates with that leading axis.
+    Raises DataError for tables that do not fit, ValueError for a zCDP budget or a scale beyond the sampler,
+    before any draw."""
     checked = counted_tables(plan.structure, tables)
     if budget.definition != "pure":
         raise ValueError("the Laplace residual plan needs a pure-epsilon budget")
