@@ -265,7 +265,7 @@ def plan_marginals(marginals: list[tuple[str, ...]], sizes: dict[str, int], epsi
     else:
         chosen = "separate" if sum(separate_errors) < sum(full_errors) else "full"
         why = "auto: the lower expected error"
-    if noise == "gaussian":  # (the pure-ε report is unchanged)
+    if noise == "gaussian":  # (a pure-ε report names no noise: Laplace is the default there)
         expected["noise"] = "discrete Gaussian, amounts are rho"
     return MarginalPlan(marginals, chosen, why, expected, shared_subsets(marginals)[1:],
                         residual if chosen == "residual" else None, union_of(marginals),
