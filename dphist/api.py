@@ -98,10 +98,11 @@ def release(source: Any = None, epsilon: Any = None, schema: Any = None, *, spec
         ``"full"``: the table over all the marginals' columns is measured once with all of
         epsilon and each marginal is a sum of its released counts; ``"separate"``: each marginal is measured
         with epsilon/k, then they are made consistent by least squares and rounded keeping the agreement;
-        ``"residual"`` (zCDP only: ``rho``, or ``noise="gaussian"`` with a delta): their residual bases are
-        measured jointly (the optimal Gaussian linear measurement) and every marginal rebuilt from them;
-        ``"auto"`` (default): residual under zCDP, else the one of full and separate with the lower expected
-        error (``report["marginals"]`` gives every strategy's figures).
+        ``"residual"``: their residual bases are measured jointly (under zCDP the optimal Gaussian linear
+        measurement; under pure ε estimated by least squares from Laplace tables at optimised shares,
+        docs/algorithms.md §11.1) and every marginal rebuilt from them; ``"auto"`` (default): residual under
+        zCDP, else the strategy with the lowest expected error (``report["marginals"]`` gives every strategy's
+        figures).
     privacy_unit, max_rows_per_unit
         protect every value of this column (a person, a household) rather than
         one row: at most ``max_rows_per_unit`` rows per unit are counted (chosen at random), and the algorithms

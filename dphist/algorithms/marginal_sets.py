@@ -19,9 +19,13 @@ Under zCDP a third strategy applies, and ``auto`` takes it:
   jointly, with the whole amount split by the residual planner's closed form, and rebuild every marginal from
   them.  For the sum of all cells' variances this is the optimal Gaussian linear measurement of the workload
   (Xiao et al. 2023), so its expected error is never above full's or separate's.  The marginals share their
-  residual pieces, so every shared sub-table agrees exactly before rounding, for any set (no refusal).  It is
-  zCDP-only for now: a residual's L1 sensitivity ∏ 2(n_i − 1)/n_i exceeds a marginal's once some n_i > 2, so
-  pure ε needs a different optimisation.
+  residual pieces, so every shared sub-table agrees exactly before rounding, for any set (no refusal).
+
+Under pure ε "residual" is the best of the Laplace plans of :mod:`.residual_laplace` (docs/algorithms.md §11.1):
+tables of L1 sensitivity 1 (workload marginals, and residual bases with binary attributes differenced) at
+optimised shares of ε, every residual basis estimated from them by least squares, every marginal rebuilt as
+under zCDP.  Its plan "marginals" at equal shares is strategy separate with its least squares, so its expected
+error is never above separate's; ``auto`` takes it when it is below both full's and separate's.
 
 Under zCDP (``noise="gaussian"``, amounts ρ) the same two strategies apply with discrete Gaussian noise: "full"
 measures the table over the union with Δ₂² = 1 at ρ (σ² = 1/(2ρ) per cell); "separate" measures each marginal with
@@ -41,6 +45,7 @@ import numpy as np
 import pandas as pd
 
 from ..inference.marginals import check_separable, expected_errors, full_table_errors, shared_subsets
+from .residual_laplace import LaplacePlan, best_plan
 from .residual_planner import ResidualPlan, check_sampler, discrete_variance_per_cell, plan_residuals
 from ..errors import UsageError
 from ..privacy import discrete_laplace_variance
@@ -105,9 +110,10 @@ def labelled_frame(columns: list, values: dict[str, np.ndarray]) -> pd.DataFrame
 
 @dataclass
 class MarginalPlan:
-    """How a marginal set will be released: the strategy, why, and the strategies' expected errors.  Under zCDP
-    with identity, ``residual`` is the residual plan (attribute i is ``attributes[i]``, the marginals' columns in
-    order of first appearance), else None."""
+    """How a marginal set will be released: the strategy, why, and the strategies' expected errors.  Under
+    strategy residual, ``residual`` is the residual plan whose bases rebuild the marginals (attribute i is
+    ``attributes[i]``, the marginals' columns in order of first appearance), and under pure ε ``laplace`` is the
+    Laplace plan that measures them; else both are None."""
 
     marginals: list[tuple[str, ...]]
     strategy: str
@@ -116,6 +122,7 @@ class MarginalPlan:
     shared: list[tuple[str, ...]]
     residual: ResidualPlan | None = field(default=None, repr=False)
     attributes: tuple[str, ...] = ()
+    laplace: LaplacePlan | None = field(default=None, repr=False)
 
     def indices(self, marginal: tuple[str, ...]) -> tuple[int, ...]:
         """The residual plan's key of ``marginal``: its columns' attribute indices, sorted."""
@@ -141,11 +148,13 @@ def plan_marginals(marginals: list[tuple[str, ...]], sizes: dict[str, int], epsi
     applies (its error is not computed here).  ``full_limit`` says why the full table cannot be released (too
     many columns or cells), if so.
 
-    Under zCDP with identity, "residual" also applies: the residual plan's exact per-cell variances with the
+    With identity, "residual" also applies.  Under zCDP: the residual plan's exact per-cell variances with the
     discrete Gaussian's variance per basis (:func:`~dphist.algorithms.residual_planner.discrete_variance_per_cell`),
-    and "auto" chooses it (the other two are still reported).  UsageError (one line, nothing read) for residual
-    requested under pure ε, with another algorithm, or at an amount whose noise is beyond the sampler's limit
-    (auto then falls back to full or separate).
+    and "auto" chooses it (the other two are still reported).  Under pure ε: the best Laplace plan of
+    :func:`~dphist.algorithms.residual_laplace.best_plan`, its exact per-cell variances (discrete Laplace of the
+    exact shares), and "auto" chooses it when its expected error is below full's and separate's (those that
+    apply).  UsageError (one line, nothing read) for residual requested with another algorithm, or at an amount
+    whose noise is beyond the sampler's limit (auto then falls back to full or separate).
     """
     if noise not in ("laplace", "gaussian"):
         raise UsageError(f"unknown noise {quoted(noise)} for a marginal set (laplace or gaussian)")
@@ -182,17 +191,34 @@ def plan_marginals(marginals: list[tuple[str, ...]], sizes: dict[str, int], epsi
     else:
         expected["separate"] = {"not_available": separable}
 
-    residual, residual_errors, residual_limit = None, None, None
-    if noise != "gaussian":
+    residual, residual_errors, residual_limit, laplace = None, None, None, None
+    if algorithm != "identity":
         if strategy == "residual":
-            raise UsageError("marginal strategy residual needs a zCDP budget (--rho R, or --epsilon E --delta D "
-                             "--noise gaussian): under pure epsilon a residual's L1 sensitivity is larger than a "
-                             "marginal's, so it is not offered there")
-    elif algorithm != "identity":
-        if strategy == "residual":
-            raise UsageError(f"marginal strategy residual measures residual bases with discrete Gaussian noise "
-                             f"itself, not with algorithm {quoted(algorithm)}; drop the algorithm or choose another "
-                             "marginal strategy")
+            how = "discrete Gaussian" if noise == "gaussian" else "discrete Laplace"
+            raise UsageError(f"marginal strategy residual measures residual bases with {how} noise itself, not "
+                             f"with algorithm {quoted(algorithm)}; drop the algorithm or choose another marginal "
+                             "strategy")
+    elif noise != "gaussian":
+        attributes = union_of(marginals)
+        indices = [[attributes.index(c) for c in m] for m in marginals]
+        try:
+            laplace, totals = best_plan(indices, [sizes[c] for c in attributes], epsilon)
+        except ValueError as exc:
+            residual = plan_residuals(indices, [sizes[c] for c in attributes])
+            residual_limit = str(exc)
+            expected["residual"] = {"bases": len(residual.bases), "not_available": residual_limit}
+            if strategy == "residual":
+                raise UsageError(f"marginal strategy residual does not apply at this budget: {residual_limit}; "
+                                 "raise epsilon") from None
+        else:
+            residual = laplace.structure
+            variances = laplace.variance_per_cell(epsilon)
+            cells = [math.prod(sizes[c] for c in m) for m in marginals]
+            residual_errors = [variances[tuple(sorted(attributes.index(c) for c in m))] * n
+                               for m, n in zip(marginals, cells)]
+            expected["residual"] = {**summary(residual_errors), "bases": len(residual.bases),
+                                    "plan": laplace.method, "measures": laplace.describe(),
+                                    "plans": {m: _sig(t) for m, t in totals.items()}}
     else:
         attributes = union_of(marginals)
         residual = plan_residuals([[attributes.index(c) for c in m] for m in marginals],
@@ -221,12 +247,17 @@ def plan_marginals(marginals: list[tuple[str, ...]], sizes: dict[str, int], epsi
     if strategy == "full" and full_limit is not None:
         raise UsageError(f"marginal strategy full does not apply: the full table {full_limit}; use "
                          "--marginal-strategy separate")
+    available = [sum(e) for e, limit in ((full_errors, full_limit), (separate_errors, separable))
+                 if e is not None and limit is None]
     if strategy != "auto":
         chosen, why = strategy, "requested"
-    elif residual is not None and residual_limit is None:
+    elif residual_errors is not None and noise == "gaussian":
         chosen, why = "residual", ("auto: residual bases measured jointly are the optimal Gaussian linear measurement "
                                    "of these marginals for the sum of their cells' variances (never worse than full "
                                    "or separate; their figures are given for comparison)")
+    elif residual_errors is not None and (not available or sum(residual_errors) < min(available)):
+        chosen, why = "residual", (f"auto: the lowest expected error (residual bases, Laplace plan "
+                                   f"{quoted(laplace.method)}; full's and separate's are given for comparison)")
     elif full_limit is not None:
         chosen, why = "separate", f"auto: full does not apply (the full table {full_limit})"
     elif separable is not None:
@@ -234,10 +265,11 @@ def plan_marginals(marginals: list[tuple[str, ...]], sizes: dict[str, int], epsi
     else:
         chosen = "separate" if sum(separate_errors) < sum(full_errors) else "full"
         why = "auto: the lower expected error"
-    if noise == "gaussian":  # (the pure-ε report is unchanged)
+    if noise == "gaussian":  # (a pure-ε report names no noise: Laplace is the default there)
         expected["noise"] = "discrete Gaussian, amounts are rho"
     return MarginalPlan(marginals, chosen, why, expected, shared_subsets(marginals)[1:],
-                        residual if chosen == "residual" else None, union_of(marginals))
+                        residual if chosen == "residual" else None, union_of(marginals),
+                        laplace if chosen == "residual" else None)
 
 
 def cell_variance(noise: str, amount, parts: int) -> float:

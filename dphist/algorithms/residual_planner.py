@@ -39,7 +39,8 @@ from ..privacy import PrivacyBudget, discrete_gaussian_variance, split_shares
 from ..privacy.budget import MAX_SIGMA2
 
 __all__ = ["ResidualPlan", "ResidualMeasurement", "plan_residuals", "measure_residuals", "measure_from_marginals",
-           "reconstruct", "exact_variances", "discrete_variance_per_cell", "check_sampler", "source_marginals"]
+           "reconstruct", "exact_variances", "discrete_variance_per_cell", "check_sampler", "source_marginals",
+           "counted_tables", "variances_from"]
 
 OBJECTIVES = ("sum", "max")
 
@@ -322,6 +323,23 @@ def measure_from_marginals(plan: ResidualPlan, tables, budget: PrivacyBudget) ->
     summed over S∖A; they are A's true marginal because every table counts the same records, so the privacy
     argument (and the noise) is that of :func:`measure_residuals`.  Raises DataError for a missing table, a wrong
     shape or negative or fractional counts, and ValueError for a pure-ε budget, before any draw."""
+    checked = counted_tables(plan, tables)
+    if budget.definition != "zcdp":
+        raise ValueError("residual bases need a zCDP budget (discrete Gaussian noise)")
+    source = source_marginals(plan)
+
+    def table_of(basis, dims):
+        s = plan.marginals[source[basis]]
+        summed = tuple(k for k, i in enumerate(s) if i not in basis)
+        return checked[source[basis]].sum(axis=summed) if summed else checked[source[basis]]
+    return _measure(plan, table_of, budget)
+
+
+def counted_tables(plan: ResidualPlan, tables) -> list[np.ndarray]:
+    """The counted workload marginals checked and as int64 arrays in the order of ``plan.marginals``: ``tables``
+    holds one integer array per marginal (in that order, or a mapping from those tuples), with one axis per
+    attribute in the marginal's sorted order.  Raises DataError for a missing table, a wrong shape or negative or
+    fractional counts."""
     if isinstance(tables, dict):
         missing = [s for s in plan.marginals if s not in tables]
         if missing:
@@ -340,15 +358,7 @@ def measure_from_marginals(plan: ResidualPlan, tables, budget: PrivacyBudget) ->
         if not whole or (table.size and table.min() < 0):
             raise DataError(f"marginal {s}: counts must be non-negative whole numbers")
         checked.append(table.astype(np.int64))
-    if budget.definition != "zcdp":
-        raise ValueError("residual bases need a zCDP budget (discrete Gaussian noise)")
-    source = source_marginals(plan)
-
-    def table_of(basis, dims):
-        s = plan.marginals[source[basis]]
-        summed = tuple(k for k, i in enumerate(s) if i not in basis)
-        return checked[source[basis]].sum(axis=summed) if summed else checked[source[basis]]
-    return _measure(plan, table_of, budget)
+    return checked
 
 
 def source_marginals(plan: ResidualPlan) -> dict[tuple[int, ...], int]:
@@ -439,6 +449,14 @@ def reconstruct(plan: ResidualPlan, measurements: Sequence[ResidualMeasurement])
             estimate += found[a].residual.reshape(view) / rest
         out[s] = estimate
     return out
+
+
+def variances_from(plan: ResidualPlan, noise_variances) -> dict[tuple[int, ...], float]:
+    """{marginal S: the variance of each cell of m̂_S} when basis A's estimate carries noise of covariance
+    v_A·P_A, v_A = ``noise_variances[A's position in plan.bases]``: Σ_{A⊆S} v_A·p_A/∏_{S∖A} n_i² (the residual
+    estimates are uncorrelated across bases, whatever measured them)."""
+    per_basis = np.asarray(noise_variances, dtype=np.float64) * plan.kept
+    return dict(zip(plan.marginals, _cell_variances(plan, per_basis).tolist()))
 
 
 def exact_variances(plan: ResidualPlan, measurements: Sequence[ResidualMeasurement]) -> dict[tuple[int, ...], float]:

@@ -28,10 +28,10 @@ from .options import (algorithm_option_flags, algorithm_options, budget_options,
               "(shared sub-tables and grand total); together they cost the budget once.")
 @click.option("--marginal-strategy", type=click.Choice(["auto", "full", "separate", "residual"]),
               help="With --marginals: 'full' measures the table over all their columns once and sums it; "
-                   "'separate' measures each at ε/k and reconciles them by least squares; 'residual' (zCDP "
-                   "only) measures their residual bases jointly, the optimum for Gaussian noise; 'auto' picks "
-                   "residual under zCDP, else the lower expected error of full and separate (all are in the "
-                   "report) [auto].")
+                   "'separate' measures each at ε/k and reconciles them by least squares; 'residual' measures "
+                   "their residual bases jointly (the optimum for Gaussian noise under zCDP; under pure ε Laplace "
+                   "tables at optimised shares, never worse than separate); 'auto' picks residual under zCDP, "
+                   "else the lowest expected error of the three (all are in the report) [auto].")
 @delta_option(text="δ: with --noise gaussian, the δ of the release's (ε, δ)-DP guarantee (0 < δ ≤ 1e-3, e.g. "
                     "1e-6); otherwise needed only to find the categories of text columns no schema declares [0]. "
                     "Not with --rho (zCDP has no δ).")

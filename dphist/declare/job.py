@@ -21,7 +21,7 @@ one, the command line's --noise and --delta replace the job's ``noise`` and ``de
 Instead of ``tables``, a job may list ``marginals`` (tables that must agree exactly, as with ``--marginals``):
 
     marginals: [[age, sex], [sex, income], [age, income]]
-    marginal_strategy: auto      # or full / separate / residual (zCDP only)
+    marginal_strategy: auto      # or full / separate / residual
 
 ``workload`` (for the whole job, or per table) names the questions the tables will answer: ``ranges``,
 ``cells`` or ``marginals`` (as ``--workload``); auto chooses for it and the report states it.

@@ -57,6 +57,10 @@ SEPARATE_POST = ("exact least-squares consistency with the other marginals (shar
                  "agree), then non-negative integers with the shared sub-tables held fixed (L1-closest)")
 RESIDUAL_CI = ("normal approximation: noisy_count ± 1.96 × expected_cell_sd, the exact sd of the marginal "
                "rebuilt from its residual bases (each basis's discrete Gaussian variance, as recorded)")
+#: The same under pure ε, where the bases are estimated from Laplace measurements (docs/algorithms.md §11.1).
+RESIDUAL_LAPLACE_CI = ("normal approximation: noisy_count ± 1.96 × expected_cell_sd, the exact sd of the marginal "
+                       "rebuilt from its residual bases (each basis's least-squares variance from the recorded "
+                       "discrete Laplace scales of the tables it is estimated from)")
 RESIDUAL_POST = ("rebuilt from the set's residual bases (shared sub-tables and grand total agree exactly), then "
                  "non-negative integers: {how}")
 #: A residual marginal set lists one step per basis up to this many; beyond it, one summary step.
@@ -348,6 +352,8 @@ def _residual_marginals(plan: ReleasePlan, measured: ResidualSet) -> tuple[dict,
     marginals' sums onto a sub-table they share (computed from the released integers: post-processing)."""
     marginal_plan, marginals = plan.marginal_plan, plan.marginals
     residual = marginal_plan.residual
+    laplace = marginal_plan.laplace is not None  # pure ε: bases estimated from Laplace tables (§11.1)
+    ci = RESIDUAL_LAPLACE_CI if laplace else RESIDUAL_CI
     rebuilt = reconstruct(residual, measured.measurements)
     variances = exact_variances(residual, measured.measurements)
     values = []
@@ -381,27 +387,38 @@ def _residual_marginals(plan: ReleasePlan, measured: ResidualSet) -> tuple[dict,
             "cells": shape.n_cells, "shape": list(shape.shape),
             "domain": {c.name: c.describe() for c in shape.columns},
             "expected_cell_sd": round(sd, 4),
-            "interval": {"covers": intervals.COUNT, "method": RESIDUAL_CI},
+            "interval": {"covers": intervals.COUNT, "method": ci},
             "workload": request.workload,
             "expected_error": {"unit": "records", "cells": {"rms": round(sd, 4)},
                                "basis": "exact: the rebuilt marginal's noise (before non-negativity and rounding) "
                                         "has the same variance in every cell, the sum over its bases of each "
-                                        "basis's recorded discrete Gaussian variance times p_A/∏ n_i² "
-                                        "(docs/algorithms.md §11)"},
+                                        + ("basis's least-squares variance (from the recorded discrete Laplace "
+                                           "scales) times p_A/∏ n_i² (docs/algorithms.md §11.1)" if laplace else
+                                           "basis's recorded discrete Gaussian variance times p_A/∏ n_i² "
+                                           "(docs/algorithms.md §11)")},
             "post_processing": RESIDUAL_POST.format(how=how)})
     steps = [m.report() for m in measured.budget.measurements]
     if len(steps) > RESIDUAL_STEPS_LISTED:
         records = measured.budget.measurements
-        steps = [{"what": f"{len(records)} residual bases, one discrete Gaussian measurement each (listed one by "
-                          f"one only up to {RESIDUAL_STEPS_LISTED})",
+        what = ("marginal tables, one discrete Laplace measurement each" if laplace else
+                "residual bases, one discrete Gaussian measurement each")
+        steps = [{"what": f"{len(records)} {what} (listed one by one only up to {RESIDUAL_STEPS_LISTED})",
                   "mechanism": records[0].mechanism, "bases": len(records),
                   plan.amount_name: format_fraction(measured.budget.spent),
                   "noisy_values": sum(r.queries for r in records)}]
+    if laplace:
+        composition = (f"one joint measurement: {len(marginal_plan.laplace.tables)} tables of L1 sensitivity 1, each "
+                       f"with its share of the set's {plan.amount_name} {format_fraction(measured.budget.amount)} "
+                       f"(sequential: the {plan.amount_name}s of the tables add up to it); the "
+                       f"{len(measured.measurements)} residual bases are estimated from them by least squares and "
+                       "every marginal is rebuilt from the bases it contains")
+    else:
+        composition = (f"one joint measurement: {len(measured.measurements)} residual bases, each with its share of "
+                       f"the set's {plan.amount_name} {format_fraction(measured.budget.amount)} (sequential: the "
+                       f"{plan.amount_name}s of the bases add up to it); every marginal is rebuilt from the bases it "
+                       "contains")
     block = {**marginal_plan.report(),
-             "composition": f"one joint measurement: {len(measured.measurements)} residual bases, each with its "
-                            f"share of the set's {plan.amount_name} {format_fraction(measured.budget.amount)} "
-                            f"(sequential: the {plan.amount_name}s of the bases add up to it); every marginal is "
-                            "rebuilt from the bases it contains",
+             "composition": composition,
              "steps": steps,
              "rounded_agreement": {
                  "exact": bool(separable), "max_difference": difference,
@@ -410,7 +427,7 @@ def _residual_marginals(plan: ReleasePlan, measured: ResidualSet) -> tuple[dict,
                          "before rounding every shared sub-table agrees exactly; this set has a table with three or "
                          "more largest shared sub-tables, so each marginal is rounded on its own (same grand total) "
                          "and sums onto a shared sub-table may differ by up to max_difference")},
-             "ci": f"ci_lower/ci_upper: {RESIDUAL_CI}"}
+             "ci": f"ci_lower/ci_upper: {ci}"}
     return frames, reports, block
 
 

@@ -12,7 +12,8 @@ files.  :func:`run_plan` is the middle: it makes the release's one budget (:func
 discovery's part, one part per table and, under a unit cap, the part that measures what the cap dropped
 (:mod:`dphist.publishing.unit_cap`), reads, measures and hands over to :mod:`dphist.publishing.assemble`.  A
 marginal set of strategy residual gets one part for all its tables, and its residual bases are measured jointly
-from the counted tables (:func:`dphist.algorithms.residual_planner.measure_from_marginals`).
+from the counted tables (:func:`dphist.algorithms.residual_planner.measure_from_marginals` under zCDP,
+:func:`dphist.algorithms.residual_laplace.measure_laplace` under pure ε).
 The CLI's ``release`` and ``schema --private`` and the Python API's :func:`dphist.release` all run through here.
 """
 
@@ -38,6 +39,7 @@ from .writers import check_destination
 from ..declare.job import TableRequest
 from .ledger import Ledger
 from .assemble import MeasuredTable, Release, ResidualSet, discovery_report, release_report, released_tables
+from ..algorithms.residual_laplace import measure_laplace
 from ..algorithms.residual_planner import measure_from_marginals
 from .planning import ReleasePlan
 from .unit_cap import measure_dropped
@@ -236,7 +238,8 @@ def _split(plan: ReleasePlan, budget: PrivacyBudget,
 def _measure_residual_set(plan: ReleasePlan, tables: list[_Table], counts: list,
                           budget: PrivacyBudget) -> ResidualSet:
     """Strategy residual: the residual plan's bases measured once from the counted marginal tables, on the set's
-    one ``budget`` (docs/algorithms.md §11).  Each count table's axes are put in the plan's attribute order."""
+    one ``budget`` (docs/algorithms.md §11): with discrete Gaussian noise per basis under zCDP, by the Laplace plan
+    under pure ε (§11.1).  Each count table's axes are put in the plan's attribute order."""
     marginal_plan = plan.marginal_plan
     residual_plan = marginal_plan.residual
     ordered = {}
@@ -245,7 +248,10 @@ def _measure_residual_set(plan: ReleasePlan, tables: list[_Table], counts: list,
         key = marginal_plan.indices(tuple(columns))
         axes = sorted(range(len(columns)), key=lambda k: marginal_plan.attributes.index(columns[k]))
         ordered[key] = np.transpose(np.asarray(table_counts), axes)
-    measurements = measure_from_marginals(residual_plan, ordered, budget)
+    if marginal_plan.laplace is not None:
+        measurements = measure_laplace(marginal_plan.laplace, ordered, budget, marginal_plan.attributes)
+    else:
+        measurements = measure_from_marginals(residual_plan, ordered, budget)
     return ResidualSet([t.request for t in tables], [t.shape for t in tables], budget, measurements)
 
 

@@ -158,7 +158,9 @@ def test_expected_errors_match_monte_carlo():
         mean, se = sums.mean(axis=0), sums.std(axis=0, ddof=1) / len(sums) ** 0.5
         assert np.all(np.abs(mean - reported[strategy]) < 4.5 * se + 1e-3 * reported[strategy]), (strategy, mean,
                                                                                                   reported[strategy])
-    assert plan.strategy == "separate" and reported["separate"].sum() < reported["full"].sum()
+    assert reported["separate"].sum() < reported["full"].sum()
+    # auto under pure ε takes the Laplace residual plan here: its expected error is below both
+    assert plan.strategy == "residual" and plan.expected["residual"]["total"] < reported["separate"].sum()
 
 
 def test_nonnegative_integers_keep_agreement_on_noisy_sparse_marginals():
@@ -209,21 +211,40 @@ def test_separate_refuses_three_fixed_margins_and_auto_falls_back():
     sizes = {"a": 3, "b": 3, "c": 3}
     with pytest.raises(UsageError, match="does not apply"):
         plan_marginals(cyclic, sizes, Fraction(1), "identity", "separate")
+    # Under pure ε the Laplace residual plan applies to any set (here it finds the full table itself: the set
+    # holds abc, measured alone at ε); auto keeps full unless residual is strictly lower ...
     auto = plan_marginals(cyclic, sizes, Fraction(1), "identity", "auto")
+    assert auto.strategy == "full" and auto.expected["full"]["total"] <= auto.expected["residual"]["total"]
+    assert plan_marginals(cyclic, sizes, Fraction(1), "identity", "auto", "has 5 columns").strategy == "residual"
+    # ... and at an ε where only one table at all of ε fits the sampler (scale 2^39; 2^40 at most), the
+    # residual plan can do no better than full or separate, and auto falls back as before.
+    tiny = Fraction(1, 2**39)
+    auto = plan_marginals(cyclic, sizes, tiny, "identity", "auto")
     assert auto.strategy == "full" and "separate does not apply" in auto.chosen_by
+    wide = plan_marginals([("a", "b"), ("b", "c")], sizes, tiny, "identity", "auto", "has 5 columns")
+    assert wide.strategy == "separate" and "full does not apply" in wide.chosen_by
+    assert wide.expected["residual"]["total"] == wide.expected["separate"]["total"]  # equal shares: the same
+    # Neither full nor separate: the residual plan releases the set (no refusal with identity) ...
+    assert plan_marginals(cyclic, sizes, tiny, "identity", "auto", "has 5 columns").strategy == "residual"
     hb = plan_marginals([("a", "b"), ("b", "c")], sizes, Fraction(1), "hb", "auto")
     assert hb.strategy == "full" and "identity" in hb.chosen_by
-    wide = plan_marginals([("a", "b"), ("b", "c")], sizes, Fraction(1), "identity", "auto", "has 5 columns")
-    assert wide.strategy == "separate" and "full does not apply" in wide.chosen_by
+    # ... but with another algorithm it does not apply.
     with pytest.raises(UsageError, match="cannot be released together"):
-        plan_marginals(cyclic, sizes, Fraction(1), "identity", "auto", "has 5 columns")
+        plan_marginals(cyclic, sizes, Fraction(1), "hb", "auto", "has 5 columns")
 
 
-def test_five_columns_go_separate(tmp_path):
-    """Three 3-way marginals over five columns: no full table (at most four columns), so auto measures each."""
+def test_five_columns_are_measured_table_by_table(tmp_path):
+    """Three 3-way marginals over five columns: no full table (at most four columns), so auto measures tables:
+    the Laplace residual plan, below separate; separate on request."""
     marginals = "age,sex,income;marital_status,sex,income;education,income"
     kwargs = dict(marginals=marginals, seed=2)
     result = dphist.release(SAMPLE / "census.csv", "1", SAMPLE / "census.schema.yaml", **kwargs)
+    block = result.report["marginals"]
+    assert block["strategy"] == "residual"
+    assert block["expected_error"]["residual"]["total"] < block["expected_error"]["separate"]["total"]
+    check_agreement(result.tables, parse_marginals(marginals))
+    result = dphist.release(SAMPLE / "census.csv", "1", SAMPLE / "census.schema.yaml", marginal_strategy="separate",
+                            **kwargs)
     assert result.report["marginals"]["strategy"] == "separate"
     check_agreement(result.tables, parse_marginals(marginals))
     with pytest.raises(UsageError, match="full does not apply"):
