@@ -170,6 +170,13 @@ def plan_marginals(marginals: list[tuple[str, ...]], sizes: dict[str, int], epsi
         separable = (f"strategy separate measures each marginal with identity, and algorithm {quoted(algorithm)} "
                      "was chosen")
 
+    try:  # the smallest share any strategy's measurement gets (separate's 1/k of the amount)
+        cell_variance(noise, epsilon, k)
+    except ValueError:
+        unit = "rho" if noise == "gaussian" else "epsilon"
+        raise UsageError(f"a marginal set of {k} tables at {unit} {_sig(float(epsilon))} per record is too small "
+                         "for exact noise (its scale would be past the samplers' range); raise the budget") from None
+
     def summary(errors: list[float]) -> dict:
         cells = [float(np.prod([sizes[c] for c in m], dtype=np.float64)) for m in marginals]
         return {"total": _sig(sum(errors)),

@@ -1205,8 +1205,10 @@ add("marginals_only_separators", _opt("--marginals", ";,;", keywords=("marginals
 add("marginals_with_columns", _opt("--marginals", "age;sex", "--columns", "age", keywords=("--marginals",)))
 add("marginals_unknown_column", _opt("--marginals", "age;nosuch", code=ANY_FAILURE, keywords=("'nosuch'",)))
 add("marginal_strategy_alone", _opt("--marginal-strategy", "full", keywords=("--marginal",)))
-add("marginal_strategy_residual_pure_epsilon", _opt("--marginals", "age;sex", "--marginal-strategy", "residual",
-                                                   keywords=("residual", "zCDP")))
+add("marginals_epsilon_past_the_samplers", _opt("--marginals", "age;sex", epsilon="1e-13",
+                                               keywords=("too small for exact noise",)))
+add("marginals_rho_past_the_samplers", _opt("--rho", "1e-30", "--marginals", "age;sex", epsilon=None,
+                                            keywords=("too small for exact noise",)))
 add("marginal_strategy_residual_other_algorithm", _opt("--rho", "0.5", "--marginals", "age;sex", "--marginal-strategy",
                                                        "residual", "--algorithm", "hb", epsilon=None,
                                                        keywords=("residual", "'hb'")))
