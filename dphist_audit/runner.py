@@ -456,6 +456,8 @@ def _zcdp_samples(case: Case, table: np.ndarray, reps: int, bits) -> tuple[np.nd
         trace: list = []
         algo.run(table, ReplicatedZCDPBudget(case.rho, bits, reps, trace, factor), columns=case.columns)
         drawn = [d for d in trace if d.values is not None]
+        if case.reduce is not None:
+            return (*case.reduce(drawn, reps), None)
         values = np.concatenate([d.values.reshape(reps, -1) for d in drawn], axis=1)
         scales = np.concatenate([np.broadcast_to(d.scales, d.values.shape).reshape(reps, -1) for d in drawn], axis=1)
         gaussian = np.concatenate([np.full((reps, d.values[0].size), d.gaussian) for d in drawn], axis=1)
@@ -519,12 +521,21 @@ def _zcdp_score(rho):
     return score
 
 
+def _centre(values: np.ndarray) -> np.ndarray:
+    """Per-value medians of runs (rows): rounded to the nearest integer where every run's value is one (integer
+    answers with integer noise, whose statistic lives on that lattice), left as they are where a value is real (a
+    released projection, or a case's reduced statistic)."""
+    median = np.median(values, axis=0)
+    integral = np.all(values == np.round(values), axis=0)
+    return np.where(integral, np.rint(median), median)
+
+
 def _llr_candidates(sel_d, sel_n, in_d, in_n, n_select, key, score=_loose_score) -> list:
     """The best LLR threshold events (both tails, both directions) among the runs marked in ``in_d``/``in_n``,
     with centres (per-value medians) taken from those runs; events count only marked runs.  ``sel_d`` and
     ``sel_n`` are (values, scales) pairs, or (values, scales, gaussian) for zCDP cases."""
     (v_d, *rest_d), (v_n, *rest_n) = sel_d, sel_n
-    centres = np.rint(np.median(v_d[in_d], axis=0)), np.rint(np.median(v_n[in_n], axis=0))
+    centres = _centre(v_d[in_d]), _centre(v_n[in_n])
     t_d = _llr(v_d[in_d], *centres, *(a[in_d] for a in rest_d))
     t_n = _llr(v_n[in_n], *centres, *(a[in_n] for a in rest_n))
     # Thresholds at quantiles of the pooled values.
@@ -553,6 +564,21 @@ def _hits(event, sample, keys) -> int:
     return int(hit.sum())
 
 
+def _spread_of(sel_d, sel_n) -> Callable:
+    """For a case whose statistic is reduced (``Case.reduce``): a function that gives a sample (values, scales,
+    gaussian) the scales measured on the selection sample, the pooled standard deviation of each value about each
+    table's mean, in place of the stated ones.  The log-likelihood ratio then weighs each value by the noise it
+    shows, not the noise it claims: a value with less noise than stated (the bug to catch) gets its true, larger
+    weight.  The scales are fixed before the test sample is drawn, so the statistic stays one fixed function."""
+    spread = np.sqrt((sel_d[0].var(axis=0) + sel_n[0].var(axis=0)) / 2)
+    spread = np.where(spread > 0, spread, 1.0)  # a constant value (no information): any positive scale will do
+
+    def restate(sample):
+        values, _, *rest = sample
+        return (values, np.broadcast_to(spread, values.shape), *rest)
+    return restate
+
+
 def audit_case(case: Case, alpha: float, n_select: int, n_test: int, seed: int) -> AuditResult:
     """Select the most revealing event on one sample, then bound its privacy loss on fresh samples."""
     start_time = time.perf_counter()
@@ -564,6 +590,8 @@ def audit_case(case: Case, alpha: float, n_select: int, n_test: int, seed: int) 
     *sel_n, keys_n = samples(case, case.neighbour, n_select, bits)
     width = max(sel_d[0].shape[1], sel_n[0].shape[1])
     sel_d, sel_n = _fit(*sel_d, width), _fit(*sel_n, width)
+    restate = _spread_of(sel_d, sel_n) if case.reduce is not None else (lambda sample: sample)
+    sel_d, sel_n = restate(sel_d), restate(sel_n)
     all_d, all_n = np.ones(n_select, bool), np.ones(n_select, bool)
     # (score, event, d_first); event = ("llr", threshold, upper, centres, key) or ("structure", key).  An LLR
     # event with a key is the joint event {that structure was chosen and T beyond the threshold}.
@@ -591,8 +619,8 @@ def audit_case(case: Case, alpha: float, n_select: int, n_test: int, seed: int) 
         reps = min(chunk, n_test - start)
         *test_d, tkeys_d = samples(case, case.data, reps, bits)
         *test_n, tkeys_n = samples(case, case.neighbour, reps, bits)
-        k_d += _hits(event, _fit(*test_d, width), tkeys_d)
-        k_n += _hits(event, _fit(*test_n, width), tkeys_n)
+        k_d += _hits(event, restate(_fit(*test_d, width)), tkeys_d)
+        k_n += _hits(event, restate(_fit(*test_n, width)), tkeys_n)
     k1, k2 = (k_d, k_n) if d_first else (k_n, k_d)
     if zcdp:
         bound, epsilon, delta = zcdp_lower_bound(k1, k2, n_test, case.rho, alpha)
