@@ -12,10 +12,13 @@ the range of P_A; the optimal (likelihood-ratio) direction is Σ_A⁺Δ_A = Δ_A
 
 carries everything r_A says about D against D′: it has standard deviation σ_A on both tables and its means differ
 by ‖Δ_A‖ = √p_A, a shift of √(2ρ_A) standard deviations.  The bases are measured with independent noise, so each
-run of the whole set reduces to one t_A per basis, and the runner's Gaussian log-likelihood ratio of those,
-Σ_A ((t_A − a_A)² − (t_A − a′_A)²)/(2σ_A²), is the privacy-loss statistic of the whole release.  The runner then
-chooses a threshold event on it on a selection sample and bounds it against the ρ-zCDP claim on fresh samples
-(:func:`~.bounds.zcdp_lower_bound`), as for every other ρ-zCDP case.
+run of the whole set reduces to one t_A per basis (:func:`projection_statistic`, the case's ``reduce``), and the
+runner's Gaussian log-likelihood ratio of those, Σ_A ((t_A − a_A)² − (t_A − a′_A)²)/(2s_A²), is the privacy-loss
+statistic of the whole release, with a_A, a′_A the medians and s_A the standard deviation of t_A measured on the
+selection sample (for an honest basis s_A = σ_A; for a basis with less noise than stated, s_A is the smaller true
+one, which weighs it as much as it reveals).  The runner then chooses a threshold event on that statistic on the
+selection sample and bounds it against the ρ-zCDP claim on fresh samples (:func:`~.bounds.zcdp_lower_bound`), as
+for every other ρ-zCDP case.
 
 It stays black-box: it reads only the released residuals (from the budget's trace), the public facts of the plan
 (which bases, their shapes, the σ_A the kernel states) and the audit's own two input tables, never the noise.
@@ -24,10 +27,14 @@ powerful against a basis with less noise than stated.
 
 **Power.**  ρ-zCDP's (ε, δ) curve (the tight conversion) lies close to the exact curve of the Gaussian mechanism
 with μ² = 2ρ, so a mechanism that spends a little more than ρ contradicts the claim only on events whose gap is
-tiny.  At the test sizes here a basis whose noise variance is cut to f·σ² is caught for f at most about 0.3 on
-the largest basis (the whole release then spends about 1.6ρ); σ² × 0.8 on one basis (ρ × 1.05 for the whole
-release, ρ_A × 1.25 for the basis) moves the contradiction by less than 10⁻⁴ in probability, which needs of the
-order of 10⁹ runs per table to see.  tests/audit/test_residual.py states the measured figures.
+tiny.  At :data:`RESIDUAL_RUNS` (5e4 selection, 4e5 test runs per table, α = 7e-9 per case), measured on two
+seeds each: the largest basis, (1, 2) with 24 % of ρ, measured with variance factor f ≤ 1/4 is caught
+(lower − ε = +0.19, +0.24; the release then spends 1.73ρ), f = 3/10 just (+0.09, +0.02; 1.57ρ), f = 1/3 not
+(−0.03, −0.19; 1.49ρ), nor f = 1/2, 0.64 or 0.8.  With exact probabilities, f = 0.8 (1.06ρ for the release, 1.25ρ_A
+for the basis) and even f = 0.6 contradict the claim on no threshold event of probability 10⁻³ or more (the exact
+curve of a Gaussian of 1.06ρ stays under the tight curve of ρ-zCDP there), so no number of runs would catch them
+with this audit's events; f = 1/2 shows a gap under 2·10⁻⁴ in probability (about 10⁹ runs per table).  The honest
+cases sit at lower − ε ≈ −0.56.
 """
 
 from __future__ import annotations
@@ -42,6 +49,7 @@ from dphist.algorithms.residual_planner import ResidualPlan, measure_from_margin
 from dphist.privacy import PrivacyBudget
 
 from .cases import Case
+from .mutants import shrunk_residual
 
 __all__ = ["ResidualMarginals", "ShrunkBasisResidualMarginals", "projection_statistic", "cases", "SIZES",
            "MARGINALS", "RESIDUAL_RUNS", "MUTANT_VARIANCE_FACTOR"]
@@ -89,29 +97,6 @@ class ResidualMarginals(Algorithm):
         return budget
 
 
-class _ShrunkResidual:
-    """Mixed into a zCDP budget: the residual measurement named ``target`` draws its discrete Gaussian with
-    ``variance_factor`` times the s² the kernel computed (the bug), while it is charged its full ρ_A and its
-    record and trace state the full σ²."""
-
-    target = ""
-    variance_factor = Fraction(1)
-    _shrinking = False
-
-    def gaussian_residual(self, marginal, amount, what):
-        if what != self.target:
-            return super().gaussian_residual(marginal, amount, what)
-        self._shrinking = True
-        try:
-            return super().gaussian_residual(marginal, amount, what)
-        finally:
-            self._shrinking = False
-
-    def _gaussian_noise(self, sigma2, shape):
-        factor = self.variance_factor if self._shrinking else 1
-        return super()._gaussian_noise(Fraction(sigma2) * factor, shape)
-
-
 class ShrunkBasisResidualMarginals(ResidualMarginals):
     """Mutant: the basis with the largest share of ρ ((1, 2), the 3x4 residual) is measured with ``factor`` times
     the noise variance it is charged for (``variance_factor``, default :data:`MUTANT_VARIANCE_FACTOR`): a slip in one basis's s² (e.g.
@@ -124,16 +109,15 @@ class ShrunkBasisResidualMarginals(ResidualMarginals):
         self.variance_factor = Fraction(variance_factor)  # (not ``factor``: that name is the protected unit's)
 
     def budget_for(self, budget: PrivacyBudget) -> PrivacyBudget:
-        from .mutants import _with_bug  # noqa: PLC0415  (mutants imports the algorithms it breaks)
-
         plan = _plan()
         target = plan.bases[int(np.argmax(plan.shares))]
-        return _with_bug(budget, _ShrunkResidual, target=f"residual basis {target}", variance_factor=self.variance_factor)
+        return shrunk_residual(budget, f"residual basis {target}", self.variance_factor)
 
 
 def projection_statistic(data: np.ndarray, neighbour: np.ndarray):
     """The reduction of a run's traced residuals to one statistic per basis, t_A = ⟨r_A, u_A⟩ (module docstring),
-    with u_A the unit direction of P_A(m_A(neighbour) − m_A(data)) and the scale σ_A = (stated per-value σ)/√p_A.
+    with u_A the unit direction of P_A(m_A(neighbour) − m_A(data)) and the stated scale σ_A = (the per-value σ the
+    trace states)/√p_A (the runner weighs the values by the spread it measures instead, :func:`~.runner._spread_of`).
 
     Returns ``reduce(drawn, reps) -> (values, scales, gaussian)`` (each (reps, bases)) for the runner: ``drawn``
     is a run's traced draws, in the order the plan measures its bases (one per basis, values of shape

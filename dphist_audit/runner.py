@@ -27,6 +27,12 @@ A correct algorithm fails a case with probability at most α/m; a mutant is caug
   where the claim would be vacuous).  The (ε, δ) curves of ρ and of 1.5625ρ (σ × 0.8) lie close together, so
   the σ × 0.8 mutant and the identity case of the same shape get SIGMA_RUNS runs per table (``Case.runs``) on
   a 2-cell table, where they are cheap; the other zCDP cases get the audit's usual numbers of runs.
+
+The residual bases of a marginal set (residual_cases.py) release projections, whose values are correlated: their
+case reduces each run to one value per basis (``Case.reduce``: the released residual projected on the direction
+its mean moves between D and D′), and the log-likelihood ratio weighs those values by the standard deviation
+each shows on the selection sample, not the one it states (:func:`_spread_of`), so that a basis with less noise
+than it claims counts as much as it reveals.
 """
 
 from __future__ import annotations
@@ -55,7 +61,7 @@ from .discovery_steps import (ArgmaxBounds, CandidatesBeforeBounding, Discovered
                               UnthresholdedSelection, bounds_pair, labels_pair, tail_pair, unit_labels_pair)
 from .units import BoundedUnits, CapDropped, UnboundedUnits, UnclippedDropped, cap_pair, unit_pairs
 from .mutants import MUTANTS, ZCDP_MUTANTS, UnsquaredL2Tree
-from . import ahp_cases, dawa_cases, efpa_cases, grid_cases, hdmm_cases, mwem_cases, privtree_cases
+from . import ahp_cases, dawa_cases, efpa_cases, grid_cases, hdmm_cases, mwem_cases, privtree_cases, residual_cases
 from .replication import NoisePool, PooledBudget, PooledZCDPBudget, ReplicatedBudget, ReplicatedZCDPBudget
 
 __all__ = ["Case", "AuditResult", "AuditSize", "PlannedCase", "default_cases", "quick_cases", "zcdp_cases", "plan",
@@ -330,6 +336,9 @@ def default_cases(algorithms: list[str] | None = None, mutants: bool = True,
     # Then the algorithms added since, so that every case above keeps its seed.
     if "hdmm" in names:
         cases.extend(hdmm_cases.cases(mutants, epsilon))
+    if algorithms is None or "marginals" in algorithms or "zcdp" in algorithms:
+        # The marginal set at the optimum (residual bases, ρ-zCDP only), after hdmm for the same reason.
+        cases.extend(residual_cases.cases(mutants, ZCDP_RHO))
     return cases
 
 
