@@ -6,6 +6,7 @@ import this module, so the runner can import the case modules without their impo
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from fractions import Fraction
 
@@ -30,3 +31,7 @@ class Case:
     columns: tuple | None = None  # public column declarations, for algorithms that use them (hierarchies)
     rho: Fraction | None = None  # a ρ-zCDP case: its budgets are zCDP with this ρ (``epsilon`` is then None)
     runs: tuple[int, int] | None = None  # at least this many (selection, test) runs per table
+    # A ρ-zCDP case whose traced values are correlated (a projection): ``reduce(drawn, reps)`` turns a replicated
+    # run's traced draws into the (values, scales, gaussian) arrays, each (reps, M), that the runner's statistic
+    # reads, in place of one value per traced answer (residual_cases.projection_statistic).
+    reduce: Callable | None = None

@@ -21,7 +21,7 @@ from dphist.algorithms.privelet import Privelet
 from dphist.algorithms.structurefirst import StructureFirst
 from dphist.privacy import PrivacyBudget
 
-__all__ = ["MUTANTS", "ZCDP_MUTANTS"]
+__all__ = ["MUTANTS", "ZCDP_MUTANTS", "shrunk_residual"]
 
 
 class _UnderstatedSensitivity(PrivacyBudget):
@@ -204,6 +204,36 @@ def _with_bug(budget: PrivacyBudget, mixin: type, **attributes) -> PrivacyBudget
     its children inherit the bug)."""
     budget.__class__ = type(f"{mixin.__name__.strip('_')}{type(budget).__name__}", (mixin, type(budget)), attributes)
     return budget
+
+
+class _ShrunkResidual:
+    """Mixed into a zCDP budget: the residual measurement named ``target`` draws its discrete Gaussian with
+    ``variance_factor`` times the s² the kernel computed (the bug), while it is charged its full ρ_A and its
+    record and trace state the full σ²."""
+
+    target = ""
+    variance_factor = Fraction(1)
+    _shrinking = False
+
+    def gaussian_residual(self, marginal, amount, what):
+        if what != self.target:
+            return super().gaussian_residual(marginal, amount, what)
+        self._shrinking = True
+        try:
+            return super().gaussian_residual(marginal, amount, what)
+        finally:
+            self._shrinking = False
+
+    def _gaussian_noise(self, sigma2, shape):
+        factor = self.variance_factor if self._shrinking else 1
+        return super()._gaussian_noise(Fraction(sigma2) * factor, shape)
+
+
+def shrunk_residual(budget: PrivacyBudget, what: str, variance_factor) -> PrivacyBudget:
+    """``budget`` (a zCDP budget) itself, turned into one whose residual measurement named ``what`` draws its noise
+    with ``variance_factor`` times the variance it states and is charged for (its children inherit the bug; the
+    residual marginal-set mutant of residual_cases.py uses it)."""
+    return _with_bug(budget, _ShrunkResidual, target=what, variance_factor=Fraction(variance_factor))
 
 
 class ShrunkSigmaGaussianIdentity(Identity):

@@ -27,6 +27,12 @@ A correct algorithm fails a case with probability at most α/m; a mutant is caug
   where the claim would be vacuous).  The (ε, δ) curves of ρ and of 1.5625ρ (σ × 0.8) lie close together, so
   the σ × 0.8 mutant and the identity case of the same shape get SIGMA_RUNS runs per table (``Case.runs``) on
   a 2-cell table, where they are cheap; the other zCDP cases get the audit's usual numbers of runs.
+
+The residual bases of a marginal set (residual_cases.py) release projections, whose values are correlated: their
+case reduces each run to one value per basis (``Case.reduce``: the released residual projected on the direction
+its mean moves between D and D′), and the log-likelihood ratio weighs those values by the standard deviation
+each shows on the selection sample, not the one it states (:func:`_spread_of`), so that a basis with less noise
+than it claims counts as much as it reveals.
 """
 
 from __future__ import annotations
@@ -55,7 +61,7 @@ from .discovery_steps import (ArgmaxBounds, CandidatesBeforeBounding, Discovered
                               UnthresholdedSelection, bounds_pair, labels_pair, tail_pair, unit_labels_pair)
 from .units import BoundedUnits, CapDropped, UnboundedUnits, UnclippedDropped, cap_pair, unit_pairs
 from .mutants import MUTANTS, ZCDP_MUTANTS, UnsquaredL2Tree
-from . import ahp_cases, dawa_cases, efpa_cases, grid_cases, hdmm_cases, mwem_cases, privtree_cases
+from . import ahp_cases, dawa_cases, efpa_cases, grid_cases, hdmm_cases, mwem_cases, privtree_cases, residual_cases
 from .replication import NoisePool, PooledBudget, PooledZCDPBudget, ReplicatedBudget, ReplicatedZCDPBudget
 
 __all__ = ["Case", "AuditResult", "AuditSize", "PlannedCase", "default_cases", "quick_cases", "zcdp_cases", "plan",
@@ -330,6 +336,9 @@ def default_cases(algorithms: list[str] | None = None, mutants: bool = True,
     # Then the algorithms added since, so that every case above keeps its seed.
     if "hdmm" in names:
         cases.extend(hdmm_cases.cases(mutants, epsilon))
+    if algorithms is None or "marginals" in algorithms or "zcdp" in algorithms:
+        # The marginal set at the optimum (residual bases, ρ-zCDP only), after hdmm for the same reason.
+        cases.extend(residual_cases.cases(mutants, ZCDP_RHO))
     return cases
 
 
@@ -456,6 +465,8 @@ def _zcdp_samples(case: Case, table: np.ndarray, reps: int, bits) -> tuple[np.nd
         trace: list = []
         algo.run(table, ReplicatedZCDPBudget(case.rho, bits, reps, trace, factor), columns=case.columns)
         drawn = [d for d in trace if d.values is not None]
+        if case.reduce is not None:
+            return (*case.reduce(drawn, reps), None)
         values = np.concatenate([d.values.reshape(reps, -1) for d in drawn], axis=1)
         scales = np.concatenate([np.broadcast_to(d.scales, d.values.shape).reshape(reps, -1) for d in drawn], axis=1)
         gaussian = np.concatenate([np.full((reps, d.values[0].size), d.gaussian) for d in drawn], axis=1)
@@ -519,12 +530,21 @@ def _zcdp_score(rho):
     return score
 
 
+def _centre(values: np.ndarray) -> np.ndarray:
+    """Per-value medians of runs (rows): rounded to the nearest integer where every run's value is one (integer
+    answers with integer noise, whose statistic lives on that lattice), left as they are where a value is real (a
+    released projection, or a case's reduced statistic)."""
+    median = np.median(values, axis=0)
+    integral = np.all(values == np.round(values), axis=0)
+    return np.where(integral, np.rint(median), median)
+
+
 def _llr_candidates(sel_d, sel_n, in_d, in_n, n_select, key, score=_loose_score) -> list:
     """The best LLR threshold events (both tails, both directions) among the runs marked in ``in_d``/``in_n``,
     with centres (per-value medians) taken from those runs; events count only marked runs.  ``sel_d`` and
     ``sel_n`` are (values, scales) pairs, or (values, scales, gaussian) for zCDP cases."""
     (v_d, *rest_d), (v_n, *rest_n) = sel_d, sel_n
-    centres = np.rint(np.median(v_d[in_d], axis=0)), np.rint(np.median(v_n[in_n], axis=0))
+    centres = _centre(v_d[in_d]), _centre(v_n[in_n])
     t_d = _llr(v_d[in_d], *centres, *(a[in_d] for a in rest_d))
     t_n = _llr(v_n[in_n], *centres, *(a[in_n] for a in rest_n))
     # Thresholds at quantiles of the pooled values.
@@ -553,6 +573,21 @@ def _hits(event, sample, keys) -> int:
     return int(hit.sum())
 
 
+def _spread_of(sel_d, sel_n) -> Callable:
+    """For a case whose statistic is reduced (``Case.reduce``): a function that gives a sample (values, scales,
+    gaussian) the scales measured on the selection sample, the pooled standard deviation of each value about each
+    table's mean, in place of the stated ones.  The log-likelihood ratio then weighs each value by the noise it
+    shows, not the noise it claims: a value with less noise than stated (the bug to catch) gets its true, larger
+    weight.  The scales are fixed before the test sample is drawn, so the statistic stays one fixed function."""
+    spread = np.sqrt((sel_d[0].var(axis=0) + sel_n[0].var(axis=0)) / 2)
+    spread = np.where(spread > 0, spread, 1.0)  # a constant value (no information): any positive scale will do
+
+    def restate(sample):
+        values, _, *rest = sample
+        return (values, np.broadcast_to(spread, values.shape), *rest)
+    return restate
+
+
 def audit_case(case: Case, alpha: float, n_select: int, n_test: int, seed: int) -> AuditResult:
     """Select the most revealing event on one sample, then bound its privacy loss on fresh samples."""
     start_time = time.perf_counter()
@@ -564,6 +599,8 @@ def audit_case(case: Case, alpha: float, n_select: int, n_test: int, seed: int) 
     *sel_n, keys_n = samples(case, case.neighbour, n_select, bits)
     width = max(sel_d[0].shape[1], sel_n[0].shape[1])
     sel_d, sel_n = _fit(*sel_d, width), _fit(*sel_n, width)
+    restate = _spread_of(sel_d, sel_n) if case.reduce is not None else (lambda sample: sample)
+    sel_d, sel_n = restate(sel_d), restate(sel_n)
     all_d, all_n = np.ones(n_select, bool), np.ones(n_select, bool)
     # (score, event, d_first); event = ("llr", threshold, upper, centres, key) or ("structure", key).  An LLR
     # event with a key is the joint event {that structure was chosen and T beyond the threshold}.
@@ -591,8 +628,8 @@ def audit_case(case: Case, alpha: float, n_select: int, n_test: int, seed: int) 
         reps = min(chunk, n_test - start)
         *test_d, tkeys_d = samples(case, case.data, reps, bits)
         *test_n, tkeys_n = samples(case, case.neighbour, reps, bits)
-        k_d += _hits(event, _fit(*test_d, width), tkeys_d)
-        k_n += _hits(event, _fit(*test_n, width), tkeys_n)
+        k_d += _hits(event, restate(_fit(*test_d, width)), tkeys_d)
+        k_n += _hits(event, restate(_fit(*test_n, width)), tkeys_n)
     k1, k2 = (k_d, k_n) if d_first else (k_n, k_d)
     if zcdp:
         bound, epsilon, delta = zcdp_lower_bound(k1, k2, n_test, case.rho, alpha)

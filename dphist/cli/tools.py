@@ -63,7 +63,7 @@ def evaluate_command(input, epsilon, rho, noise, delta, schema_path, columns, al
 
 @click.command("audit")
 @click.option("--algorithm", "-a", "algorithm", default="all", show_default=True, metavar="NAME|all",
-              help="Audit one algorithm, 'marginals' (the separate marginal-set strategy), 'units' (contribution "
+              help="Audit one algorithm, 'marginals' (the marginal-set strategies separate and residual), 'units' (contribution "
                    "bounding per privacy unit), 'discovery' (private domain discovery), or all of them.")
 @click.option("--quick", is_flag=True,
               help="Under a minute: one case per algorithm and the mutants of large effect, at 2e4 runs per table "
