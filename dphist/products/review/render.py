@@ -167,7 +167,7 @@ def _glance(review: Review) -> list[str]:
         ("", "tables", f"{len(review.tables)} ({sum(t.cells for t in review.tables):,} cells)"),
         ledger_card,
         ("bad" if dangers else "warn" if warns else "good", "to watch",
-         f"{dangers} serious, {warns} warnings" if dangers or warns else "nothing serious"),
+         f"{dangers} serious, {warns} warning{'' if warns == 1 else 's'}" if dangers or warns else "nothing serious"),
     ]
     out = [_section("glance"), '<div class="glance">']
     for kind, key, value in cards:
