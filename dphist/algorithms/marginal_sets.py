@@ -169,9 +169,14 @@ def plan_marginals(marginals: list[tuple[str, ...]], sizes: dict[str, int], epsi
     if separable is None and algorithm != "identity":
         separable = (f"strategy separate measures each marginal with identity, and algorithm {quoted(algorithm)} "
                      "was chosen")
+    if separable is None:
+        try:
+            cell_variance(noise, epsilon, k)
+        except ValueError:
+            separable = f"each of the {k} marginals would get noise past the samplers' range"
 
-    try:  # the smallest share any strategy's measurement gets (separate's 1/k of the amount)
-        cell_variance(noise, epsilon, k)
+    try:  # the largest share any strategy's measurement gets: one table at the whole amount (full's)
+        cell_variance(noise, epsilon, 1)
     except ValueError:
         unit = "rho" if noise == "gaussian" else "epsilon"
         raise UsageError(f"a marginal set of {k} tables at {unit} {_sig(float(epsilon))} per record is too small "
@@ -189,8 +194,11 @@ def plan_marginals(marginals: list[tuple[str, ...]], sizes: dict[str, int], epsi
     else:
         expected["full"] = {"not_computed": f"exact for identity only; algorithm {quoted(algorithm)} was chosen"}
     separate_errors = None
-    if separable is None or algorithm != "identity":
+    try:
         variance = cell_variance(noise, epsilon, k)
+    except ValueError:
+        variance = None
+    if variance is not None and (separable is None or algorithm != "identity"):
         separate_errors = expected_errors(marginals, sizes, [variance] * k)
         expected["separate"] = summary(separate_errors)
         if separable is not None:
