@@ -70,7 +70,8 @@ def test_a_table_of_categorical_columns_only_gets_identity_without_a_total():
     assert record.what == "every cell" and record.epsilon == Fraction(1, 3) and record.queries == 10
 
 
-@pytest.mark.parametrize("runs", [3000, pytest.param(20_000, marks=pytest.mark.slow)])
+@pytest.mark.parametrize("runs", [pytest.param(3000, marks=pytest.mark.time_limit(15)),  # ~4 s alone
+                                  pytest.param(20_000, marks=pytest.mark.slow)])
 def test_noise_on_the_total_has_the_stated_variance(runs):
     """``runs`` runs of the total measurement: sample variance within 5 sd of the exact discrete Laplace variance
     at scale 1/(ε/20).  The sample variance's relative sd is sqrt((kurtosis - 1)/runs) (kurtosis 6): 4.1 % at
