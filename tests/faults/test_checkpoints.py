@@ -593,3 +593,26 @@ def test_a_residual_marginal_set_signalled_after_reading_exits_143_in_one_line_a
     assert stopped.exit_code == 143 and stopped.stderr.count("\n") == 1 and "stays spent" in stopped.stderr
     assert not out.exists() and leftovers(tmp_path) == [] and kinds(ledger)[-1] == "FAIL"
     assert rho_spent(ledger) == Fraction(1, 4)
+
+
+# With --review the page is written into staging beside the tables, so it is part of the one release: killed
+# anywhere, the folder holds the whole release with its page or nothing, and a finished retry has both.
+
+@pytest.mark.parametrize("point", ["read", "computed", "staged"])
+def test_a_killed_release_with_its_review_page_publishes_both_or_nothing(tmp_path, point):
+    ledger, out = tmp_path / "l.sqlite", tmp_path / "out"
+    Ledger(ledger).set_cap("census", "row", epsilon=Fraction(3, 4))
+    killed = run(release_args(out, "--review", "--run-key", "k1"), ledger, fault=point)
+    assert killed.exit_code == -9
+    assert not out.exists() or sorted(p.name for p in out.iterdir()) == []
+    retry = run(release_args(out, "--review", "--run-key", "k1"), ledger)
+    assert spent(ledger) == Fraction(1, 2)
+    if KILLS[point][1] == "spent":
+        assert retry.exit_code == 3 and not out.exists()
+    else:
+        assert retry.exit_code == 0, retry.stderr
+        names = {p.name for p in out.iterdir()}
+        assert {"review.html", "report.json"} <= names
+        page = (out / "review.html").read_text(encoding="utf-8")
+        assert page.rstrip().endswith("</html>") and "Disclosure review" in page
+    assert leftovers(tmp_path) == [] and Ledger(ledger).verify() == []
