@@ -207,6 +207,18 @@ def plan_marginals(marginals: list[tuple[str, ...]], sizes: dict[str, int], epsi
         expected["separate"] = {"not_available": separable}
 
     residual, residual_errors, residual_limit, laplace = None, None, None, None
+
+    def not_available(plan, exc: ValueError, unit: str) -> str:
+        """Note why the residual plan does not apply at this budget; refuse if it was asked for by name."""
+        expected["residual"] = {"bases": len(plan.bases), "not_available": str(exc)}
+        if strategy == "residual":
+            raise UsageError(f"marginal strategy residual does not apply at this budget: {exc}; raise {unit}") from None
+        return str(exc)
+
+    def per_marginal(variances: dict, attributes: list) -> list[float]:
+        """Each marginal's summed variance, from the per-cell variance of each (sorted attribute tuple)."""
+        return [variances[tuple(sorted(attributes.index(c) for c in m))] * math.prod(sizes[c] for c in m)
+                for m in marginals]
     if algorithm != "identity":
         if strategy == "residual":
             how = "discrete Gaussian" if noise == "gaussian" else "discrete Laplace"
@@ -220,17 +232,10 @@ def plan_marginals(marginals: list[tuple[str, ...]], sizes: dict[str, int], epsi
             laplace, totals = best_plan(indices, [sizes[c] for c in attributes], epsilon)
         except ValueError as exc:
             residual = plan_residuals(indices, [sizes[c] for c in attributes])
-            residual_limit = str(exc)
-            expected["residual"] = {"bases": len(residual.bases), "not_available": residual_limit}
-            if strategy == "residual":
-                raise UsageError(f"marginal strategy residual does not apply at this budget: {residual_limit}; "
-                                 "raise epsilon") from None
+            residual_limit = not_available(residual, exc, "epsilon")
         else:
             residual = laplace.structure
-            variances = laplace.variance_per_cell(epsilon)
-            cells = [math.prod(sizes[c] for c in m) for m in marginals]
-            residual_errors = [variances[tuple(sorted(attributes.index(c) for c in m))] * n
-                               for m, n in zip(marginals, cells)]
+            residual_errors = per_marginal(laplace.variance_per_cell(epsilon), attributes)
             expected["residual"] = {**summary(residual_errors), "bases": len(residual.bases),
                                     "plan": laplace.method, "measures": laplace.describe(),
                                     "plans": {m: _sig(t) for m, t in totals.items()}}
@@ -241,16 +246,9 @@ def plan_marginals(marginals: list[tuple[str, ...]], sizes: dict[str, int], epsi
         try:
             check_sampler(residual, epsilon)
         except ValueError as exc:
-            residual_limit = str(exc)
-            expected["residual"] = {"bases": len(residual.bases), "not_available": residual_limit}
-            if strategy == "residual":
-                raise UsageError(f"marginal strategy residual does not apply at this budget: {residual_limit}; "
-                                 "raise rho") from None
+            residual_limit = not_available(residual, exc, "rho")
         else:
-            variances = discrete_variance_per_cell(residual, epsilon)
-            cells = [math.prod(sizes[c] for c in m) for m in marginals]
-            residual_errors = [variances[tuple(sorted(attributes.index(c) for c in m))] * n
-                               for m, n in zip(marginals, cells)]
+            residual_errors = per_marginal(discrete_variance_per_cell(residual, epsilon), attributes)
             expected["residual"] = {**summary(residual_errors), "bases": len(residual.bases)}
     if full_limit is not None:
         expected["full"]["not_available"] = full_limit
