@@ -3,8 +3,8 @@
 Numeric bins are labelled by their range, ``[0.1, 0.17)``, each edge the shortest decimal that is the edge up to
 float noise (``0.16999999999999998`` reads ``0.17``).  An edge with no short decimal (a third) is rounded to a
 hundredth of the narrowest bin, so neighbouring edges stay distinct.  A bin of width 1 between whole numbers is its
-value (``3``).  The end bins of a column with open ends (its domain's ``open_ends``: they also hold every value
-beyond the bounds) read ``< 0.17`` and ``≥ 9``.  Date bins read as their first day in the domain's unit
+value (``3``).  The end bins of a column with open ends (its domain's ``open_ends``, or a declared domain that
+clamps values outside it: they also hold every value beyond the bounds) read ``< 0.17`` and ``≥ 9``.  Date bins read as their first day in the domain's unit
 (``2023-01`` for months, ``2023`` for years, ``2023 Q1`` for quarters, a day where the bins do not start on the
 first of a month).  Categories longer than ``MAX_LABEL``
 characters end in an ellipsis, and the null cell reads ``missing``.
@@ -32,7 +32,9 @@ def axis_labels(axis, domain: dict | None = None) -> list[str]:
     if axis.kind == "categorical":
         return ["missing" if n else _truncated(str(v)) for v, n in zip(axis.text, null)]
     real = np.flatnonzero(~null)
-    opened = bool(domain.get("open_ends")) and real.size >= 2
+    # The end bins are open where they also hold the values beyond the bounds: a discovered domain's open ends,
+    # or a declared one that clamps values outside it into its end bins.
+    opened = bool(domain.get("open_ends") or domain.get("out_of_domain") == "clamp") and real.size >= 2
     first, last = (int(real[0]), int(real[-1])) if real.size else (-1, -1)
     if axis.kind == "date":
         show = _date_text(domain)

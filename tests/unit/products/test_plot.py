@@ -117,8 +117,11 @@ def test_bin_edges_print_as_clean_decimals(tmp_path, floats):
     assert "0.16999999999999998" in (rel / "ratio.csv").read_text()  # the release holds the noisy edges
     fig, _, _ = figure(rel)
     labels = ticks(fig.axes[0].get_xticklabels())
-    assert labels[:3] == ["[0, 0.1)", "[0.1, 0.17)", "[0.17, 0.24)"]
-    assert all(re.fullmatch(r"\[\d(\.\d{1,2})?, \d(\.\d{1,2})?\)", label) for label in labels), labels
+    # (the schema clamps values outside [0, 1) into the end bins, so the first one is open: "< 0.1")
+    assert labels[:3] == ["< 0.1", "[0.1, 0.17)", "[0.17, 0.24)"]
+    inner = labels[1:-1]
+    assert all(re.fullmatch(r"\[\d(\.\d{1,2})?, \d(\.\d{1,2})?\)", label) for label in inner), labels
+    assert re.fullmatch(r"≥ \d(\.\d{1,2})?", labels[-1]), labels
 
 
 def test_open_end_bins_read_below_and_at_or_above(tmp_path, floats):

@@ -47,6 +47,9 @@ def test_open_ends_read_below_and_at_or_above():
     axis = numeric([0.0, 0.17, 0.5, 9.0, 12.0], null=True)
     assert axis_labels(axis, {"open_ends": True}) == ["< 0.17", "[0.17, 0.5)", "[0.5, 9)", "≥ 9", "missing"]
     assert axis_labels(axis, {}) == ["[0, 0.17)", "[0.17, 0.5)", "[0.5, 9)", "[9, 12)", "missing"]
+    # a declared domain that clamps values outside it into its end bins has open ends too; one that drops them not
+    assert axis_labels(axis, {"out_of_domain": "clamp"}) == axis_labels(axis, {"open_ends": True})
+    assert axis_labels(axis, {"out_of_domain": "drop"}) == axis_labels(axis, {})
 
 
 def test_bins_of_one_whole_number_read_as_it():
