@@ -36,6 +36,7 @@ from ...publishing.budget_status import budget_status
 from ...publishing.destination import MARKER, sha256_file
 from ...publishing.ledger import Ledger, default_ledger_path
 from ...text import quoted
+from ..plots.labels import axis_labels
 from ..synth import ReleasedTable, load_report, read_table
 
 __all__ = ["Review", "TableFacts", "ColumnFacts", "Cell", "Step", "SpendPart", "LedgerRun", "LedgerFacts", "Watch",
@@ -52,7 +53,6 @@ UNRELIABLE_WITHOUT_INTERVAL = ("the table has no per-cell interval, so a cell is
 MAX_CELLS_LISTED = 300
 #: The most categories the page lists for one column.
 MAX_VALUES_LISTED = 60
-_EPOCH = _dt.date(1970, 1, 1)
 
 
 @dataclass(frozen=True)
@@ -300,7 +300,7 @@ def _table(directory: Path, meta: dict, report: dict) -> TableFacts:
     interval = meta.get("interval") if isinstance(meta.get("interval"), dict) else {}
     errors = meta.get("expected_error") if isinstance(meta.get("expected_error"), dict) else {}
     raw = str(meta.get("post_processing", "")).startswith("none")
-    cells, flagged, rule = _cells(released, errors, meta.get("expected_cell_sd"))
+    cells, flagged, rule = _cells(released, errors, meta.get("expected_cell_sd"), meta.get("domain") or {})
     return TableFacts(
         name=str(meta["name"]), file=released.path.name,
         columns=[_column(c, meta["domain"][c]) for c in meta["columns"]],
@@ -341,8 +341,9 @@ def _column(name: str, domain: dict) -> ColumnFacts:
     return ColumnFacts(name, kind, bins, values, left_out, domain.get("out_of_domain"), domain.get("nulls"))
 
 
-def _cells(released: ReleasedTable, errors: dict, cell_sd) -> tuple[list[Cell], int, str | None]:
-    """Every cell with its labels and interval, how many are flagged unreliable, and the rule used."""
+def _cells(released: ReleasedTable, errors: dict, cell_sd, domains: dict) -> tuple[list[Cell], int, str | None]:
+    """Every cell with its labels and interval, how many are flagged unreliable, and the rule used.  ``domains``:
+    the report's domain per column (its open ends)."""
     counts = released.counts.ravel()
     n = counts.size
     low = high = None
@@ -357,7 +358,7 @@ def _cells(released: ReleasedTable, errors: dict, cell_sd) -> tuple[list[Cell], 
             typical = _typical_error(errors, cell_sd)
             flagged = counts < 2 * typical if typical is not None else np.zeros(n, dtype=bool)
             rule = None if typical is None else f"{UNRELIABLE_WITHOUT_INTERVAL} ({_short(typical)})"
-    labels = [_axis_labels(axis) for axis in released.axes]
+    labels = [_axis_labels(axis, domains.get(column)) for axis, column in zip(released.axes, released.columns)]
     index = np.unravel_index(np.arange(min(n, MAX_CELLS_LISTED)), released.counts.shape)
     covers = released.covers if released.covers is not None else np.full(n, "", dtype=object)
     cells = []
@@ -378,26 +379,12 @@ def _typical_error(errors: dict, cell_sd) -> float | None:
     return None
 
 
-def _axis_labels(axis) -> list[str]:
-    """A label per bin: the category, "lower – upper" of a numeric bin, the dates of a date bin, "missing"."""
-    out = []
-    for k in range(axis.size):
-        if axis.null[k]:
-            out.append("missing")
-        elif axis.kind == "categorical":
-            out.append(str(axis.text[k]))
-        elif axis.kind == "date":
-            out.append(f"{_day(axis.lower[k])} – {_day(axis.upper[k])}")
-        else:
-            out.append(f"{_short(axis.lower[k])} – {_short(axis.upper[k])}")
-    return out
-
-
-def _day(days: float) -> str:
-    try:
-        return (_EPOCH + _dt.timedelta(days=int(days))).isoformat()
-    except OverflowError:
-        return _short(days)
+def _axis_labels(axis, domain: dict | None) -> list[str]:
+    """A label per bin, as the pictures have them (:func:`dphist.products.plots.labels.axis_labels`: ``[a, b)``, open
+    end bins ``< b`` and ``≥ a``, dates in their unit, "missing"), but every category in full."""
+    if axis.kind == "categorical":
+        return ["missing" if axis.null[k] else str(axis.text[k]) for k in range(axis.size)]
+    return axis_labels(axis, domain)
 
 
 def _short(value: float) -> str:
