@@ -10,6 +10,7 @@ from __future__ import annotations
 import importlib.util
 import os
 import re
+import shutil
 import subprocess
 import sys
 import tarfile
@@ -28,12 +29,18 @@ pytestmark = pytest.mark.xdist_group("distributions")
 
 @pytest.fixture(scope="module")
 def dist(tmp_path_factory) -> Path:
-    """dist/ of ``python -m build`` run on a copy-free checkout: the sdist, then the wheel built from it.  The build
+    """dist/ of ``python -m build`` run on a copy of the checkout: the sdist, then the wheel built from it.  The build
     backend (setuptools >= 77) is fetched into an isolated environment unless this one has it."""
     if importlib.util.find_spec("build") is None:
         pytest.skip("the 'build' package is not installed (it is in the test extra: pip install -e '.[test]')")
     out = tmp_path_factory.mktemp("dist")
-    command = [sys.executable, "-m", "build", "--outdir", str(out), str(ROOT)]
+    # setuptools stages the sdist in a folder inside the source tree, so the build runs on a copy: other tests'
+    # processes work in the checkout at the same time.
+    source = tmp_path_factory.mktemp("source") / "dphist"
+    shutil.copytree(ROOT, source, ignore=shutil.ignore_patterns(
+        ".git", ".venv", "__pycache__", "*.egg-info", "site", "build", "dist", ".hypothesis", ".pytest_cache",
+        "demo_release", "*.sqlite*", "results"))
+    command = [sys.executable, "-m", "build", "--outdir", str(out), str(source)]
     if _has_backend():
         command.insert(3, "--no-isolation")
     done = subprocess.run(command, capture_output=True, text=True, cwd=out)
