@@ -334,8 +334,8 @@ def _baseline_error(name: str, shape: tuple[int, ...], ordered: list[bool]) -> f
 
 
 def _optimised_instead(name: str, shape: tuple[int, ...], columns) -> tuple[str | None, str]:
-    """Under pure ε, for the ranges workload: ("hdmm", why) instead of the baseline ``name`` where hdmm's exact average
-    variance per range (:func:`_hdmm_error`) is below the baseline's (:func:`_baseline_error`).  Both are
+    """Under pure ε, for the ranges workload: ("hdmm", why) instead of the baseline ``name`` where hdmm's exact
+    average variance per range (:func:`_hdmm_error`) is below the baseline's (:func:`_baseline_error`).  Both are
     data-independent linear estimates, so the comparison reads public facts only.  Where the rule named a
     baseline, no data-adaptive algorithm was safe there, and the strategy optimised for exactly these queries is
     the better data-independent choice; on real columns it kept its lead after non-negativity and rounding (a
@@ -380,7 +380,9 @@ class Auto(Algorithm):
     def steps(self, shape: tuple[int, ...], columns=None, noise: str = "laplace") -> list[Step]:
         """Under zCDP the chosen algorithm's steps (a choice from public facts); with every column categorical,
         identity's; otherwise the noisy total, then the steps of every algorithm the rules may choose for this
-        shape (with its default options), on the rest."""
+        shape (with its default options), on the rest.  (hdmm, which may stand in for a baseline, is not among
+        them: its quantum follows the budget, so :meth:`run` checks its step and keeps the baseline where it does
+        not fit.)"""
         shape = tuple(shape)
         if noise == "gaussian":
             chosen = choose_gaussian(shape, columns, self.workload(columns))["chosen"]
