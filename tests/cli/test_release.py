@@ -347,6 +347,7 @@ def test_rho_release_is_charged_in_rho_and_a_rho_cap_holds(tmp_path):
 
 
 
+@pytest.mark.time_limit(20)  # several releases whose reports simulate hdmm's expected error: ~3.5 s alone
 def test_cli_workload_flag_and_job_spec(tmp_path):
     frame = _frame(3000)
     frame.to_csv(tmp_path / "d.csv", index=False)
