@@ -55,7 +55,7 @@ from ..algorithms.hierarchical import TreePlan
 from ..algorithms.identity import Identity
 from ..algorithms.privelet import Privelet
 from ..inference.marginals import consistent_marginals, expected_errors as consistent_squared_errors
-from ..inference.measurements import total_measurement
+from ..inference.measurements import TOTAL, total_measurement
 from ..privacy import (PrivacyBudget, SeededBits, SimulationBits, ZCDPBudget, discrete_gaussian_pmf, discrete_gaussian_variance,
                        discrete_laplace_variance, per_row_epsilon_like)
 
@@ -317,9 +317,13 @@ def _linear_noise(algorithm, estimate, budget, shape: tuple[int, ...], columns):
         return tree_noise(algorithm, estimate, "laplace" if budget.definition == "pure" else "gaussian")
     if isinstance(algorithm, Privelet):
         return privelet_noise(algorithm, shape, columns, budget.measurements[0])
-    if isinstance(estimate.plan, StrategyPlan) and len(estimate.measurements) == 1:  # without a total refitted
-        return strategy_noise(estimate.plan, float(estimate.measurements[0].variance),
-                              "laplace" if budget.definition == "pure" else "gaussian")
+    if isinstance(estimate.plan, StrategyPlan):
+        own = [m for m in estimate.measurements if m.query != TOTAL]
+        totals = [m for m in estimate.measurements if m.query == TOTAL]
+        if len(own) == 1 and len(totals) <= 1:  # (a refitted total is auto's N̂, always Laplace)
+            return strategy_noise(estimate.plan, float(own[0].variance),
+                                  "laplace" if budget.definition == "pure" else "gaussian",
+                                  float(totals[0].variance) if totals else None)
     return None
 
 

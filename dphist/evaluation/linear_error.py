@@ -204,19 +204,34 @@ def privelet_noise(algorithm, shape: tuple[int, ...], columns, record) -> Linear
     return LinearNoise(shape, cells, boxes, work)
 
 
-def strategy_noise(plan, variance: float, noise: str) -> LinearNoise:
+def strategy_noise(plan, variance: float, noise: str, total_variance: float | None = None) -> LinearNoise:
     """The noise of hdmm's estimate from its public ``plan`` (a :class:`~dphist.algorithms.hdmm.StrategyPlan`)
-    and the noise ``variance`` of each of its answers (of the kind ``noise``: :func:`fourth_cumulant`)."""
+    and the noise ``variance`` of each of its answers (of the kind ``noise``: :func:`fourth_cumulant`).
+
+    ``total_variance``: a total measured elsewhere with discrete Laplace noise of this variance (auto's N̂) was
+    refitted into the estimate (hdmm's infer: x̂' = x̂ + u(t − 1ᵀx̂)/D, u = Σ1, D = 1ᵀu + v_t).  A box q then errs
+    by qᵀe − c(1ᵀe) + c·z_t with c = qᵀu/D, of variance qᵀΣq − (qᵀu)²/D; on the answers' noise its coefficients
+    are x − c·y with x = ⊗_k L_kᵀq_k and y = ⊗_k L_kᵀ1, so Σ_r (x_r − c·y_r)⁴ = Σ_j C(4, j)(−c)^j Π_k Σ_r
+    x_k^(4−j) y_k^j factorises per axis, and the total adds κ₄(v_t)·c⁴."""
     strategy = plan.strategy
     shape = tuple(int(n) for n in plan.shape)
     inverses = inverse_grams(strategy)
     maps = [a.astype(np.float64) @ inv for a, inv in zip(strategy.factors, inverses)]  # L_kᵀ = A_k(A_kᵀA_k)⁻¹
     v, kappa = float(variance), fourth_cumulant(noise, variance)
     cells = v * outer([np.diag(inv) for inv in inverses])
+    refit = total_variance is not None
+    if refit:
+        u_axes = [inv.sum(axis=1) for inv in inverses]  # u = v·⊗_k (A_kᵀA_k)⁻¹1
+        denominator = v * float(np.prod([w.sum() for w in u_axes])) + float(total_variance)
+        kappa_total = fourth_cumulant("laplace", total_variance)
+        ones = [m.sum(axis=1) for m in maps]  # y_k = L_kᵀ1
+        cells = cells - v * v * outer([w * w for w in u_axes]) / denominator
 
     def boxes(lo, hi):
         lo, hi = np.asarray(lo, dtype=np.int64), np.asarray(hi, dtype=np.int64)
-        out, fourth = np.full(lo.shape[0], v), np.full(lo.shape[0], kappa)
+        out = np.full(lo.shape[0], v)
+        powers = np.ones((5, lo.shape[0]))  # Π_k Σ_r x_k^(4−j) y_k^j, j = 0..4
+        share = np.full(lo.shape[0], v)  # qᵀu
         for k, (inv, m) in enumerate(zip(inverses, maps)):
             n = inv.shape[0]
             square = np.zeros((n + 1, n + 1))  # summed-area table of (A_kᵀA_k)⁻¹
@@ -225,11 +240,23 @@ def strategy_noise(plan, variance: float, noise: str) -> LinearNoise:
             out *= square[b, b] - square[a, b] - square[b, a] + square[a, a]
             prefix = np.zeros((m.shape[0], n + 1))
             np.cumsum(m, axis=1, out=prefix[:, 1:])
-            fourth *= np.sum((prefix[:, b] - prefix[:, a]) ** 4, axis=0)
-        return out, fourth
+            x = prefix[:, b] - prefix[:, a]  # (answers, boxes)
+            if not refit:
+                powers[0] *= np.sum(x ** 4, axis=0)
+                continue
+            y = ones[k][:, None]
+            for j in range(5):
+                powers[j] *= np.sum(x ** (4 - j) * y ** j, axis=0)
+            u_prefix = np.concatenate(([0.0], np.cumsum(u_axes[k])))
+            share *= u_prefix[b] - u_prefix[a]
+        if not refit:
+            return out, kappa * powers[0]
+        c = share / denominator
+        fourth = sum(math.comb(4, j) * (-c) ** j * powers[j] for j in range(5))
+        return out - share * share / denominator, kappa * fourth + kappa_total * c ** 4
 
     return LinearNoise(shape, np.broadcast_to(np.asarray(cells, dtype=np.float64), shape).ravel().copy(), boxes,
-                       lambda lo, hi: len(lo) * sum(int(a.shape[0]) for a in strategy.factors))
+                       lambda lo, hi: len(lo) * sum(int(a.shape[0]) for a in strategy.factors) * (5 if refit else 1))
 
 
 def _axis_interval_weights(axis, scales: np.ndarray, intervals: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

@@ -192,3 +192,31 @@ def test_the_exact_noise_model_of_the_report_matches_the_dense_covariance():
         assert np.isclose(variances[k], float(own.variance) * q @ cov @ q, rtol=1e-9)
         assert np.isclose(fourths[k], fourth_cumulant("laplace", own.variance) * np.sum((a @ cov @ q) ** 4), rtol=1e-9)
     assert np.allclose(noise.cell_variances, estimate.variance.ravel(), rtol=1e-12)
+
+
+def test_the_noise_model_with_a_refitted_total_matches_the_dense_least_squares():
+    """strategy_noise with auto's N̂ refitted: a box's variance and fourth cumulant equal those of the dense least
+    squares of the answers (variance v each) and the total (v_t): x̂ = Σ'(Aᵀy/v + 1·t/v_t), Σ' = (AᵀA/v + 11ᵀ/v_t)⁻¹,
+    so qᵀx̂ errs by (AΣ'q/v)ᵀz + (1ᵀΣ'q/v_t)·z_t; and the report's cell variances are the refitted estimate's."""
+    from dphist.evaluation.linear_error import fourth_cumulant, strategy_noise
+
+    algorithm = get_algorithm("hdmm")
+    estimate = algorithm.run(np.zeros((6, 5), dtype=np.int64), PrivacyBudget(Fraction(1), bits=SeededBits(1)))
+    (own,) = estimate.measurements
+    v, v_t = float(own.variance), 37.5
+    refit = algorithm.refit(estimate, total_measurement(0.0, v_t))
+    noise = strategy_noise(refit.plan, v, "laplace", v_t)
+    lo, hi = np.array([[0, 0], [1, 2], [5, 4], [2, 0]]), np.array([[6, 5], [4, 3], [6, 5], [3, 5]])
+    a = np.kron(*[f.astype(float) for f in estimate.plan.strategy.factors])
+    cov = np.linalg.inv(a.T @ a / v + np.ones((30, 30)) / v_t)
+    variances, fourths = noise.box_cumulants(lo, hi)
+    for k in range(len(lo)):
+        q = np.zeros((6, 5))
+        q[lo[k, 0]:hi[k, 0], lo[k, 1]:hi[k, 1]] = 1
+        q = q.ravel()
+        on_answers, on_total = a @ cov @ q / v, float(np.ones(30) @ cov @ q) / v_t
+        assert np.isclose(variances[k], q @ cov @ q, rtol=1e-9)
+        assert np.isclose(fourths[k], fourth_cumulant("laplace", v) * np.sum(on_answers ** 4)
+                          + fourth_cumulant("laplace", v_t) * on_total ** 4, rtol=1e-8)
+    assert np.allclose(noise.cell_variances, refit.variance.ravel(), rtol=1e-10)
+    assert np.allclose(noise.cell_variances, np.diag(cov), rtol=1e-9)
