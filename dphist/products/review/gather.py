@@ -511,6 +511,9 @@ def _recorded(book: Ledger, block: dict, directory: Path, being_published: bool)
     if status:
         facts.account = status[0].fields
         facts.account_line = status[0].summary()
+        if being_published:
+            # written in the release's transaction: the ledger's count of releases does not hold this one yet
+            facts.account_line += " (as of this page's writing, before this release's commit: it is one more)"
         facts.uncapped = status[0].fields["definition"] == "none"
     if not being_published:
         facts.files_checked = _check_files(history, this_run, directory)
