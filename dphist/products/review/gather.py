@@ -513,7 +513,7 @@ def _recorded(book: Ledger, block: dict, directory: Path, being_published: bool)
         facts.account_line = status[0].summary()
         if being_published:
             # written in the release's transaction: the ledger's count of releases does not hold this one yet
-            facts.account_line += " (as of this page's writing, before this release's commit: it is one more)"
+            facts.account_line += " (written before this release's commit: its spend is counted, the release not yet)"
         facts.uncapped = status[0].fields["definition"] == "none"
     if not being_published:
         facts.files_checked = _check_files(history, this_run, directory)
