@@ -33,11 +33,12 @@ __all__ = ["main"]
 def main():
     """Publish differentially private histograms and contingency tables from CSV or Parquet files.
 
-    \b
     Typical use:
-      dphist schema data.csv -o schema.yaml      # draft a schema, then REVIEW it (it is public)
-      dphist check data.csv --schema schema.yaml # what a release would drop (not private; spends nothing)
-      dphist release data.csv --schema schema.yaml --epsilon 0.5 --columns age,sex
+
+    \b
+        dphist schema data.csv -o schema.yaml      # draft a schema, then REVIEW it (it is public)
+        dphist check data.csv --schema schema.yaml # what a release would drop (not private; spends nothing)
+        dphist release data.csv --schema schema.yaml --epsilon 0.5 --columns age,sex
     """
 
 

@@ -23,12 +23,12 @@ def budget_group():
     """The privacy-budget ledger: caps per data set, what was spent, and a tamper check.
 
     \b
-    dphist budget set ID --epsilon 5          # cap a data set (releases past it exit 3)
-    dphist budget set ID --rho 0.5            # or cap it in rho (zCDP)
-    dphist budget show [ID]                   # spent, remaining, number of releases
-    dphist budget history ID [--format json]  # every entry, oldest first
-    dphist budget verify                      # check the file and the hash chain (exit 1 if damaged)
-    dphist budget recover                     # finish or clean up runs that were killed
+        dphist budget set ID --epsilon 5          # cap a data set (releases past it exit 3)
+        dphist budget set ID --rho 0.5            # or cap it in rho (zCDP)
+        dphist budget show [ID]                   # spent, remaining, number of releases
+        dphist budget history ID [--format json]  # every entry, oldest first
+        dphist budget verify                      # check the file and the hash chain (exit 1 if damaged)
+        dphist budget recover                     # finish or clean up runs that were killed
     """
 
 

@@ -35,7 +35,7 @@ def check_command(input, schema_path, columns, privacy_unit, max_rows_per_unit, 
     options or schema). For a nightly job:
 
     \b
-      dphist check data.csv -s schema.yaml && dphist release data.csv -s schema.yaml ...
+        dphist check data.csv -s schema.yaml && dphist release data.csv -s schema.yaml ...
     """
     from ..read.checking import check_data
 

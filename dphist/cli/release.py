@@ -85,20 +85,22 @@ def release_command(input, epsilon, rho, noise, schema_path, columns, spec, marg
     """Release differentially private tables of INPUT (a CSV or Parquet file, a directory, or a glob).
 
     \b
-    With --columns a,b: one table over those columns.
-    With --spec JOB.yaml: the tables the job lists, the budget split by their shares.
-    With neither: one 1-D histogram per schema column, the budget split equally.
+    - With --columns a,b: one table over those columns.
+    - With --spec JOB.yaml: the tables the job lists, the budget split by their shares.
+    - With neither: one 1-D histogram per schema column, the budget split equally.
+
+    The budget, in one of three definitions:
 
     \b
-    The budget, in one of three definitions:
-      --epsilon E                          pure ε-DP, discrete Laplace noise (the default)
-      --rho R                              ρ-zCDP, discrete Gaussian noise
-      --epsilon E --delta D --noise gaussian
-                                           (ε, δ)-DP, discrete Gaussian noise accounted as ρ-zCDP
+        --epsilon E                          pure ε-DP, discrete Laplace noise (the default)
+        --rho R                              ρ-zCDP, discrete Gaussian noise
+        --epsilon E --delta D --noise gaussian
+                                             (ε, δ)-DP, discrete Gaussian noise accounted as ρ-zCDP
+
     Under --rho and --noise gaussian every column must be declared in --schema (domains are found privately
     under pure ε only: run 'dphist schema --private' first).
 
-    Writes one <table>.<format> file per table (one row per cell: labels, count, noisy_count, ci_lower,
+    Writes one TABLE.FORMAT file per table (one row per cell: labels, count, noisy_count, ci_lower,
     ci_upper, ci_covers, bucket) and report.json into --out, atomically. The whole run spends exactly ε (or ρ), and the budget
     ledger records it against the data set (refused with exit code 3 if that would pass the data set's cap;
     see 'dphist budget').
