@@ -70,7 +70,7 @@ def plot_command(release_dir, table, out, log_scale, overwrite):
     click.echo(f"wrote {out}", err=True)
 
 
-@click.command("review")
+@click.command("review", short_help="One self-contained HTML page for a disclosure review of a release.")
 @click.argument("release_dir", metavar="RELEASE_DIR")
 @click.option("--out", "-o", default="review.html", show_default=True, metavar="FILE.html",
               help="The page to write: outside any release folder (a release's files are hashed in the ledger).")
