@@ -103,6 +103,7 @@ def test_undeclared_parquet_dates_far_out_of_range_are_released(tmp_path, kind):
     assert charged(tmp_path) == 1
 
 
+@pytest.mark.time_limit(20)  # a real process that discovers, then may optimise hdmm's strategy: ~4 s alone
 def test_parquet_timestamps_beyond_the_calendar_are_discovered_and_clamped(tmp_path):
     """Timestamps past year 9999 (int64 seconds far out) have no calendar date: discovery cuts its bounds to
     years 1..9999 and counts them in the edge bins."""
