@@ -7,7 +7,6 @@ real UCI Adult table from ../shared (skipped when it is absent)."""
 
 from __future__ import annotations
 
-import itertools
 import json
 import shutil
 from fractions import Fraction
@@ -24,6 +23,7 @@ from dphist.publishing.assemble import DELTA_REFERENCE
 from dphist.privacy import discrete_gaussian_halfwidth, discrete_gaussian_variance, format_fraction
 from dphist.privacy.conversions import delta_for, epsilon_for, rho_for
 
+from marginal_files import largest_shared_difference, read_marginals, six_binary_columns
 from cli_harness import Outcome, invoke
 from conftest import ROOT, SAMPLE
 from workload_data import WORKLOAD_SCHEMA, workload_frame as _frame
@@ -415,39 +415,6 @@ def test_cli_marginals_and_errors(tmp_path):
     assert not any((tmp_path / d).exists() for d in "xyz")
 
 
-def _label_frame(frame: pd.DataFrame, columns: list[str]) -> pd.DataFrame:
-    """A released marginal's count column with one label column per data column (a bin's lower edge, or the
-    category), as written to its CSV."""
-    labels = {c: (f"{c}_lower" if f"{c}_lower" in frame else c) for c in columns}
-    return frame.rename(columns={v: k for k, v in labels.items()})[columns + ["count"]]
-
-
-def _sums(frame: pd.DataFrame, onto: list[str]) -> pd.Series:
-    if not onto:
-        return pd.Series([int(frame["count"].sum())])
-    return frame.groupby(sorted(onto))["count"].sum().astype(np.int64)
-
-
-def _largest_shared_difference(tables: dict[tuple[str, ...], pd.DataFrame]) -> int:
-    """Recomputed from the written files alone: over every pair of marginals and every column set inside both
-    (the empty set too), the largest absolute difference of their sums onto it."""
-    worst = 0
-    names = list(tables)
-    for i, a in enumerate(names):
-        for b in names[i + 1:]:
-            shared = [c for c in a if c in b]
-            for r in range(len(shared) + 1):
-                for onto in itertools.combinations(shared, r):
-                    left, right = _sums(tables[a], list(onto)), _sums(tables[b], list(onto))
-                    assert left.index.equals(right.index)
-                    worst = max(worst, int((left - right).abs().max()))
-    return worst
-
-
-def _read_marginals(out, marginals: list[tuple[str, ...]]) -> dict[tuple[str, ...], pd.DataFrame]:
-    return {m: _label_frame(pd.read_csv(out / f"{'_'.join(m)}.csv"), list(m)) for m in marginals}
-
-
 def test_cli_residual_marginals_under_zcdp_agree_exactly_for_a_separable_set(tmp_path):
     """--rho, default strategy: residual; a separable set keeps every shared sub-table and the grand total exact;
     the bases' ρ add up to the requested ρ exactly; intervals and expected errors are the records' own."""
@@ -464,8 +431,8 @@ def test_cli_residual_marginals_under_zcdp_agree_exactly_for_a_separable_set(tmp
     assert report["rho_spent"] == report["rho_requested"] == "0.3"
     assert sum(Fraction(s["rho"]) for s in block["steps"]) == Fraction(3, 10)
     assert len(block["steps"]) == block["expected_error"]["residual"]["bases"] == 7  # ∅, 3 columns, 3 pairs
-    tables = _read_marginals(out, marginals)
-    assert _largest_shared_difference(tables) == 0
+    tables = read_marginals(out, marginals)
+    assert largest_shared_difference(tables) == 0
     for m, table in zip(marginals, report["tables"]):
         frame = pd.read_csv(out / f"{'_'.join(m)}.csv")
         assert table["algorithm"] == "residual" and (frame["count"] >= 0).all()
@@ -478,22 +445,8 @@ def test_cli_residual_marginals_under_zcdp_agree_exactly_for_a_separable_set(tmp
         assert set(frame["ci_covers"]) == {"count"}
 
 
-def _six_binary_columns(tmp_path) -> tuple[list, list]:
-    """3,000 rows of six binary columns with their schema, and the CLI arguments releasing all 20 of their 3-way
-    marginals at rho 0.05."""
-    rng = np.random.default_rng(5)
-    columns = [f"b{i}" for i in range(6)]
-    pd.DataFrame(rng.integers(0, 2, (3000, 6)), columns=columns).to_csv(tmp_path / "d.csv", index=False)
-    (tmp_path / "s.yaml").write_text("columns:\n" + "".join(f"  {c}: {{type: categorical, values: [0, 1]}}\n"
-                                                             for c in columns))
-    marginals = list(itertools.combinations(columns, 3))
-    args = ["release", str(tmp_path / "d.csv"), "-s", str(tmp_path / "s.yaml"), "--rho", "0.05",
-            "--marginals", ";".join(",".join(m) for m in marginals), "-q"]
-    return marginals, args
-
-
 def test_cli_separate_refuses_all_three_way_of_six_binary_columns(tmp_path):
-    _, args = _six_binary_columns(tmp_path)
+    _, args = six_binary_columns(tmp_path, "--rho", "0.05")
     refused = invoke([*args, "--marginal-strategy", "separate", "-o", str(tmp_path / "x")])
     assert refused.exit_code == 2 and "three fixed margins" in refused.stderr
 
@@ -502,7 +455,7 @@ def test_cli_separate_refuses_all_three_way_of_six_binary_columns(tmp_path):
 def test_cli_residual_marginals_all_three_way_of_six_binary_columns(tmp_path, seed):
     """A set separate refuses (three fixed margins): residual releases it, and the max_difference it reports is
     the one recomputed from the written files."""
-    marginals, args = _six_binary_columns(tmp_path)
+    marginals, args = six_binary_columns(tmp_path, "--rho", "0.05")
     out = tmp_path / f"r{seed}"
     ok = invoke([*args, "--seed", str(seed), "-o", str(out)])
     assert ok.exit_code == 0, ok.output
@@ -511,8 +464,8 @@ def test_cli_residual_marginals_all_three_way_of_six_binary_columns(tmp_path, se
     assert report["marginals"]["strategy"] == "residual" and agreement["exact"] is False
     assert report["rho_spent"] == "0.05" and sum(Fraction(s["rho"]) for s in report["marginals"]["steps"]) == \
         Fraction(1, 20)
-    tables = _read_marginals(out, marginals)
-    assert agreement["max_difference"] == _largest_shared_difference(tables)
+    tables = read_marginals(out, marginals)
+    assert agreement["max_difference"] == largest_shared_difference(tables)
     assert len({int(t["count"].sum()) for t in tables.values()}) == 1  # one rounded grand total
     assert agreement["max_difference"] <= 5  # rounding moves each sum by a few units at most
 
@@ -527,7 +480,7 @@ def test_cli_marginal_strategies_separate_and_full_still_work_under_zcdp(tmp_pat
     report = json.loads((out / "report.json").read_text())
     assert report["marginals"]["strategy"] == strategy and "rounded_agreement" not in report["marginals"]
     assert report["rho_spent"] == "0.3"
-    assert _largest_shared_difference(_read_marginals(out, [("age", "sex"), ("sex", "income")])) == 0
+    assert largest_shared_difference(read_marginals(out, [("age", "sex"), ("sex", "income")])) == 0
 
 
 def test_cli_residual_refusals_read_nothing(tmp_path):
