@@ -38,7 +38,7 @@ from sections import replace_section  # noqa: E402
 
 import dphist  # noqa: E402
 from dphist.api import plan_release  # noqa: E402
-from dphist.algorithms.residual_laplace import METHODS, best_plan, measure_laplace, plan_laplace  # noqa: E402
+from dphist.algorithms.residual_laplace import METHODS, best_plan, measure_laplace  # noqa: E402
 from dphist.algorithms.residual_planner import (exact_variances, measure_residuals, plan_residuals,  # noqa: E402
                                                 reconstruct)
 from dphist.inference.marginals import consistent_marginals, expected_errors  # noqa: E402
@@ -374,21 +374,6 @@ def separate_figures(marginals: list[tuple[int, ...]], sizes: list[int], epsilon
     return math.sqrt(variance), math.sqrt(sum(errors) / cells)
 
 
-def rebuild_all(structure, measured, sizes: list[int], reps: int) -> dict:
-    """Every marginal of every release at once from replicated bases (``reconstruct``'s sum on a leading axis)."""
-    found = {m.basis: m.residual for m in measured}
-    out = {}
-    for s in structure.marginals:
-        rebuilt = 0.0
-        for r in range(len(s) + 1):
-            for b in itertools.combinations(s, r):
-                if b in found:
-                    view = (reps,) + tuple(sizes[i] if i in b else 1 for i in s)
-                    rebuilt = rebuilt + found[b].reshape(view) / math.prod(sizes[i] for i in s if i not in b)
-        out[s] = rebuilt
-    return out
-
-
 def pure_monte_carlo(sizes: list[int], marginals: list[tuple[int, ...]], rows: int, reps: int, epsilon=1,
                      seed: int = 11) -> dict:
     """``reps`` releases of the best Laplace plan at once (every table's exact discrete Laplace noise drawn
@@ -401,7 +386,7 @@ def pure_monte_carlo(sizes: list[int], marginals: list[tuple[int, ...]], rows: i
     truth = {m: true_marginal(codes, m, sizes) for m in plan.structure.marginals}
     t0 = time.perf_counter()
     measured = measure_laplace(plan, truth, ReplicatedBudget(Fraction(epsilon), SeededBits(seed), reps, []))
-    rebuilt = rebuild_all(plan.structure, measured, sizes, reps)
+    rebuilt = reconstruct(plan.structure, measured)  # every release at once, on the leading axis
     seconds = time.perf_counter() - t0
     cells = sum(t.size for t in truth.values())
     mse = sum(((rebuilt[m] - truth[m]) ** 2).reshape(reps, -1).sum(axis=1) for m in truth) / cells

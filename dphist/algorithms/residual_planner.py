@@ -434,19 +434,24 @@ def _by_basis(plan: ResidualPlan, measurements: Sequence[ResidualMeasurement]) -
 def reconstruct(plan: ResidualPlan, measurements: Sequence[ResidualMeasurement]) -> dict[tuple[int, ...], np.ndarray]:
     """{marginal S: m̂_S = Σ_{A⊆S} expand_S(ŷ_A)/∏_{i∈S∖A} n_i} (float arrays over S's axes).  The marginals share
     their residual pieces, so for T ⊆ S both in the workload m̂_S summed over S∖T is m̂_T exactly (up to
-    rounding); with noiseless residuals it is the true marginal.  Post-processing only."""
+    rounding); with noiseless residuals it is the true marginal.  Post-processing only.  Residuals with leading
+    axes (a replicated budget's runs, all drawn at once) give marginals with the same leading axes."""
     found = _by_basis(plan, measurements)
+    lead: tuple[int, ...] = ()
+    for m in found.values():
+        residual = np.asarray(m.residual)
+        lead = residual.shape[:residual.ndim - len(m.basis)]
+        break
     out = {}
     for s in plan.marginals:
-        shape = tuple(plan.sizes[i] for i in s)
-        estimate = np.zeros(shape)
+        estimate = np.zeros(lead + tuple(plan.sizes[i] for i in s))
         for mask in range(1 << len(s)):
             a = tuple(s[j] for j in range(len(s)) if mask >> j & 1)
             if a not in found:  # an attribute of one value: a zero residual
                 continue
             rest = math.prod(plan.sizes[s[j]] for j in range(len(s)) if not mask >> j & 1)
-            view = tuple(plan.sizes[s[j]] if mask >> j & 1 else 1 for j in range(len(s)))
-            estimate += found[a].residual.reshape(view) / rest
+            view = lead + tuple(plan.sizes[s[j]] if mask >> j & 1 else 1 for j in range(len(s)))
+            estimate += np.reshape(found[a].residual, view) / rest
         out[s] = estimate
     return out
 
